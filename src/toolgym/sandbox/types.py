@@ -1,0 +1,56 @@
+"""Plain, JSON-serializable value types shared by every sandbox backend."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+Status = Literal["ok", "error", "timeout", "oom", "output_limit", "killed", "sandbox_error"]
+STATUSES: tuple[str, ...] = ("ok", "error", "timeout", "oom", "output_limit", "killed", "sandbox_error")
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Per-call resource limits; every backend enforces all of them."""
+
+    timeout_s: float = 10.0
+    memory_mb: int = 512
+    pids: int = 64
+    output_bytes: int = 1 << 20
+    cpu_s: float | None = None  # CPU-time limit; defaults to timeout_s
+    file_bytes: int = 16 << 20  # largest file a call may write
+
+    def __post_init__(self) -> None:
+        if self.timeout_s <= 0:
+            raise ValueError(f"Limits.timeout_s must be > 0, got {self.timeout_s}")
+        if self.memory_mb < 16:
+            raise ValueError(f"Limits.memory_mb must be >= 16, got {self.memory_mb}")
+        if self.pids < 1:
+            raise ValueError(f"Limits.pids must be >= 1, got {self.pids}")
+        if self.output_bytes < 1:
+            raise ValueError(f"Limits.output_bytes must be >= 1, got {self.output_bytes}")
+
+
+@dataclass
+class ExecResult:
+    """Outcome of one sandboxed call. `status` is the verdict; exit_code is raw."""
+
+    stdout: str = ""
+    stderr: str = ""
+    exit_code: int | None = None
+    status: Status = "ok"
+    duration_s: float = 0.0
+    stdout_truncated: bool = False
+    stderr_truncated: bool = False
+    files: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ExecResult:
+        return cls(**data)
