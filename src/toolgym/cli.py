@@ -34,6 +34,14 @@ _COMMANDS: list[tuple[str, str]] = [
 ]
 
 
+@app.command()
+def version() -> None:
+    """Print the toolgym version."""
+    from toolgym import __version__
+
+    typer.echo(__version__)
+
+
 def _load() -> None:
     for name, module, help_text in _GROUPS:
         try:
