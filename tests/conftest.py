@@ -1,0 +1,1 @@
+"""Shared pytest configuration. Per-area fixtures live in each tests/<area>/conftest.py."""
