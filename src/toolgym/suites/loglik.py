@@ -1,0 +1,241 @@
+"""Log-likelihood multiple-choice scoring, computed the way lm-evaluation-harness does.
+
+Each choice is scored as the summed log-probability of the continuation " " + choice given the
+context "Question: <q>\\nAnswer:". Tokenization follows the harness: the context is encoded on
+its own, the continuation tokens are whole[len(context):] of the encoding of context +
+continuation, and the model input is context tokens + continuation tokens. Then
+acc = [argmax loglik == gold] and acc_norm = [argmax loglik / len(choice) == gold], where the
+length is the character length of the choice text (the harness's `completion_len`; for ASCII
+text this equals its byte length).
+
+Speed comes from packing: one row holds the question prefix once, followed by every choice;
+a block attention mask lets each choice see the prefix and itself only, and position ids restart
+after the prefix for every choice, so each choice's log-probabilities are those of the plain
+prefix + choice sequence. Several questions share one batch (rows sorted by length to limit
+padding), and logits are computed only at the positions that predict continuation tokens.
+
+Imports torch and transformers: load this module lazily.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import torch
+
+TARGET_DELIMITER = " "
+
+
+def arc_context(question: str) -> str:
+    """The harness's ARC / SciQ-style prompt."""
+    return f"Question: {question}\nAnswer:"
+
+
+@dataclass
+class MCItem:
+    """One multiple-choice question to score."""
+
+    id: str
+    context: str
+    choices: list[str]
+    gold: int
+
+
+@dataclass
+class MCScore:
+    """Per-question outcome: the log-likelihood of every choice and both accuracies."""
+
+    id: str
+    logliks: list[float]
+    gold: int
+    pred: int
+    pred_norm: int
+    acc: float
+    acc_norm: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def decide(item_id: str, logliks: Sequence[float], choices: Sequence[str], gold: int) -> MCScore:
+    """acc and acc_norm from per-choice log-likelihoods (harness formulas; first index wins ties)."""
+    lls = [float(x) for x in logliks]
+    pred = max(range(len(lls)), key=lambda i: (lls[i], -i))
+    normed = [ll / max(1, len(c)) for ll, c in zip(lls, choices, strict=True)]
+    pred_norm = max(range(len(normed)), key=lambda i: (normed[i], -i))
+    return MCScore(item_id, lls, gold, pred, pred_norm, float(pred == gold), float(pred_norm == gold))
+
+
+def encode_pair(tokenizer: Any, context: str, continuation: str) -> tuple[list[int], list[int]]:
+    """Context and continuation token ids exactly as the harness splits them."""
+    n_spaces = len(context) - len(context.rstrip())
+    if n_spaces > 0:  # trailing context whitespace moves into the continuation
+        continuation = context[-n_spaces:] + continuation
+        context = context[:-n_spaces]
+    whole = tokenizer(context + continuation, add_special_tokens=False)["input_ids"]
+    ctx = tokenizer(context, add_special_tokens=False)["input_ids"]
+    if not ctx:
+        ctx = [_prefix_token(tokenizer)]
+        whole = ctx + whole
+    return list(ctx), list(whole[len(ctx) :])
+
+
+def _prefix_token(tokenizer: Any) -> int:
+    for attr in ("bos_token_id", "eos_token_id"):
+        tok = getattr(tokenizer, attr, None)
+        if tok is not None:
+            return int(tok)
+    raise ValueError("empty context and the tokenizer has neither a BOS nor an EOS token")
+
+
+@torch.inference_mode()
+def naive_loglik(model: Any, ctx: Sequence[int], cont: Sequence[int]) -> float:
+    """Reference: one plain forward of context + continuation, one choice at a time."""
+    ids = torch.tensor([list(ctx) + list(cont)[:-1]], dtype=torch.long)
+    logits = model(input_ids=ids).logits[0].float()
+    logp = torch.log_softmax(logits[len(ctx) - 1 :], dim=-1)
+    target = torch.tensor(list(cont), dtype=torch.long)
+    return float(logp.gather(1, target[:, None]).sum())
+
+
+def score_naive(model: Any, tokenizer: Any, items: Sequence[MCItem]) -> list[MCScore]:
+    """The minimal loop: every choice of every question in its own forward (baseline and check)."""
+    out = []
+    for it in items:
+        lls = []
+        for ch in it.choices:
+            ctx, cont = encode_pair(tokenizer, it.context, TARGET_DELIMITER + ch)
+            lls.append(naive_loglik(model, ctx, cont))
+        out.append(decide(it.id, lls, it.choices, it.gold))
+    return out
+
+
+@dataclass
+class _Packed:
+    ids: list[int]
+    pos: list[int]
+    seg: list[int]  # 0 = prefix, j + 1 = choice j
+    targets: list[tuple[int, int, int]]  # (choice index, position predicting the token, token id)
+
+
+def _pack(ctx: list[int], conts: list[list[int]]) -> _Packed:
+    ids = list(ctx)
+    pos = list(range(len(ctx)))
+    seg = [0] * len(ctx)
+    targets: list[tuple[int, int, int]] = []
+    for j, cont in enumerate(conts):
+        start = len(ids)
+        # The last continuation token is never fed: nothing is predicted from it.
+        body = cont[:-1]
+        ids.extend(body)
+        pos.extend(range(len(ctx), len(ctx) + len(body)))
+        seg.extend([j + 1] * len(body))
+        for i, tok in enumerate(cont):
+            targets.append((j, len(ctx) - 1 if i == 0 else start + i - 1, tok))
+    return _Packed(ids, pos, seg, targets)
+
+
+def _block_mask(rows: list[_Packed], length: int, dtype: torch.dtype) -> torch.Tensor:
+    """Additive [B, 1, T, T] mask: causal, and choice tokens see only the prefix and themselves."""
+    b = len(rows)
+    seg = torch.full((b, length), -1, dtype=torch.long)
+    for r, p in enumerate(rows):
+        seg[r, : len(p.seg)] = torch.tensor(p.seg)
+    q = seg[:, :, None]
+    k = seg[:, None, :]
+    causal = torch.ones(length, length, dtype=torch.bool).tril()[None]
+    allowed = causal & (k >= 0) & ((k == 0) | (k == q))
+    # Padding rows attend to themselves so no softmax row is empty.
+    eye = torch.eye(length, dtype=torch.bool)[None] & (q < 0)
+    allowed = allowed | eye
+    mask = torch.zeros(b, 1, length, length, dtype=dtype)
+    mask.masked_fill_(~allowed[:, None], torch.finfo(dtype).min)
+    return mask
+
+
+def _supports_bool_logits_to_keep() -> bool:
+    import transformers
+
+    return int(transformers.__version__.split(".")[0]) >= 5
+
+
+class LoglikScorer:
+    """Scores multiple-choice items with a causal LM; questions are packed and batched."""
+
+    def __init__(self, model: Any, tokenizer: Any, *, batch_questions: int = 8, max_tokens: int = 4096) -> None:
+        self.model = model.eval()
+        self.tokenizer = tokenizer
+        self.batch_questions = max(1, batch_questions)
+        self.max_tokens = max_tokens
+        self._bool_keep = _supports_bool_logits_to_keep()
+        self._dtype = next(model.parameters()).dtype
+
+    def _encode(self, item: MCItem) -> tuple[list[int], list[list[int]]]:
+        ctx: list[int] | None = None
+        conts = []
+        for ch in item.choices:
+            c, cont = encode_pair(self.tokenizer, item.context, TARGET_DELIMITER + ch)
+            if ctx is None:
+                ctx = c
+            conts.append(cont)
+        assert ctx is not None
+        return ctx, conts
+
+    @torch.inference_mode()
+    def _forward(self, rows: list[_Packed]) -> list[list[float]]:
+        length = max(len(p.ids) for p in rows)
+        pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
+        ids = torch.full((len(rows), length), int(pad), dtype=torch.long)
+        pos = torch.zeros((len(rows), length), dtype=torch.long)
+        for r, p in enumerate(rows):
+            ids[r, : len(p.ids)] = torch.tensor(p.ids)
+            pos[r, : len(p.pos)] = torch.tensor(p.pos)
+        mask = _block_mask(rows, length, self._dtype)
+        keep = torch.zeros((len(rows), length), dtype=torch.bool)
+        for r, p in enumerate(rows):
+            for _, at, _ in p.targets:
+                keep[r, at] = True
+        if self._bool_keep:
+            flat = self.model(input_ids=ids, attention_mask=mask, position_ids=pos, logits_to_keep=keep).logits
+            flat = flat.reshape(-1, flat.shape[-1])
+        else:  # older transformers: full logits, then select
+            flat = self.model(input_ids=ids, attention_mask=mask, position_ids=pos).logits[keep]
+        logp = torch.log_softmax(flat.float(), dim=-1)
+        # Row-major order of the kept positions -> index into `flat`.
+        order = keep.flatten().cumsum(0) - 1
+        results: list[list[float]] = []
+        for r, p in enumerate(rows):
+            n_choices = 1 + max(j for j, _, _ in p.targets)
+            sums = [0.0] * n_choices
+            rows_idx = torch.tensor([int(order[r * length + at]) for _, at, _ in p.targets])
+            toks = torch.tensor([t for _, _, t in p.targets])
+            vals = logp[rows_idx, toks].tolist()
+            for (j, _, _), v in zip(p.targets, vals, strict=True):
+                sums[j] += v
+            results.append(sums)
+        return results
+
+    def score(
+        self, items: Sequence[MCItem], *, progress: Callable[[int, int], None] | None = None
+    ) -> list[MCScore]:
+        """Score every item; results come back in input order."""
+        packed = []
+        for it in items:
+            ctx, conts = self._encode(it)
+            p = _pack(ctx, conts)
+            if len(p.ids) > self.max_tokens:
+                raise ValueError(f"question {it.id}: packed length {len(p.ids)} exceeds max_tokens={self.max_tokens}")
+            packed.append(p)
+        order = sorted(range(len(items)), key=lambda i: -len(packed[i].ids))
+        lls: dict[int, list[float]] = {}
+        done = 0
+        for start in range(0, len(order), self.batch_questions):
+            chunk = order[start : start + self.batch_questions]
+            for i, sums in zip(chunk, self._forward([packed[i] for i in chunk]), strict=True):
+                lls[i] = sums
+            done += len(chunk)
+            if progress is not None:
+                progress(done, len(items))
+        return [decide(it.id, lls[i], it.choices, it.gold) for i, it in enumerate(items)]
