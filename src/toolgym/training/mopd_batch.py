@@ -1,0 +1,165 @@
+"""Tensor side of one MOPD step: padded student/teacher batches and their forward passes.
+
+Token-in/token-out: the student's sampled response ids are reused verbatim for the teacher;
+only the prompt part differs. Prompts are left-padded, responses right-padded, and position
+ids are recomputed from the attention mask so padding never shifts positions (spec §4-§5).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+
+from toolgym.training.divergences import gather_logprobs, student_topk
+
+
+@dataclass
+class PromptResponseBatch:
+    """``[left-padded prompt ; right-padded response]`` with its masks."""
+
+    input_ids: torch.Tensor  # [B, P + T]
+    attention_mask: torch.Tensor  # [B, P + T]
+    position_ids: torch.Tensor  # [B, P + T]
+    response_ids: torch.Tensor  # [B, T] (pad where response_mask == 0)
+    response_mask: torch.Tensor  # [B, T] 1 where a response token exists
+    prompt_len: int  # P, the padded prompt width
+
+    @property
+    def response_len(self) -> int:
+        return int(self.response_ids.shape[1])
+
+
+def positions_from_mask(attention_mask: torch.Tensor) -> torch.Tensor:
+    """Position ids counting only attended tokens (0 at the first real token)."""
+    return (attention_mask.long().cumsum(-1) - 1).clamp(min=0)
+
+
+def build_batch(
+    prompts: Sequence[Sequence[int]], responses: Sequence[Sequence[int]], pad_id: int
+) -> PromptResponseBatch:
+    """Left-pad prompts and right-pad responses into one batch."""
+    if len(prompts) != len(responses):
+        raise ValueError(f"{len(prompts)} prompts but {len(responses)} responses")
+    b = len(prompts)
+    p = max((len(x) for x in prompts), default=0)
+    t = max((len(y) for y in responses), default=0)
+    ids = torch.full((b, p + t), pad_id, dtype=torch.long)
+    att = torch.zeros((b, p + t), dtype=torch.long)
+    for i, (x, y) in enumerate(zip(prompts, responses, strict=True)):
+        ids[i, p - len(x) : p] = torch.tensor(list(x), dtype=torch.long)
+        att[i, p - len(x) : p] = 1
+        ids[i, p : p + len(y)] = torch.tensor(list(y), dtype=torch.long)
+        att[i, p : p + len(y)] = 1
+    return PromptResponseBatch(
+        input_ids=ids,
+        attention_mask=att,
+        position_ids=positions_from_mask(att),
+        response_ids=ids[:, p:].clone(),
+        response_mask=att[:, p:].clone(),
+        prompt_len=p,
+    )
+
+
+def response_logits(model: torch.nn.Module, batch: PromptResponseBatch, temperature: float = 1.0) -> torch.Tensor:
+    """Logits predicting each response token: positions P-1 .. P+T-2 ([B, T, V]).
+
+    For an unpadded sequence this is the spec's slice -(R+1) .. -2 (the final position dropped).
+    """
+    out = model(
+        input_ids=batch.input_ids,
+        attention_mask=batch.attention_mask,
+        position_ids=batch.position_ids,
+        use_cache=False,
+    )
+    p, t = batch.prompt_len, batch.response_len
+    logits = out.logits[:, p - 1 : p - 1 + t]
+    return logits / temperature if temperature != 1.0 else logits
+
+
+def token_logprobs(logits: torch.Tensor, token_ids: torch.Tensor) -> torch.Tensor:
+    """Log-prob of each given token under ``logits`` ([B, T, V], [B, T] -> [B, T])."""
+    return gather_logprobs(logits, token_ids.unsqueeze(-1)).squeeze(-1)
+
+
+@dataclass
+class MOPDInputs:
+    """Student and teacher batches over the same response ids, plus the padded loss mask."""
+
+    student: PromptResponseBatch
+    teacher: PromptResponseBatch
+    loss_mask: torch.Tensor  # [B, T] float, 1 = model-sampled token
+    seq_mask: torch.Tensor  # [B] float, 0 = empty teacher context
+
+    @property
+    def response_ids(self) -> torch.Tensor:
+        return self.student.response_ids
+
+
+def mopd_step_inputs(
+    student_prompts: Sequence[Sequence[int]],
+    teacher_prompts: Sequence[Sequence[int]],
+    responses: Sequence[Sequence[int]],
+    loss_masks: Sequence[Sequence[int]],
+    seq_mask: Sequence[int],
+    pad_id: int,
+) -> MOPDInputs:
+    """Pair each student prompt with its teacher prompt over the same sampled response ids."""
+    student = build_batch(student_prompts, responses, pad_id)
+    teacher = build_batch(teacher_prompts, responses, pad_id)
+    lm = torch.zeros(student.response_ids.shape, dtype=torch.float32)
+    for i, m in enumerate(loss_masks):
+        if len(m) != len(responses[i]):
+            raise ValueError(f"row {i}: loss_mask has {len(m)} entries for {len(responses[i])} response tokens")
+        lm[i, : len(m)] = torch.tensor(list(m), dtype=torch.float32)
+    return MOPDInputs(student, teacher, lm, torch.tensor(list(seq_mask), dtype=torch.float32))
+
+
+@dataclass
+class StudentOutputs:
+    logits: torch.Tensor  # [B, T, V] response-aligned, with gradient
+    lp_topk: torch.Tensor  # [B, T, K] with gradient
+    topk_ids: torch.Tensor  # [B, T, K] no gradient
+    logp: torch.Tensor  # [B, T] log-prob of the sampled tokens, with gradient
+
+
+def student_forward(
+    model: torch.nn.Module, batch: PromptResponseBatch, k: int = 100, temperature: float = 1.0
+) -> StudentOutputs:
+    """Student pass with gradient: top-k ids of its own logits and its log-probs there."""
+    logits = response_logits(model, batch, temperature)
+    lp_topk, ids = student_topk(logits, k)
+    return StudentOutputs(logits, lp_topk, ids, token_logprobs(logits, batch.response_ids))
+
+
+@torch.no_grad()
+def teacher_topk_logprobs(
+    model: torch.nn.Module,
+    batch: PromptResponseBatch,
+    topk_ids: torch.Tensor,
+    temperature: float = 1.0,
+    micro_batch: int | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Teacher pass without gradient, gathered at the student's top-k ids.
+
+    Returns ``(lq_topk [B, T, K], teacher log-prob of the sampled tokens [B, T])``. Only the
+    [B, T, K] slice is kept; the full-vocabulary logits of each micro-batch are dropped at once.
+    """
+    b = batch.input_ids.shape[0]
+    step = micro_batch or b
+    lq_parts, lt_parts = [], []
+    for s in range(0, b, step):
+        sub = PromptResponseBatch(
+            batch.input_ids[s : s + step],
+            batch.attention_mask[s : s + step],
+            batch.position_ids[s : s + step],
+            batch.response_ids[s : s + step],
+            batch.response_mask[s : s + step],
+            batch.prompt_len,
+        )
+        logits = response_logits(model, sub, temperature).float()
+        lq_parts.append(gather_logprobs(logits, topk_ids[s : s + step]))
+        lt_parts.append(token_logprobs(logits, sub.response_ids))
+        del logits
+    return torch.cat(lq_parts), torch.cat(lt_parts)
