@@ -1,0 +1,118 @@
+"""`toolgym bench`: run benchmark suites and compare reports.
+
+    toolgym bench SUITE --model M [--mode tools|generate|loglik] [--subset NAME] [--limit N] --out DIR [--json]
+    toolgym bench compare A.json B.json [--json]
+    toolgym bench list [--json]
+
+SUITE is a built-in suite (code, science, math) or a YAML suite file.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+import typer
+from typer.core import TyperGroup
+
+
+class _SuiteGroup(TyperGroup):
+    """Routes `toolgym bench SUITE ...` to the `run` command when SUITE is not a subcommand name."""
+
+    def resolve_command(self, ctx: Any, args: list[str]) -> Any:
+        if args and args[0] not in self.commands and not args[0].startswith("-"):
+            args = ["run", *args]
+        return super().resolve_command(ctx, args)
+
+
+app = typer.Typer(no_args_is_help=True, cls=_SuiteGroup, help="Run benchmark suites and compare reports.")
+
+
+def _err(msg: str) -> None:
+    typer.echo(f"error: {msg}", err=True)
+    raise typer.Exit(2)
+
+
+@app.command("run")
+def run(
+    suite: str = typer.Argument(..., help="code | science | math | path/to/suite.yaml"),
+    model: str = typer.Option(..., "--model", "-m", help="asset name (smollm2-135m-instruct), local folder or Hub id"),
+    mode: str = typer.Option("generate", help="tools | generate | loglik"),
+    subset: str = typer.Option(None, help="comma-separated entry names to run (e.g. arc_challenge,sciq)"),
+    limit: int = typer.Option(None, help="first N tasks of each entry"),
+    out: str = typer.Option(None, "--out", "-o", help="output folder (default: bench-out/SUITE-MODE)"),
+    samples: int = typer.Option(1, "--samples", "-k", help="completions per task (pass@k up to k)"),
+    temperature: float = typer.Option(0.0, help="0 = greedy"),
+    top_p: float = typer.Option(1.0),
+    max_tokens: int = typer.Option(512, help="new tokens per completion"),
+    sampler: str = typer.Option("hf", help="hf | vllm | openai"),
+    base_url: str = typer.Option(None, help="OpenAI-compatible server for --sampler openai"),
+    tokenizer: str = typer.Option(None, help="tokenizer for --sampler openai (default: the model's)"),
+    batch: int = typer.Option(8, help="prompts (or questions) per forward batch"),
+    concurrency: int = typer.Option(4, help="programs judged at once in the sandbox"),
+    sandbox: str = typer.Option("auto", help="sandbox backend: auto | docker | local"),
+    seed: int = typer.Option(0),
+    completions: str = typer.Option(None, help="score completions from this JSONL instead of sampling"),
+    trust_pickle: bool = typer.Option(False, "--trust-pickle",
+                                      help="allow LiveCodeBench pickled private tests (restricted unpickler)"),
+    as_json: bool = typer.Option(False, "--json", help="print the report as JSON"),
+) -> None:
+    """Run a suite (resumes in --out: finished tasks are skipped) and write report.json/.md and plots."""
+    from toolgym.errors import ToolgymError
+    from toolgym.suites.report import markdown
+    from toolgym.suites.runner import BenchConfig, run_benchmark
+
+    out_dir = out or f"bench-out/{suite.rsplit('/', 1)[-1].removesuffix('.yaml')}-{mode}"
+    try:
+        cfg = BenchConfig(suite=suite, model=model, mode=mode, subset=subset, limit=limit, seed=seed, samples=samples,
+                          temperature=temperature, top_p=top_p, max_tokens=max_tokens, sampler=sampler,
+                          base_url=base_url, tokenizer=tokenizer, batch=batch, concurrency=concurrency,
+                          sandbox_backend=sandbox, trust_pickle=trust_pickle, completions=completions)
+        log = (lambda m: print(m, file=sys.stderr)) if as_json else print
+        report = run_benchmark(cfg, out_dir, log=log)
+    except ToolgymError as exc:
+        _err(str(exc))
+        return
+    if as_json:
+        typer.echo(json.dumps(report))
+        return
+    typer.echo("")
+    typer.echo(markdown(report))
+    typer.echo(f"wrote {out_dir}/report.json, report.md" + "".join(f", {p}" for p in report.get("plots", [])))
+
+
+@app.command("compare")
+def compare(
+    a: str = typer.Argument(..., help="report A (report.json or its folder)"),
+    b: str = typer.Argument(..., help="report B"),
+    alpha: float = typer.Option(0.05, help="significance level"),
+    seed: int = typer.Option(0),
+    as_json: bool = typer.Option(False, "--json"),
+) -> None:
+    """Deltas B - A per entry on shared tasks, with paired bootstrap / McNemar significance."""
+    from toolgym.errors import ToolgymError
+    from toolgym.suites.compare import compare_reports, format_comparison, load_report
+
+    try:
+        cmp = compare_reports(load_report(a), load_report(b), seed=seed, alpha=alpha)
+    except ToolgymError as exc:
+        _err(str(exc))
+        return
+    typer.echo(json.dumps(cmp) if as_json else format_comparison(cmp))
+
+
+@app.command("list")
+def list_suites(as_json: bool = typer.Option(False, "--json")) -> None:
+    """The built-in suites and their entries."""
+    from toolgym.suites.registry import builtin_suites
+
+    suites = {n: s.to_dict() for n, s in builtin_suites().items()}
+    if as_json:
+        typer.echo(json.dumps(suites))
+        return
+    for name, s in suites.items():
+        typer.echo(f"{name}: {s['description']}")
+        for e in s["entries"]:
+            opt = " (optional)" if e["optional"] else ""
+            typer.echo(f"  {e['name']:<15} {e['metric']:<9} {e['source']}{opt}")

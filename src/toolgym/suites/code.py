@@ -1,0 +1,126 @@
+"""Code tasks (HumanEval, MBPP, LeetCode, LiveCodeBench, CodeContests) and their judging.
+
+A completion is reduced to a program (the last fenced code block, or the raw text), run against
+the task's tests in the sandbox with `judge`; a sample passes when every test passes. Judging is
+asynchronous and bounded by a semaphore so many programs run at once across the sandbox pool.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from toolgym.suites.tasks import CodeTest, EvalTask
+
+_FENCE = re.compile(r"```[ \t]*(?:python3?|py|Python)?[ \t]*\n(.*?)```", re.DOTALL)
+
+
+def humaneval_task(rec: dict[str, Any]) -> EvalTask:
+    prompt = str(rec["prompt"])
+    entry = str(rec["entry_point"])
+    user = ("Complete the following Python function. Reply with the complete function in one ```python "
+            f"code block.\n\n```python\n{prompt}```")
+    return EvalTask(
+        id=str(rec["id"]), kind="code", prompt=user,
+        tests=[CodeTest(code=f"{rec['test']}\ncheck({entry})\n")], test_mode="function",
+        program_prefix=prompt, entry_point=entry, metadata={"dataset": "humaneval"},
+    )
+
+
+def mbpp_task(rec: dict[str, Any]) -> EvalTask:
+    tests = [str(t) for t in rec["tests"]]
+    setup = str(rec.get("setup_code") or "")
+    m = re.search(r"assert\s+(?:not\s+)?\(?\s*([A-Za-z_]\w*)\s*\(", tests[0]) if tests else None
+    entry = m.group(1) if m else ""
+    user = (f"{str(rec['prompt']).strip()}\nYour code should pass these tests:\n" + "\n".join(tests)
+            + "\nReply with the Python code in one ```python code block.")
+    return EvalTask(
+        id=str(rec["id"]), kind="code", prompt=user,
+        tests=[CodeTest(code=(setup + "\n" if setup else "") + t + "\n") for t in tests], test_mode="function",
+        entry_point=entry, metadata={"dataset": "mbpp"},
+    )
+
+
+def leetcode_task(rec: dict[str, Any]) -> EvalTask:
+    """LeetCode records: function-mode tests. Accepts {"id","prompt"|"description","starter_code"?,
+    "tests": [assert strings] | "test": str, "entry_point"?, "setup_code"?}."""
+    desc = str(rec.get("prompt") or rec.get("description") or rec.get("question") or "").strip()
+    starter = str(rec.get("starter_code") or "")
+    setup = str(rec.get("setup_code") or rec.get("prelude") or "")
+    if isinstance(rec.get("tests"), list):
+        raw = [t if isinstance(t, str) else str(t.get("code", "")) for t in rec["tests"]]
+    else:
+        raw = [str(rec.get("test") or "")]
+        entry = rec.get("entry_point")
+        if entry and "check(" in raw[0] and f"check({entry})" not in raw[0]:
+            raw[0] += f"\ncheck({entry})"
+    user = desc + (f"\n\nStart from this code:\n```python\n{starter}\n```" if starter else "")
+    user += "\nReply with the complete Python solution in one ```python code block."
+    return EvalTask(
+        id=str(rec["id"]), kind="code", prompt=user,
+        tests=[CodeTest(code=(setup + "\n" if setup else "") + t + "\n") for t in raw if t.strip()],
+        test_mode="function", program_prefix=setup, entry_point=str(rec.get("entry_point") or ""),
+        metadata={"dataset": "leetcode", "difficulty": rec.get("difficulty")},
+    )
+
+
+def code_tasks(dataset: str, records: Iterable[dict[str, Any]]) -> list[EvalTask]:
+    build = {"humaneval": humaneval_task, "mbpp": mbpp_task, "leetcode": leetcode_task}[dataset]
+    return [build(r) for r in records]
+
+
+def extract_program(text: str) -> str:
+    """The last fenced code block of a completion, or the whole text when there is none."""
+    blocks = _FENCE.findall(text)
+    if blocks:
+        return blocks[-1]
+    if "```" in text:  # an unterminated fence
+        tail = text.split("```", 1)[1]
+        return tail.split("\n", 1)[1] if "\n" in tail else tail
+    return text
+
+
+def build_program(task: EvalTask, completion: str) -> str:
+    """The program to judge: when the code lacks the entry point, it continues the task's prefix
+    (a HumanEval completion); else the prefix's import lines are kept in front."""
+    code = extract_program(completion)
+    if not task.program_prefix:
+        return code
+    if task.entry_point and re.search(rf"def\s+{re.escape(task.entry_point)}\s*\(", code) is None:
+        return task.program_prefix + code
+    imports = [ln for ln in task.program_prefix.splitlines() if ln.startswith(("import ", "from "))]
+    return "\n".join(imports) + ("\n" if imports else "") + code
+
+
+def _judge_tests(task: EvalTask) -> list[Any]:
+    from toolgym.sandbox import TestCase
+
+    if task.test_mode == "stdio":
+        return [TestCase(input=t.input, output=t.output) for t in task.tests]
+    return [TestCase(code=t.code) for t in task.tests]
+
+
+async def judge_many(
+    sandbox: Any, jobs: Sequence[tuple[EvalTask, str]], *, concurrency: int = 4
+) -> list[dict[str, Any]]:
+    """Judge (task, program) pairs concurrently; returns {"passed", "total", "ok", "statuses"} each."""
+    from toolgym.sandbox import ajudge
+
+    sem = asyncio.Semaphore(max(1, concurrency))
+
+    async def one(task: EvalTask, program: str) -> dict[str, Any]:
+        if not task.tests:
+            return {"passed": 0, "total": 0, "ok": False, "statuses": [], "error": "task has no tests"}
+        async with sem:
+            try:
+                rep = await ajudge(sandbox, program, tests=_judge_tests(task), mode=task.test_mode)
+            except Exception as exc:  # a sandbox failure is a recorded verdict, not a crash
+                return {"passed": 0, "total": len(task.tests), "ok": False, "statuses": [],
+                        "error": f"{type(exc).__name__}: {exc}"}
+        statuses = [getattr(v, "status", str(v)) for v in rep.verdicts]
+        return {"passed": rep.passed, "total": rep.total, "ok": rep.total > 0 and rep.passed == rep.total,
+                "statuses": statuses}
+
+    return list(await asyncio.gather(*(one(t, p) for t, p in jobs)))

@@ -1,0 +1,1 @@
+"""Loaders for benchmark files kept locally in their published formats."""

@@ -1,0 +1,48 @@
+"""Reading JSONL / JSON / Parquet record files (one file or a folder of them)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from toolgym.errors import AssetError, ConfigError
+
+SUFFIXES = (".jsonl", ".json", ".parquet")
+
+
+def data_files(path: str | Path, pattern: str = "*") -> list[Path]:
+    """The record files at `path` (a file, or a folder's files matching `pattern`), sorted."""
+    p = Path(path).expanduser()
+    if not p.exists():
+        raise AssetError(f"{p} does not exist; download the benchmark files there or pass another path")
+    if p.is_file():
+        return [p]
+    files = sorted(f for f in p.glob(pattern) if f.suffix in SUFFIXES and f.is_file())
+    if not files:
+        raise AssetError(f"no .jsonl/.json/.parquet files matching {pattern!r} in {p}")
+    return files
+
+
+def iter_records(path: Path) -> Iterator[dict[str, Any]]:
+    """Records of one file; a malformed line names the file and line."""
+    if path.suffix == ".parquet":
+        try:
+            import pyarrow.parquet as pq
+        except ImportError:
+            raise ConfigError(f"{path}: reading Parquet needs pyarrow (pip install 'toolgym[tasks]')") from None
+        yield from pq.read_table(path).to_pylist()
+        return
+    text = path.read_text(encoding="utf-8")
+    if path.suffix == ".json":
+        data = json.loads(text)
+        yield from (data if isinstance(data, list) else data.get("data", data.get("problems", [])))
+        return
+    for n, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            yield json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise ConfigError(f"{path}:{n}: not valid JSON ({exc.msg})") from None

@@ -1,0 +1,59 @@
+"""Math tasks: GSM8K, MATH-500 and AIME-format files. Graded on the final answer with math_equal."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from toolgym.suites.tasks import EvalTask
+
+INSTRUCTION = "Please reason step by step, and put your final answer within \\boxed{}."
+
+
+def math_task(dataset: str, rec: dict[str, Any]) -> EvalTask:
+    """An EvalTask from a record {"id","question","answer",...}."""
+    q = str(rec["question"]).strip()
+    meta = {"dataset": dataset}
+    for key in ("level", "subject", "type", "year"):
+        if rec.get(key) is not None:
+            meta[key] = rec[key]
+    return EvalTask(id=str(rec["id"]), kind="math", prompt=f"{q}\n\n{INSTRUCTION}", answer=str(rec["answer"]).strip(),
+                    metadata=meta)
+
+
+def math_tasks(dataset: str, records: Iterable[dict[str, Any]]) -> list[EvalTask]:
+    return [math_task(dataset, r) for r in records]
+
+
+def extract_final_answer(text: str) -> str | None:
+    """The model's final answer: the environments' extractor when present, else the last \\boxed{}."""
+    try:
+        from toolgym.envs.answers import extract_answer
+    except ImportError:  # envs layer not installed: minimal boxed extraction
+        extract_answer = _last_boxed
+    return extract_answer(text)
+
+
+def _last_boxed(text: str) -> str | None:
+    i = text.rfind("\\boxed{")
+    if i < 0:
+        return None
+    depth, j = 0, i + len("\\boxed")
+    for k in range(j, len(text)):
+        if text[k] == "{":
+            depth += 1
+        elif text[k] == "}":
+            depth -= 1
+            if depth == 0:
+                return text[j + 1 : k]
+    return None
+
+
+def grade_math(text: str, gold: str) -> tuple[bool, str | None]:
+    """(correct, extracted answer) for one completion."""
+    from toolgym.envs.verifiers import math_equal
+
+    ans = extract_final_answer(text)
+    if ans is None:
+        return False, None
+    return bool(math_equal(ans, gold)), ans
