@@ -1,0 +1,328 @@
+"""RolloutRunner: groups of multi-turn episodes, token-in/token-out, on asyncio.
+
+Each episode runs on a fresh environment instance. Episodes are coroutines, so while some wait for the
+sampler others run their tools; in-process samplers batch whatever generation requests are pending.
+Any failure (sampler, sandbox, env, context) ends that one episode with a recorded reason; the group
+is always returned whole.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import time
+import traceback
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from toolgym.agents.chat import ChatTemplate
+from toolgym.agents.sampling import ContextOverflow, Sample, Sampler, SamplingParams
+from toolgym.agents.trajectory import Trajectory
+
+
+@dataclass
+class EpisodeLimits:
+    """Per-episode limits. max_total_tokens counts prompt + response tokens."""
+
+    max_turns: int = 8
+    max_total_tokens: int = 4096
+    max_wall_s: float = 300.0
+    min_new_tokens: int = 8  # a prompt is cut (and marked) so at least this many tokens can be sampled
+
+
+@dataclass
+class TaskSpec:
+    """Which task an episode group runs: passed to env.reset(seed=..., options=...)."""
+
+    seed: int | None = None
+    options: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class RunnerStats:
+    """Where the wall time of a run went. gen_busy_s: time with at least one generation in flight."""
+
+    wall_s: float = 0.0
+    gen_busy_s: float = 0.0
+    episodes: int = 0
+    model_tokens: int = 0
+    errors: int = 0
+
+    @property
+    def outside_generation_share(self) -> float:
+        return 0.0 if self.wall_s <= 0 else max(0.0, 1.0 - self.gen_busy_s / self.wall_s)
+
+
+class RolloutRunner:
+    """Runs groups of G episodes per task and returns them as `Trajectory` lists (one list per task)."""
+
+    def __init__(
+        self,
+        sampler: Sampler,
+        template: ChatTemplate,
+        env_factory: Callable[[], Any] | str,
+        params: SamplingParams | None = None,
+        limits: EpisodeLimits | None = None,
+        *,
+        env_kwargs: dict[str, Any] | None = None,
+        max_concurrent_episodes: int = 64,
+        seed: int = 0,
+    ) -> None:
+        self.sampler = sampler
+        self.template = template
+        if isinstance(env_factory, str):
+            env_id, kwargs = env_factory, dict(env_kwargs or {})
+
+            def make() -> Any:
+                import toolgym
+
+                return toolgym.make(env_id, **kwargs)
+
+            self.env_factory: Callable[[], Any] = make
+            self.env_id = env_id
+        else:
+            self.env_factory = env_factory
+            self.env_id = getattr(env_factory, "__name__", "env")
+        self.params = params or SamplingParams()
+        self.limits = limits or EpisodeLimits()
+        self.max_concurrent_episodes = max_concurrent_episodes
+        self.seed = seed
+        self.stats = RunnerStats()
+        self._inflight = 0
+        self._busy_since = 0.0
+
+    # -- public API ----------------------------------------------------------------------------------------
+
+    def run(self, tasks: Sequence[TaskSpec | int | dict], group_size: int) -> list[list[Trajectory]]:
+        """Blocking form of `arun`."""
+        return asyncio.run(self.arun(tasks, group_size))
+
+    async def arun(self, tasks: Sequence[TaskSpec | int | dict], group_size: int,
+                   serial: bool = False) -> list[list[Trajectory]]:
+        """All groups at once (or one episode after another with serial=True, for comparison)."""
+        specs = [_spec(t) for t in tasks]
+        sem = asyncio.Semaphore(1 if serial else self.max_concurrent_episodes)
+        start = time.perf_counter()
+
+        async def one(ti: int, g: int) -> Trajectory:
+            async with sem:
+                return await self.run_episode(specs[ti], ti, g)
+
+        jobs = [[one(ti, g) for g in range(group_size)] for ti in range(len(specs))]
+        flat = await asyncio.gather(*(j for group in jobs for j in group))
+        self.stats.wall_s += time.perf_counter() - start
+        groups = [flat[i * group_size : (i + 1) * group_size] for i in range(len(specs))]
+        for group in groups:
+            ids = {t.task_id for t in group}
+            if len(ids) > 1:  # an env that ignores the seed would mix tasks within a group: say so
+                for t in group:
+                    t.metadata["group_task_mismatch"] = sorted(ids)
+        return groups
+
+    async def run_episode(self, spec: TaskSpec, task_index: int, episode_index: int) -> Trajectory:
+        """One episode on a fresh env. Never raises: failures are recorded on the trajectory."""
+        lim = self.limits
+        t0 = time.perf_counter()
+        deadline = t0 + lim.max_wall_s
+        traj = Trajectory(task_id=f"task-{task_index}", group_id=f"{self.env_id}/{task_index}", prompt_ids=[])
+        traj.metadata.update(
+            episode_index=episode_index, task_index=task_index, sampler=self.sampler.name,
+            sampling=self.params.to_dict(), logprob_kind=self.params.logprob_kind(),
+        )
+        timings = {"generate_s": 0.0, "env_s": 0.0}
+        env = None
+        try:
+            env = await asyncio.to_thread(self.env_factory)
+            t = time.perf_counter()
+            obs, info = await _timed(_reset(env, spec), deadline)
+            timings["env_s"] += time.perf_counter() - t
+            info = dict(info or {})
+            traj.task_id = str(info.get("task_id") or _task_id(info) or traj.task_id)
+            messages = _messages(obs)
+            tools = info.get("tools") or info.get("tool_schemas") or None
+            traj.turns.extend(messages)
+            prompt = self.template.prompt_ids(messages, tools)
+            traj.prompt_ids = self._fit_prompt(prompt, traj)
+            context: list[int] = list(traj.prompt_ids)
+            traj.finish_reason = "max_turns"
+            for turn in range(lim.max_turns):
+                room = min(lim.max_total_tokens, self.sampler.max_model_len or lim.max_total_tokens) - len(context)
+                if room < 1:
+                    traj.finish_reason = "max_tokens"
+                    break
+                params = self.params.with_(n=1, max_tokens=min(self.params.max_tokens, room),
+                                           seed=self._seed(task_index, episode_index, turn))
+                t = time.perf_counter()
+                sample = await _timed(self._generate(context, params), deadline)
+                timings["generate_s"] += time.perf_counter() - t
+                self._append(traj, context, sample.token_ids, sample.logprobs, model=True)
+                text = self.template.decode(sample.token_ids, skip_special_tokens=True)
+                traj.turns.append({"role": "assistant", "content": text, "finish_reason": sample.finish_reason})
+                if not sample.token_ids:
+                    traj.metadata["empty_turns"] = traj.metadata.get("empty_turns", 0) + 1
+                if sample.logprob_kind != traj.metadata["logprob_kind"]:
+                    traj.metadata["logprob_kind"] = sample.logprob_kind
+                t = time.perf_counter()
+                obs, reward, terminated, truncated, info = await _timed(_step(env, text), deadline)
+                timings["env_s"] += time.perf_counter() - t
+                info = dict(info or {})
+                traj.reward += float(reward or 0.0)
+                for k, v in (info.get("reward_breakdown") or {}).items():
+                    traj.reward_breakdown[k] = float(v)
+                new = _new_messages(obs, traj.turns)
+                traj.turns.extend(new)
+                if terminated or truncated:
+                    traj.finish_reason = "answer" if terminated else "truncated"
+                    break
+                if sample.finish_reason == "length" and len(context) >= lim.max_total_tokens:
+                    traj.finish_reason = "max_tokens"
+                    break
+                cont = self.template.continuation_ids(sample.token_ids, new)
+                limit = min(lim.max_total_tokens, self.sampler.max_model_len or lim.max_total_tokens)
+                if len(context) + len(cont) + 1 > limit:
+                    # The next prompt would not fit: keep what fits of the template tokens, mark, stop.
+                    keep = max(0, limit - len(context))
+                    self._append(traj, context, cont[:keep], [0.0] * keep, model=False)
+                    traj.finish_reason = "context_overflow"
+                    traj.metadata["context_truncated"] = True
+                    break
+                self._append(traj, context, cont, [0.0] * len(cont), model=False)
+        except TimeoutError:
+            traj.finish_reason = "timeout"
+            traj.error = f"episode exceeded its wall-time limit of {lim.max_wall_s:g} s"
+        except ContextOverflow as exc:
+            traj.finish_reason = "context_overflow"
+            traj.error = str(exc)
+        except Exception as exc:  # sampler, sandbox, env or tool failure: recorded, never raised
+            traj.finish_reason = "error"
+            traj.error = f"{type(exc).__name__}: {exc}"
+            traj.metadata["traceback"] = traceback.format_exc(limit=6)
+            self.stats.errors += 1
+        finally:
+            if env is not None:
+                await _close(env)
+            timings["total_s"] = time.perf_counter() - t0
+            traj.timings.update(timings)
+            self.stats.episodes += 1
+            self.stats.model_tokens += traj.num_model_tokens
+        return traj
+
+    # -- internals -----------------------------------------------------------------------------------------
+
+    def _fit_prompt(self, prompt: list[int], traj: Trajectory) -> list[int]:
+        """A prompt over the context is cut from the left (the question and header stay) and marked."""
+        limit = min(self.limits.max_total_tokens, self.sampler.max_model_len or self.limits.max_total_tokens)
+        keep = limit - self.limits.min_new_tokens
+        if len(prompt) <= keep:
+            return prompt
+        traj.metadata["prompt_truncated_from"] = len(prompt)
+        if keep < 1:
+            raise ContextOverflow(f"context of {limit} tokens leaves no room for a prompt")
+        return prompt[-keep:]
+
+    async def _generate(self, context: list[int], params: SamplingParams) -> Sample:
+        self._gen_enter()
+        try:
+            out = await self.sampler.agenerate([list(context)], params)
+        finally:
+            self._gen_exit()
+        if not out or not out[0]:
+            raise RuntimeError("sampler returned no sample")
+        return out[0][0]
+
+    def _gen_enter(self) -> None:
+        if self._inflight == 0:
+            self._busy_since = time.perf_counter()
+        self._inflight += 1
+
+    def _gen_exit(self) -> None:
+        self._inflight -= 1
+        if self._inflight == 0:
+            self.stats.gen_busy_s += time.perf_counter() - self._busy_since
+
+    @staticmethod
+    def _append(traj: Trajectory, context: list[int], ids: list[int], lps: list[float], model: bool) -> None:
+        context.extend(ids)
+        traj.response_ids.extend(ids)
+        traj.loss_mask.extend([1 if model else 0] * len(ids))
+        traj.behavior_logprobs.extend(float(x) if model else 0.0 for x in lps)
+
+    def _seed(self, task_index: int, episode_index: int, turn: int) -> int | None:
+        if self.params.seed is None and self.seed is None:
+            return None
+        base = self.params.seed if self.params.seed is not None else self.seed
+        return (base * 1_000_003 + task_index * 10_007 + episode_index * 101 + turn) % (2**31 - 1)
+
+
+# -- env adapters: sync or async gymnasium envs, obs as messages ------------------------------------------
+
+
+def _spec(t: TaskSpec | int | dict) -> TaskSpec:
+    if isinstance(t, TaskSpec):
+        return t
+    if isinstance(t, int):
+        return TaskSpec(seed=t)
+    return TaskSpec(seed=t.get("seed"), options=dict(t.get("options") or {}))
+
+
+async def _timed(coro: Any, deadline: float) -> Any:
+    left = deadline - time.perf_counter()
+    if left <= 0:
+        coro.close()
+        raise TimeoutError
+    return await asyncio.wait_for(coro, timeout=left)
+
+
+async def _reset(env: Any, spec: TaskSpec) -> tuple[Any, dict]:
+    kwargs = {"seed": spec.seed, "options": spec.options or None}
+    fn = getattr(env, "areset", None)
+    if fn is not None and inspect.iscoroutinefunction(fn):
+        return await fn(**kwargs)
+    return await asyncio.to_thread(env.reset, **kwargs)
+
+
+async def _step(env: Any, text: str) -> tuple[Any, float, bool, bool, dict]:
+    fn = getattr(env, "astep", None)
+    if fn is not None and inspect.iscoroutinefunction(fn):
+        return await fn(text)
+    return await asyncio.to_thread(env.step, text)
+
+
+async def _close(env: Any) -> None:
+    try:
+        fn = getattr(env, "aclose", None)
+        if fn is not None and inspect.iscoroutinefunction(fn):
+            await fn()
+        elif hasattr(env, "close"):
+            await asyncio.to_thread(env.close)
+    except Exception:  # closing must never hide the episode's own outcome
+        pass
+
+
+def _messages(obs: Any) -> list[dict[str, Any]]:
+    if isinstance(obs, dict) and "messages" in obs:
+        obs = obs["messages"]
+    if isinstance(obs, dict):
+        return [obs]
+    if isinstance(obs, str):
+        return [{"role": "user", "content": obs}]
+    return [dict(m) for m in (obs or [])]
+
+
+def _new_messages(obs: Any, seen: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Envs may return only the new messages or the whole history; either way return the new ones."""
+    msgs = _messages(obs)
+    n = len(seen)
+    if len(msgs) > n and [m.get("role") for m in msgs[:n]] == [m.get("role") for m in seen]:
+        return msgs[n:]
+    if msgs and msgs[0].get("role") == "assistant":  # history from the assistant turn on
+        return msgs[1:]
+    return msgs
+
+
+def _task_id(info: dict[str, Any]) -> str | None:
+    task = info.get("task")
+    if isinstance(task, dict):
+        return task.get("id")
+    return getattr(task, "id", None)
