@@ -1,0 +1,94 @@
+"""Final-answer detection: `<answer>...</answer>`, `\\boxed{...}`, and "Answer: ..." lines.
+
+Scans from the end with str.rfind and a brace counter, so any input is linear and safe.
+"""
+
+from __future__ import annotations
+
+import re
+
+_ANSWER_LINE = re.compile(
+    r"\b(?:final\s+answer|answer)\b\**(?:\s*is\b\s*[:：]?|\s*[:：])[ \t]*(?P<ans>[^\n]{1,300})",
+    re.IGNORECASE,
+)
+MAX_ANSWER_CHARS = 2000
+
+
+def _balanced(text: str, start: int) -> str | None:
+    """Content of the brace group opening at text[start] == '{', or None if unbalanced."""
+    depth = 0
+    for i in range(start, min(len(text), start + 20 * MAX_ANSWER_CHARS)):
+        c = text[i]
+        if c == "{":
+            depth += 1
+        elif c == "}":
+            depth -= 1
+            if depth == 0:
+                return text[start + 1 : i]
+    return None
+
+
+def last_boxed(text: str) -> str | None:
+    """Content of the last `\\boxed{...}` (or `\\fbox{...}`, `\\boxed 5`) in text."""
+    best = None
+    for macro in ("\\boxed", "\\fbox"):
+        pos = len(text)
+        while True:
+            i = text.rfind(macro, 0, pos)
+            if i == -1:
+                break
+            j = i + len(macro)
+            if j < len(text) and text[j] == "{":
+                content = _balanced(text, j)
+                if content is not None:
+                    if best is None or i > best[0]:
+                        best = (i, content)
+                    break
+            elif j < len(text) and text[j] == " ":
+                m = re.match(r" +([^\s$]+)", text[j : j + MAX_ANSWER_CHARS])
+                if m:
+                    if best is None or i > best[0]:
+                        best = (i, m.group(1))
+                    break
+            pos = i
+    return None if best is None else best[1].strip()
+
+
+def tagged_answer(text: str) -> str | None:
+    """Content of the last `<answer>...</answer>`; an unclosed last tag runs to the end of the text
+    (a stop sequence on `</answer>` removes the closing tag)."""
+    i = text.rfind("<answer>")
+    if i == -1:
+        return None
+    body = text[i + len("<answer>") :]
+    j = body.find("</answer>")
+    if j != -1:
+        body = body[:j]
+    body = body.strip()
+    return body[:MAX_ANSWER_CHARS] if body else None
+
+
+def answer_line(text: str) -> str | None:
+    """The value after the last "answer is" / "Answer:" phrase, trimmed of markdown and a final period."""
+    tail = text[-20000:]
+    last = None
+    for m in _ANSWER_LINE.finditer(tail):
+        last = m
+    if last is None:
+        return None
+    ans = last.group("ans").strip().strip("*").strip()
+    ans = ans.rstrip(".").strip().strip("*").strip()
+    if ans.startswith("$") and ans.endswith("$") and len(ans) > 1:
+        ans = ans.strip("$").strip()
+    return ans or None
+
+
+def extract_answer(text: str) -> str | None:
+    """The model's final answer, or None when the message states none."""
+    if not isinstance(text, str) or not text:
+        return None
+    for finder in (tagged_answer, last_boxed, answer_line):
+        ans = finder(text)
+        if ans:
+            return ans
+    return None

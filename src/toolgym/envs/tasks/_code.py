@@ -1,0 +1,168 @@
+"""Code-task plumbing: record adapters for HumanEval, MBPP, LeetCode, LiveCodeBench and
+CodeContests formats, and the async bridge to the sandbox judge.
+
+Tests live in `Task.ground_truth` ({"mode", "public", "hidden", "entry_point"}), never in
+metadata, so hidden tests do not travel in `info` to the agent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import zlib
+from typing import Any
+
+from toolgym.envs.sources import TaskValidationError, require
+from toolgym.envs.types import Task
+
+
+def _task(tid: str, text: str, mode: str, public: list[dict], hidden: list[dict], source: str,
+          entry_point: str | None = None, prefix: str = "") -> Task:
+    if not hidden:
+        raise TaskValidationError("no hidden tests: the problem cannot be scored")
+    return Task(id=tid, prompt=[{"role": "user", "content": text}],
+                ground_truth={"mode": mode, "public": public, "hidden": hidden, "entry_point": entry_point,
+                              "prefix": prefix},
+                metadata={"source": source, "mode": mode, "num_public_tests": len(public), "num_hidden_tests": len(hidden)})
+
+
+FUNCTION_HINT = "Write a Python solution in one ```python code block."
+STDIO_HINT = "Write a Python program that reads from standard input and writes to standard output, in one ```python code block."
+
+
+def _humaneval(row: dict[str, Any], i: int) -> Task:
+    prompt, test, ep = require(row, "prompt"), require(row, "test"), require(row, "entry_point")
+    text = f"Complete this Python function.\n```python\n{prompt}```\n{FUNCTION_HINT}"
+    return _task(str(row.get("id", i)), text, "function", [], [{"code": f"{test}\ncheck({ep})"}], "humaneval", ep, prefix=prompt)
+
+
+def _mbpp(row: dict[str, Any], i: int) -> Task:
+    prompt, tests = require(row, "prompt"), require(row, "tests", list)
+    setup = row.get("setup_code") or ""
+    hidden = [{"code": (setup + "\n" + t).strip()} for t in tests]
+    text = f"{prompt}\nYour code should pass this test:\n{tests[0]}\n{FUNCTION_HINT}" if tests else prompt
+    return _task(str(row.get("id", i)), text, "function", hidden[:1], hidden, "mbpp", row.get("entry_point"))
+
+
+def _leetcode(row: dict[str, Any], i: int) -> Task:
+    prompt, tests, setup = require(row, "prompt"), require(row, "tests", list), require(row, "test_setup")
+    hidden = [{"code": setup + "\n" + t} for t in tests]
+    starter = row.get("starter_code") or ""
+    text = f"{prompt}\n\nStart from:\n```python\n{starter}\n```\n{FUNCTION_HINT}"
+    return _task(str(row.get("id", i)), text, "function", hidden[:1], hidden, "leetcode", row.get("entry_point"))
+
+
+def _decode_lcb_tests(value: Any, field: str) -> list[dict[str, Any]]:
+    if isinstance(value, list):
+        return value
+    if not isinstance(value, str):
+        raise TaskValidationError(f"field {field!r} must be a list or a JSON string")
+    try:
+        return json.loads(value)
+    except ValueError:
+        pass
+    try:  # LiveCodeBench compresses private tests: base64(zlib(json)); pickled payloads are refused
+        raw = zlib.decompress(base64.b64decode(value))
+        return json.loads(raw)
+    except Exception:
+        raise TaskValidationError(f"field {field!r} is neither JSON nor base64+zlib JSON "
+                                  "(pickled LiveCodeBench tests are not loaded: convert them to JSON)") from None
+
+
+def _stdio(cases: list[dict[str, Any]], field: str) -> list[dict[str, str]]:
+    out = []
+    for j, c in enumerate(cases):
+        if c.get("testtype", "stdin") != "stdin":
+            raise TaskValidationError(f"field {field!r} test {j}: only stdin tests are supported, got {c.get('testtype')!r}")
+        out.append({"input": str(c.get("input", "")), "output": str(c.get("output", ""))})
+    return out
+
+
+def _livecodebench(row: dict[str, Any], i: int) -> Task:
+    text = require(row, "question_content")
+    public = _stdio(_decode_lcb_tests(row.get("public_test_cases", []), "public_test_cases"), "public_test_cases")
+    private = _stdio(_decode_lcb_tests(row.get("private_test_cases", []), "private_test_cases"), "private_test_cases")
+    return _task(str(row.get("question_id", i)), f"{text}\n\n{STDIO_HINT}", "stdio", public, public + private, "livecodebench")
+
+
+def _codecontests(row: dict[str, Any], i: int) -> Task:
+    text = require(row, "description")
+
+    def pairs(field: str) -> list[dict[str, str]]:
+        block = row.get(field) or {}
+        if not isinstance(block, dict):
+            raise TaskValidationError(f"field {field!r} must be an object with 'input' and 'output' lists")
+        ins, outs = block.get("input") or [], block.get("output") or []
+        if len(ins) != len(outs):
+            raise TaskValidationError(f"field {field!r}: {len(ins)} inputs but {len(outs)} outputs")
+        return [{"input": a, "output": b} for a, b in zip(ins, outs, strict=False)]
+
+    public = pairs("public_tests")
+    hidden = public + pairs("private_tests") + pairs("generated_tests")
+    return _task(str(row.get("name", i)), f"{text}\n\n{STDIO_HINT}", "stdio", public, hidden, "codecontests")
+
+
+def _generic(row: dict[str, Any], i: int) -> Task:
+    text = require(row, "prompt")
+    mode = row.get("mode", "stdio")
+    if mode not in ("stdio", "function"):
+        raise TaskValidationError(f"field 'mode' must be 'stdio' or 'function', got {mode!r}")
+    tests = require(row, "tests", list)
+    public = row.get("public_tests") or []
+    return _task(str(row.get("id", i)), f"{text}\n\n{STDIO_HINT if mode == 'stdio' else FUNCTION_HINT}", mode,
+                 public, tests, "custom", row.get("entry_point"))
+
+
+def code_adapter(row: dict[str, Any], index: int) -> Task:
+    """Detect the record's format (HumanEval, MBPP, LeetCode, LiveCodeBench, CodeContests, generic)."""
+    if "canonical_solution" in row and "test" in row:
+        return _humaneval(row, index)
+    if "test_setup" in row:
+        return _leetcode(row, index)
+    if "question_content" in row:
+        return _livecodebench(row, index)
+    if "description" in row and "public_tests" in row:
+        return _codecontests(row, index)
+    if "tests" in row and isinstance(row.get("tests"), list) and row["tests"] and isinstance(row["tests"][0], str):
+        return _mbpp(row, index)
+    return _generic(row, index)
+
+
+def _cases(specs: list[dict[str, Any]]) -> list[Any]:
+    from toolgym.sandbox import TestCase
+
+    return [TestCase(code=s["code"]) if "code" in s else TestCase(input=s.get("input", ""), output=s.get("output", ""))
+            for s in specs]
+
+
+def public_test_cases(task: Task) -> list[Any]:
+    gt = task.ground_truth if isinstance(task.ground_truth, dict) else {}
+    return _cases(gt.get("public") or [])
+
+
+def hidden_test_cases(task: Task) -> list[Any]:
+    gt = task.ground_truth if isinstance(task.ground_truth, dict) else {}
+    return _cases(gt.get("hidden") or [])
+
+
+def assemble_program(code: str, task: Task) -> str:
+    """HumanEval answers that only give the body get the prompt (signature and imports) prepended."""
+    gt = task.ground_truth if isinstance(task.ground_truth, dict) else {}
+    ep, prefix = gt.get("entry_point"), gt.get("prefix") or ""
+    if prefix and ep and f"def {ep}" not in code:
+        return prefix + code
+    if prefix and ep:  # keep the prompt's imports (typing, math) available to the full function
+        imports = "\n".join(ln for ln in prefix.splitlines() if ln.startswith(("import ", "from ")))
+        return (imports + "\n" + code) if imports else code
+    return code
+
+
+async def run_judge(sb: Any, program: str, tests: list[Any], mode: str, limits: Any = None) -> Any:
+    """The sandbox judge on a worker thread, so the event loop keeps running."""
+    from toolgym.sandbox import judge
+
+    kw: dict[str, Any] = {"tests": tests, "mode": mode}
+    if limits is not None:
+        kw["limits"] = limits
+    return await asyncio.to_thread(judge, sb, program, **kw)

@@ -1,0 +1,86 @@
+"""toolgym/CodeContest-v0: write a program; optional public-test feedback; reward on hidden tests.
+
+Tasks: HumanEval and MBPP (function mode) and LeetCode from the asset cache, or local
+LiveCodeBench / CodeContests-format files (stdio mode). The final message's last ```python
+block is the submission. With `feedback_turns > 0` a failing submission gets the public-test
+results back and may be revised; with `tools=True` the model can also call `run_tests`.
+Reward: the fraction of hidden tests passed (`reward_mode="fraction"`) or 1/0 (`"all"`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from toolgym.envs.builtin_tools import run_tests_tool, summarize_report
+from toolgym.envs.core import ToolEnv
+from toolgym.envs.parsing import ParsedTurn
+from toolgym.envs.rubric import Rubric
+from toolgym.envs.tasks._code import (
+    assemble_program,
+    code_adapter,
+    hidden_test_cases,
+    public_test_cases,
+    run_judge,
+)
+from toolgym.envs.tasks._common import build_source
+from toolgym.envs.types import Task
+from toolgym.envs.verifiers import extract_code
+from toolgym.errors import ConfigError
+
+SYSTEM_PROMPT = "You are an expert programmer. Reply with your complete solution in one ```python code block."
+TOOL_PROMPT = SYSTEM_PROMPT + " Before answering you may call the run_tests tool to check a program on the public tests."
+
+
+class CodeContestEnv(ToolEnv):
+    """Programming problems judged in the sandbox."""
+
+    reward_range = (0.0, 1.0)
+
+    def __init__(self, dataset: Any = "mbpp", *, split: str | None = None, partition: str | None = None,
+                 limit: int | None = None, reward_mode: str = "fraction", feedback_turns: int = 0, tools: bool = False,
+                 max_turns: int | None = None, system_prompt: str | None = None, seed: int = 0, **kwargs: Any) -> None:
+        if reward_mode not in ("fraction", "all"):
+            raise ConfigError(f"reward_mode must be 'fraction' or 'all', got {reward_mode!r}")
+        if feedback_turns < 0:
+            raise ConfigError(f"feedback_turns must be >= 0, got {feedback_turns}")
+        self.reward_mode = reward_mode
+        self.feedback_turns = feedback_turns
+        tasks = build_source(dataset, code_adapter, split=split, partition=partition, seed=seed, limit=limit)
+        tool_list = [run_tests_tool(limits=kwargs.get("limits"))] if tools else []
+        turns = max_turns or (1 + feedback_turns + (3 if tools else 0))
+        super().__init__(tasks, tools=tool_list, parser="hermes", rubric=Rubric([self.hidden_tests_reward]),
+                         system_prompt=system_prompt or (TOOL_PROMPT if tools else SYSTEM_PROMPT),
+                         max_turns=turns, **kwargs)
+
+    async def hidden_tests_reward(self, completion: str, task: Task, state: dict[str, Any]) -> float:
+        """Judge the last ```python block on the hidden tests."""
+        code = extract_code(completion)
+        if code is None:
+            state["judge"] = {"passed": 0, "total": 0, "error": "no ```python block in the final message"}
+            return 0.0
+        tests = hidden_test_cases(task)
+        sb = await self.aget_sandbox()
+        report = await run_judge(sb, assemble_program(code, task), tests, task.ground_truth["mode"], self.limits)
+        state["judge"] = {"passed": report.passed, "total": report.total}
+        if report.total == 0:
+            return 0.0
+        if self.reward_mode == "all":
+            return float(report.passed == report.total)
+        return report.passed / report.total
+
+    async def on_final(self, text: str, parsed: ParsedTurn) -> list[dict[str, Any]] | None:
+        """Public-test feedback: a failing submission is shown its results while feedback turns remain."""
+        used = self._ctx.state.get("feedback_used", 0)
+        if used >= self.feedback_turns or self._task is None:
+            return None
+        tests = public_test_cases(self._task)
+        code = extract_code(text)
+        if not tests or code is None:
+            return None
+        sb = await self.aget_sandbox()
+        report = await run_judge(sb, assemble_program(code, self._task), tests, self._task.ground_truth["mode"], self.limits)
+        if report.passed == report.total:
+            return None
+        self._ctx.state["feedback_used"] = used + 1
+        msg = summarize_report(report) + "\nFix the program and reply with the complete corrected solution."
+        return [{"role": "user", "content": msg}]

@@ -1,0 +1,64 @@
+"""toolgym/MathTIR-v0: math word problems solved with a Python tool (tool-integrated reasoning).
+
+Tasks: GSM8K, MATH, MATH-500 (cached assets), any file with `question`/`answer`, or a
+reasoning-gym arithmetic/algebra generator (`dataset="rg:basic_arithmetic"`). Reward: 1 when
+the final answer (\\boxed{} or "Answer: ...") is mathematically equal to the reference.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from toolgym.envs.builtin_tools import python_tool
+from toolgym.envs.core import ToolEnv
+from toolgym.envs.rubric import Rubric, format_reward
+from toolgym.envs.sources import TaskValidationError, require
+from toolgym.envs.tasks._common import build_source
+from toolgym.envs.types import Task
+from toolgym.envs.verifiers import math_equal
+
+SYSTEM_PROMPT = (
+    "Solve the math problem. You may run Python: write a ```python code block and its printed output "
+    "is returned to you. Give the final answer as \\boxed{ANSWER}."
+)
+
+
+def math_adapter(row: dict[str, Any], index: int) -> Task:
+    """A math record (`question`, `answer`) -> Task; the reference answer is kept as a string."""
+    question = require(row, "question", str)
+    answer = row.get("answer")
+    if answer is None or (isinstance(answer, str) and not answer.strip()):
+        raise TaskValidationError("field 'answer' is missing or empty")
+    if not isinstance(answer, (str, int, float)):
+        raise TaskValidationError(f"field 'answer' must be a string or number, got {type(answer).__name__}")
+    meta = {k: row[k] for k in ("level", "subject", "source") if k in row}
+    return Task(id=str(row.get("id", index)), prompt=[{"role": "user", "content": question}],
+                ground_truth=str(answer), metadata=meta)
+
+
+def correct(completion: str, answer: str | None, task: Task) -> float:
+    """1.0 when the stated answer (or, failing that, the whole final message) equals the reference."""
+    return float(math_equal(answer if answer is not None else completion, task.ground_truth))
+
+
+class MathTIREnv(ToolEnv):
+    """Math with a Python tool. Knobs: dataset, split/partition, stateful python, format weight."""
+
+    reward_range = (0.0, 1.0)
+
+    def __init__(self, dataset: Any = "gsm8k", *, split: str | None = None, partition: str | None = None,
+                 limit: int | None = None, stateful: bool = False, format_weight: float = 0.0,
+                 parser: str = "hermes+python", system_prompt: str | None = SYSTEM_PROMPT, max_turns: int = 4,
+                 seed: int = 0, **kwargs: Any) -> None:
+        if isinstance(dataset, str) and dataset.startswith("rg:"):
+            from toolgym.envs.tasks.reasoning_gym import rg_source
+
+            tasks: Any = rg_source(dataset[3:], seed=seed, partition=partition)
+        else:
+            tasks = build_source(dataset, math_adapter, split=split, partition=partition, seed=seed, limit=limit)
+        funcs: list[Any] = [correct]
+        if format_weight:
+            funcs.append((format_reward, format_weight))
+        self.reward_range = (0.0, 1.0 + max(0.0, format_weight))
+        super().__init__(tasks, tools=[python_tool(stateful=stateful, limits=kwargs.get("limits"))], parser=parser,
+                         rubric=Rubric(funcs), system_prompt=system_prompt, max_turns=max_turns, **kwargs)

@@ -1,0 +1,88 @@
+"""toolgym/ReasoningGym-v0: any reasoning-gym procedural dataset by name, seeded and unbounded.
+
+The reward is the dataset's own scorer (an exception scores 0). Tasks are regenerated from
+(dataset, seed, index), so the same seed and index always give the same task.
+"""
+
+from __future__ import annotations
+
+import difflib
+import functools
+from typing import Any
+
+from toolgym.envs.builtin_tools import python_tool
+from toolgym.envs.core import ToolEnv, jsonable
+from toolgym.envs.rubric import Rubric
+from toolgym.envs.sources import GeneratorSource
+from toolgym.envs.types import Task
+from toolgym.envs.verifiers import rg_score
+from toolgym.errors import ConfigError
+
+SYSTEM_PROMPT = "Solve the task. Put only the final answer between <answer> and </answer>."
+TOOL_PROMPT = SYSTEM_PROMPT + " You may run Python by writing a ```python code block; its output is returned."
+_TEST_SALT = 1_000_003  # the "test" partition draws from a disjoint seed
+
+
+@functools.lru_cache(maxsize=32)
+def _dataset(name: str, seed: int, config_items: tuple[tuple[str, Any], ...]) -> Any:
+    import reasoning_gym
+    from reasoning_gym.factory import DATASETS
+
+    if name not in DATASETS:
+        close = difflib.get_close_matches(name, list(DATASETS), n=3)
+        hint = f"; did you mean {', '.join(close)}?" if close else ""
+        raise ConfigError(f"unknown reasoning-gym dataset {name!r}{hint}")
+    try:
+        return reasoning_gym.create_dataset(name, seed=seed, size=2**31 - 1, **dict(config_items))
+    except (TypeError, ValueError, AssertionError) as exc:
+        raise ConfigError(f"reasoning-gym dataset {name!r}: bad config {dict(config_items)}: {exc}") from None
+
+
+def get_dataset(name: str, seed: int = 0, config: dict[str, Any] | None = None) -> Any:
+    """A cached reasoning-gym dataset object for (name, seed, config)."""
+    return _dataset(name, seed, tuple(sorted((config or {}).items())))
+
+
+def rg_source(name: str, seed: int = 0, config: dict[str, Any] | None = None, partition: str | None = None) -> GeneratorSource:
+    """An unbounded source of reasoning-gym tasks; `partition="test"` uses a disjoint seed."""
+    if partition not in (None, "train", "test"):
+        raise ConfigError(f"partition must be 'train', 'test' or None, got {partition!r}")
+    eff_seed = seed + (_TEST_SALT if partition == "test" else 0)
+    ds = get_dataset(name, eff_seed, config)
+
+    def make(index: int) -> Task:
+        entry = ds[index]
+        meta = {"source": f"reasoning_gym/{name}", "rg_dataset": name, "rg_seed": eff_seed, "rg_index": index,
+                "rg_config": jsonable(config or {}), "difficulty": jsonable(entry.get("metadata", {}).get("difficulty"))}
+        if partition:
+            meta["split"] = partition
+        return Task(id=f"{name}-{eff_seed}-{index}", prompt=[{"role": "user", "content": entry["question"]}],
+                    ground_truth=str(entry["answer"]) if entry.get("answer") is not None else None, metadata=meta)
+
+    return GeneratorSource(make, name=f"reasoning_gym/{name}")
+
+
+def rg_reward(answer: str | None, completion: str, task: Task) -> float:
+    """The reasoning-gym scorer on the stated answer, with the entry regenerated from the task metadata."""
+    m = task.metadata
+    try:
+        ds = get_dataset(m["rg_dataset"], int(m["rg_seed"]), m.get("rg_config") or None)
+        entry = ds[int(m["rg_index"])]
+    except Exception:
+        return 0.0
+    return rg_score(ds, answer, entry)
+
+
+class ReasoningGymEnv(ToolEnv):
+    """A reasoning-gym dataset as an environment. `tools=True` adds the Python tool."""
+
+    reward_range = (0.0, 1.0)
+
+    def __init__(self, dataset: str = "basic_arithmetic", *, config: dict[str, Any] | None = None, seed: int = 0,
+                 partition: str | None = None, tools: bool = False, max_turns: int | None = None,
+                 system_prompt: str | None = None, parser: str = "hermes+python", **kwargs: Any) -> None:
+        source = rg_source(dataset, seed=seed, config=config, partition=partition)
+        tool_list = [python_tool(limits=kwargs.get("limits"))] if tools else []
+        super().__init__(source, tools=tool_list, parser=parser, rubric=Rubric([rg_reward]),
+                         system_prompt=system_prompt or (TOOL_PROMPT if tools else SYSTEM_PROMPT),
+                         max_turns=max_turns or (4 if tools else 1), **kwargs)

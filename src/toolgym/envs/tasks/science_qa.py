@@ -1,0 +1,106 @@
+"""toolgym/ScienceQA-v0: multiple-choice science questions, optionally with a Python tool.
+
+Tasks: ARC-Challenge (default), ARC-Easy, MMLU (STEM subjects by default), SciQ, OpenBookQA
+from the asset cache, or a GPQA-format local CSV (`Question`, `Correct Answer`,
+`Incorrect Answer 1..3`; options shuffled with a per-question seed). Reward: 1 when the chosen
+letter (in any common format, or the option's text) is the correct one.
+"""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+from typing import Any
+
+from toolgym.envs.builtin_tools import python_tool
+from toolgym.envs.core import ToolEnv
+from toolgym.envs.rubric import Rubric
+from toolgym.envs.sources import TaskValidationError, read_records, records_to_source, require
+from toolgym.envs.tasks._common import build_source
+from toolgym.envs.types import Task
+from toolgym.envs.verifiers import choice_equal
+
+SYSTEM_PROMPT = "Answer the multiple-choice question. End with the letter of the correct option as \\boxed{LETTER}."
+TOOL_PROMPT = SYSTEM_PROMPT + " You may run Python by writing a ```python code block; its output is returned."
+
+MMLU_STEM = frozenset({
+    "abstract_algebra", "anatomy", "astronomy", "college_biology", "college_chemistry", "college_computer_science",
+    "college_mathematics", "college_physics", "computer_security", "conceptual_physics", "electrical_engineering",
+    "elementary_mathematics", "high_school_biology", "high_school_chemistry", "high_school_computer_science",
+    "high_school_mathematics", "high_school_physics", "high_school_statistics", "machine_learning",
+    "clinical_knowledge", "college_medicine", "medical_genetics", "nutrition", "virology",
+})
+
+
+def format_question(question: str, choices: list[str], labels: list[str]) -> str:
+    return question.strip() + "\n\n" + "\n".join(f"{lab}. {str(c).strip()}" for lab, c in zip(labels, choices, strict=False))
+
+
+def mc_adapter(row: dict[str, Any], index: int) -> Task:
+    """A multiple-choice record (`question`, `choices`, `answer` letter, `labels`?) -> Task."""
+    question = require(row, "question", str)
+    choices = require(row, "choices", list)
+    if len(choices) < 2:
+        raise TaskValidationError(f"field 'choices' needs at least 2 options, got {len(choices)}")
+    labels = row.get("labels") or [chr(ord("A") + i) for i in range(len(choices))]
+    if len(labels) != len(choices):
+        raise TaskValidationError(f"field 'labels' has {len(labels)} entries for {len(choices)} choices")
+    answer = row.get("answer")
+    if isinstance(answer, int) and not isinstance(answer, bool) and 0 <= answer < len(labels):
+        answer = labels[answer]
+    if answer not in labels:
+        raise TaskValidationError(f"field 'answer' must be one of {labels}, got {answer!r}")
+    meta = {"choices": [str(c) for c in choices], "labels": list(labels)}
+    if row.get("subject"):
+        meta["subject"] = row["subject"]
+    return Task(id=str(row.get("id", index)),
+                prompt=[{"role": "user", "content": format_question(question, choices, labels)}],
+                ground_truth=answer, metadata=meta)
+
+
+def gpqa_adapter(row: dict[str, Any], index: int) -> Task:
+    """A GPQA-format row: the correct answer and three distractors, shuffled by a per-question seed."""
+    question = require(row, "Question", str)
+    correct = require(row, "Correct Answer", str).strip()
+    wrong = [require(row, f"Incorrect Answer {i}", str).strip() for i in (1, 2, 3)]
+    options = [correct, *wrong]
+    rid = str(row.get("Record ID") or row.get("id") or index)
+    random.Random(f"gpqa:{rid}").shuffle(options)
+    labels = ["A", "B", "C", "D"]
+    return mc_adapter({"id": rid, "question": question, "choices": options, "labels": labels,
+                       "answer": labels[options.index(correct)], "subject": row.get("High-level domain")}, index)
+
+
+def choice_correct(answer: str | None, completion: str, task: Task) -> float:
+    """1.0 when the chosen option is the reference letter."""
+    m = task.metadata
+    return float(choice_equal(answer if answer is not None else completion, task.ground_truth,
+                              labels=m.get("labels"), choices=m.get("choices")))
+
+
+class ScienceQAEnv(ToolEnv):
+    """Multiple-choice science. `subjects="stem"` (default for MMLU) keeps MMLU's STEM subjects."""
+
+    reward_range = (0.0, 1.0)
+
+    def __init__(self, dataset: Any = "arc_challenge", *, split: str | None = None, partition: str | None = None,
+                 subjects: str | list[str] | None = "stem", limit: int | None = None, tools: bool = False,
+                 max_turns: int | None = None, system_prompt: str | None = None, parser: str = "hermes+python",
+                 seed: int = 0, **kwargs: Any) -> None:
+        if isinstance(dataset, (str, Path)) and str(dataset).lower().endswith(".csv"):
+            tasks: Any = records_to_source(read_records(dataset), gpqa_adapter, Path(dataset).name)
+        else:
+            tasks = build_source(dataset, mc_adapter, split=split, partition=partition, seed=seed)
+            if dataset == "mmlu" and subjects is not None:
+                keep = MMLU_STEM if subjects == "stem" else set([subjects] if isinstance(subjects, str) else subjects)
+                from toolgym.envs.sources import ListSource
+
+                tasks = ListSource([t for t in tasks if t.metadata.get("subject") in keep], name="mmlu[stem]")
+        if limit is not None:
+            from toolgym.envs.sources import ListSource
+
+            tasks = ListSource([tasks.get(i) for i in range(min(limit, tasks.size or limit))], name=tasks.name)
+        tool_list = [python_tool(limits=kwargs.get("limits"))] if tools else []
+        super().__init__(tasks, tools=tool_list, parser=parser, rubric=Rubric([choice_correct]),
+                         system_prompt=system_prompt or (TOOL_PROMPT if tools else SYSTEM_PROMPT),
+                         max_turns=max_turns or (4 if tools else 1), **kwargs)
