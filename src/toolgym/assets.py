@@ -191,6 +191,8 @@ def fetch(name: str, force: bool = False, progress: Progress | None = None) -> P
     with _cache.locked(root, spec.name):
         problem = _cache.check_entry(entry, deep=True)
         if problem is None and not force:
+            say(f"{spec.name}: already in the cache")
+            _say_license(spec, say)
             return entry
         if problem not in (None, "missing"):
             say(f"cache entry {entry} is broken ({problem}); fetching it again")
@@ -213,10 +215,14 @@ def fetch(name: str, force: bool = False, progress: Progress | None = None) -> P
             _cache.install_entry(out, entry, metadata)
         finally:
             shutil.rmtree(work, ignore_errors=True)
+    _say_license(spec, say)
+    return entry
+
+
+def _say_license(spec: AssetSpec, say: Progress) -> None:
     say(f"{spec.name}: license {spec.license}")
     if spec.notice:
         say(f"{spec.name}: NOTE {spec.notice}")
-    return entry
 
 
 def verify(name: str) -> Path:

@@ -1,0 +1,90 @@
+"""`toolgym assets`: fetch models and datasets into the offline cache.
+
+    toolgym assets fetch NAME [NAME ...] [--force] [--json]
+    toolgym assets path NAME
+    toolgym assets list [--json]
+    toolgym assets verify NAME
+
+Progress and licenses go to stderr, results (paths, JSON) to stdout, so
+`MODEL=$(toolgym assets path smollm2-135m-instruct)` works in scripts.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import typer
+
+app = typer.Typer(no_args_is_help=True, help="Fetch models and datasets into the offline cache.")
+
+
+def _fail(exc: Exception) -> None:
+    typer.echo(f"error: {exc}", err=True)
+    raise typer.Exit(2)
+
+
+@app.command()
+def fetch(
+    names: list[str] = typer.Argument(..., help="asset names (see `toolgym assets list`)"),
+    force: bool = typer.Option(False, "--force", help="rebuild even if the cache entry is good"),
+    as_json: bool = typer.Option(False, "--json", help="print a JSON list of fetched assets"),
+) -> None:
+    """Download, extract, verify and cache assets; prints each asset's folder."""
+    from toolgym import assets
+    from toolgym.errors import AssetError
+
+    for name in names:  # refuse typos before any download starts
+        if name not in assets.KNOWN_ASSETS:
+            _fail(AssetError(f"unknown asset {name!r}; known: {', '.join(assets.KNOWN_ASSETS)}"))
+    done: list[dict[str, Any]] = []
+    for name in names:
+        try:
+            path = assets.fetch(name, force=force)
+        except AssetError as exc:
+            _fail(exc)
+        spec = assets.KNOWN_ASSETS[name]
+        done.append({"name": name, "path": str(path), "license": spec.license, "notice": spec.notice or None})
+        if not as_json:
+            typer.echo(str(path))
+    if as_json:
+        typer.echo(json.dumps(done, indent=2))
+
+
+@app.command()
+def path(name: str = typer.Argument(..., help="asset name")) -> None:
+    """Print the local folder of a fetched asset (fails if it is not fetched)."""
+    from toolgym import assets
+    from toolgym.errors import AssetError
+
+    try:
+        typer.echo(str(assets.asset_path(name)))
+    except AssetError as exc:
+        _fail(exc)
+
+
+@app.command("list")
+def list_(as_json: bool = typer.Option(False, "--json", help="machine-readable output")) -> None:
+    """Known assets, whether each is in the cache, and their licenses."""
+    from toolgym import assets
+
+    rows = assets.list_assets()
+    if as_json:
+        typer.echo(json.dumps({"cache": str(assets.cache_root()), "assets": rows}, indent=2))
+        return
+    typer.echo(f"cache: {assets.cache_root()}")
+    for r in rows:
+        size = f"{r['size_bytes'] / 1e6:8.1f} MB" if r["size_bytes"] is not None else " " * 11
+        typer.echo(f"  {r['name']:<22} {r['kind']:<9} {r['status']:<7} {size}  {r['license']}")
+
+
+@app.command()
+def verify(name: str = typer.Argument(..., help="asset name")) -> None:
+    """Check every file of a fetched asset against its recorded sha256."""
+    from toolgym import assets
+    from toolgym.errors import AssetError
+
+    try:
+        typer.echo(str(assets.verify(name)))
+    except AssetError as exc:
+        _fail(exc)
