@@ -155,6 +155,10 @@ class ToolEnv(gymnasium.Env):
             self._loop = None
         super().close()
 
+    async def aclose(self) -> None:
+        """close() off the event loop (closing a sandbox joins its workers)."""
+        await asyncio.to_thread(self.close)
+
     # ------------------------------------------------------------------ tasks and prompts
     def sample_task(self, options: dict[str, Any]) -> Task:
         """The task for this episode: options["task"], options["index"], or a seeded draw from the source."""
@@ -287,6 +291,7 @@ class ToolEnv(gymnasium.Env):
         self._done = True
         info["answer"] = answer
         info["reward_components"] = dict(result.components)
+        info["reward_breakdown"] = {n: result.components[n] * w for n, _, w in self.rubric.items}
         if result.errors:
             info["reward_errors"] = dict(result.errors)
         info["tool_calls_total"] = self._calls_used
