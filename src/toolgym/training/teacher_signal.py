@@ -331,6 +331,52 @@ class AnalysisResult:
         return {"settings": self.settings, "counts": self.counts, "table": self.table}
 
 
+def response_text(turns: Sequence[dict[str, Any]]) -> str | None:
+    """The response as text from a trajectory's turns: everything from the first assistant message
+    on (tool and environment messages included, labelled by role); None if there is none."""
+    start = next((k for k, m in enumerate(turns) if m.get("role") == "assistant"), None)
+    if start is None:
+        return None
+    parts = []
+    for m in turns[start:]:
+        content = str(m.get("content") or "")
+        parts.append(content if m.get("role") == "assistant" else f"[{m.get('role')}]\n{content}")
+    return "\n".join(parts)
+
+
+def problem_text(turns: Sequence[dict[str, Any]]) -> str | None:
+    """The last user message before the first assistant message (the problem x)."""
+    user = None
+    for m in turns:
+        if m.get("role") == "assistant":
+            break
+        if m.get("role") == "user":
+            user = str(m.get("content") or "")
+    return user
+
+
+def groups_from_trajectories(trajectories: Sequence[Any], decode: Callable[[list[int]], str] | None = None,
+                             text_from: str = "auto") -> list[PromptGroup]:
+    """Group ``Trajectory`` records by task_id (file order kept). Text comes from ``turns``
+    (``text_from="turns"``), from decoding the token ids (``"ids"``, needs ``decode``), or from
+    turns when they hold an assistant message and the ids otherwise (``"auto"``)."""
+    if text_from not in ("auto", "turns", "ids"):
+        raise ValueError(f"text_from must be 'auto', 'turns' or 'ids', got {text_from!r}")
+    out: dict[str, PromptGroup] = {}
+    for t in trajectories:
+        resp = response_text(t.turns) if text_from != "ids" else None
+        prob = problem_text(t.turns) if text_from != "ids" else None
+        if resp is None or prob is None:
+            if decode is None or text_from == "turns":
+                raise ValueError(f"trajectory {t.task_id}: no assistant/user turns to read the text from")
+            resp = resp if resp is not None else decode(list(t.response_ids))
+            prob = prob if prob is not None else str(t.metadata.get("problem") or decode(list(t.prompt_ids)))
+        g = out.setdefault(t.task_id, PromptGroup(t.task_id, prob, [], []))
+        g.texts.append(resp)
+        g.rewards.append(float(t.reward))
+    return list(out.values())
+
+
 def bucket(successes: int) -> str:
     return "easy" if successes >= 4 else ("medium" if successes >= 1 else "hard")
 
