@@ -1,0 +1,244 @@
+"""`open_sandbox`: one interface over the docker and local backends.
+
+A Sandbox owns a warm pool of workers; `run` takes one for a call, `session` holds
+one for a stateful interpreter. Everything untrusted happens inside the executor;
+this side only validates requests and turns replies into ExecResults.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import base64
+import os
+import threading
+import time
+import weakref
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict
+from typing import Any, Literal
+
+from toolgym.errors import SandboxUnavailable, ToolgymError
+from toolgym.sandbox.pool import Pool
+from toolgym.sandbox.types import ExecResult, Limits
+
+LANGUAGES = ("python", "cpp", "bash")
+MAX_INPUT_BYTES = 64 << 20
+_OPEN: weakref.WeakSet[Sandbox] = weakref.WeakSet()
+
+
+class SandboxRequestError(ToolgymError, ValueError):
+    """A call the sandbox refuses: unknown language, bad file name, oversized input."""
+
+
+def _check_name(name: str) -> None:
+    if not isinstance(name, str) or not name or name.startswith("/") or "\x00" in name \
+            or ".." in name.split("/"):
+        raise SandboxRequestError(f"file name {name!r} must be a relative path inside the work dir")
+
+
+def _limits_dict(limits: Limits) -> dict[str, Any]:
+    return {k: v for k, v in asdict(limits).items() if v is not None}
+
+
+def _result(resp: dict[str, Any], t0: float) -> ExecResult:
+    if not resp.get("ok"):
+        return ExecResult(stderr=str(resp.get("error", "sandbox error")), status="sandbox_error",
+                          duration_s=time.monotonic() - t0)
+    r = resp["result"]
+    files = {k: base64.b64decode(v).decode("utf-8", "replace") for k, v in (r.get("files") or {}).items()}
+    return ExecResult(stdout=r["stdout"], stderr=r["stderr"], exit_code=r["exit_code"], status=r["status"],
+                      duration_s=float(r["duration_s"]), stdout_truncated=bool(r["stdout_truncated"]),
+                      stderr_truncated=bool(r["stderr_truncated"]), files=files)
+
+
+def _encode_files(files: dict[str, str | bytes] | None) -> dict[str, str]:
+    out, total = {}, 0
+    for name, data in (files or {}).items():
+        _check_name(name)
+        raw = data.encode("utf-8") if isinstance(data, str) else bytes(data)
+        total += len(raw)
+        if total > MAX_INPUT_BYTES:
+            raise SandboxRequestError(f"input files exceed {MAX_INPUT_BYTES >> 20} MiB")
+        out[name] = base64.b64encode(raw).decode()
+    return out
+
+
+class Session:
+    """A persistent Python interpreter on one worker; variables survive between calls.
+
+    A call that times out (or dies) kills the interpreter; the next call starts a fresh
+    one and `state_lost` says so."""
+
+    def __init__(self, sandbox: Sandbox, limits: Limits):
+        self.sandbox, self.limits = sandbox, limits
+        self._worker = sandbox._pool.acquire()
+        self._healthy = True
+        self._reset = False
+        self.state_lost = False
+        self.restarts = 0
+        self._lock = threading.Lock()
+
+    def run(self, code: str, stdin: str = "", limits: Limits | None = None) -> ExecResult:
+        from toolgym.sandbox.protocol import ChannelClosed
+
+        lim = limits or self.limits
+        t0 = time.monotonic()
+        with self._lock:
+            if self._worker is None:
+                raise SandboxUnavailable("the session is closed")
+            req = {"op": "session_run", "code": code, "stdin": stdin, "limits": _limits_dict(lim)}
+            if self._reset:
+                req["reset"], self._reset = True, False
+            try:
+                resp = self._worker.call(req, lim.timeout_s + 30)
+            except ChannelClosed as exc:
+                self._replace_worker()
+                self.state_lost = True
+                return ExecResult(stderr=f"sandbox died: {exc}; session state was lost", status="sandbox_error",
+                                  duration_s=time.monotonic() - t0)
+        res = _result(resp, t0)
+        if not (resp.get("health") or {}).get("healthy", True):
+            self._replace_worker()
+            resp["state_lost"] = True
+        self.state_lost = bool(resp.get("state_lost"))
+        if self.state_lost:
+            self.restarts += 1
+            res.stderr += "\n[toolgym] the session interpreter was restarted: its state was lost\n"
+        return res
+
+    async def arun(self, code: str, stdin: str = "", limits: Limits | None = None) -> ExecResult:
+        return await asyncio.get_running_loop().run_in_executor(self.sandbox._threads, self.run, code, stdin, limits)
+
+    def reset(self) -> None:
+        """Forget every variable: the next call starts a fresh interpreter."""
+        self._reset = True
+
+    def _replace_worker(self) -> None:
+        self.sandbox._pool.release(self._worker, healthy=False)
+        self._worker = self.sandbox._pool.acquire()
+
+    def close(self) -> None:
+        from toolgym.sandbox.protocol import ChannelClosed
+
+        w, self._worker = self._worker, None
+        if w is None:
+            return
+        healthy = True
+        try:
+            resp = w.call({"op": "session_stop"}, 30)
+            healthy = bool((resp.get("health") or {}).get("healthy", False))
+        except ChannelClosed:
+            healthy = False
+        self.sandbox._pool.release(w, healthy)
+
+    def __enter__(self) -> Session:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class Sandbox:
+    """A pool of sandboxes of one backend. Use `open_sandbox` to make one."""
+
+    def __init__(self, backend: Any, limits: Limits, pool_size: int, warm: bool = True):
+        self.backend_impl = backend
+        self.backend: str = backend.name
+        self.limits = limits
+        self._pool = Pool(backend.new_worker, pool_size, warm=warm)
+        self._threads = ThreadPoolExecutor(max_workers=max(4, 2 * pool_size), thread_name_prefix="toolgym-sbx")
+        self._closed = False
+        _OPEN.add(self)
+
+    # ---------------------------------------------------------------- calls
+    def _request(self, code: str, language: str, stdin: str, files, limits: Limits, return_files, argv):
+        if language not in LANGUAGES:
+            raise SandboxRequestError(f"unknown language {language!r}; choose one of {', '.join(LANGUAGES)}")
+        if not isinstance(code, str):
+            raise SandboxRequestError(f"code must be a str, got {type(code).__name__}")
+        for name in return_files or []:
+            _check_name(name)
+        return {"op": "run", "language": language, "code": code, "stdin": stdin or "",
+                "files": _encode_files(files), "limits": _limits_dict(limits),
+                "return_files": list(return_files or []), "argv": [str(a) for a in (argv or [])]}
+
+    def run(self, code: str, language: str = "python", stdin: str = "", *,
+            files: dict[str, str | bytes] | None = None, limits: Limits | None = None,
+            return_files: list[str] | None = None, argv: list[str] | None = None) -> ExecResult:
+        """Run one program in a fresh work dir of a pooled sandbox; never raises for bad code."""
+        lim = limits or self.limits
+        req = self._request(code, language, stdin, files, lim, return_files, argv)
+        t0 = time.monotonic()
+        slack = 40.0 if language == "cpp" else 10.0
+        return _result(self._pool.call(req, lim.timeout_s + slack), t0)
+
+    async def arun(self, code: str, language: str = "python", stdin: str = "", **kw: Any) -> ExecResult:
+        """`run` on a worker thread: the asyncio loop is never blocked."""
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._threads, lambda: self.run(code, language, stdin, **kw))
+
+    def session(self, limits: Limits | None = None) -> Session:
+        """A stateful Python interpreter holding one worker until closed."""
+        return Session(self, limits or self.limits)
+
+    def raw_call(self, req: dict[str, Any], timeout: float = 30.0) -> dict[str, Any]:
+        """Send a raw protocol request (tests of malformed requests use it)."""
+        return self._pool.call(req, timeout)
+
+    def wait_ready(self, timeout: float = 120.0) -> Sandbox:
+        self._pool.wait_ready(timeout)
+        return self
+
+    def stats(self) -> dict[str, int]:
+        return self._pool.stats()
+
+    # ---------------------------------------------------------------- lifecycle
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self._pool.close()
+        self._threads.shutdown(wait=False)
+        self.backend_impl.close()
+
+    def __enter__(self) -> Sandbox:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _close_all() -> None:
+    for sb in list(_OPEN):
+        try:
+            sb.close()
+        except Exception:  # noqa: BLE001 - best effort at interpreter exit
+            pass
+
+
+atexit.register(_close_all)
+
+
+def make_backend(backend: str, limits: Limits, image: str | None = None):
+    if backend == "auto":
+        from toolgym.sandbox.doctor import pick_backend
+
+        backend = pick_backend()["backend"]
+    if backend == "docker":
+        from toolgym.sandbox.docker_backend import DockerBackend
+
+        return DockerBackend(limits, image=image)
+    if backend == "local":
+        from toolgym.sandbox.local_backend import LocalBackend
+
+        return LocalBackend(limits)
+    raise SandboxRequestError(f"unknown sandbox backend {backend!r}; choose auto, docker or local")
+
+
+def open_sandbox(backend: Literal["auto", "docker", "local"] | str = "auto", limits: Limits | None = None,
+                 pool_size: int | None = None, *, image: str | None = None, warm: bool = True) -> Sandbox:
+    """Open a pool of sandboxes. pool_size defaults to the number of CPU cores (env TOOLGYM_POOL_SIZE)."""
+    limits = limits or Limits()
+    size = pool_size or int(os.environ.get("TOOLGYM_POOL_SIZE", "0")) or os.cpu_count() or 1
+    return Sandbox(make_backend(backend, limits, image), limits, size, warm=warm)

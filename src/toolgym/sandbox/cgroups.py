@@ -1,0 +1,162 @@
+"""Per-sandbox cgroups (v1 memory+pids controllers, or v2) for the local backend.
+
+Named toolgym/<owner pid>-<n>, so the cgroups of a crashed run can be found and
+removed at the next start-up.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import signal
+import time
+from pathlib import Path
+
+ROOT = Path(os.environ.get("TOOLGYM_CGROUP_ROOT", "/sys/fs/cgroup"))
+PREFIX = "toolgym"
+_SEQ = itertools.count(1)
+
+
+def _v2() -> bool:
+    return (ROOT / "cgroup.controllers").exists()
+
+
+def controllers() -> dict[str, Path | None]:
+    """Parent dirs we may create sandbox cgroups in, per controller (None: unavailable)."""
+    out: dict[str, Path | None] = {"memory": None, "pids": None}
+    if os.geteuid() != 0:
+        return out
+    if _v2():
+        try:
+            enabled = (ROOT / "cgroup.controllers").read_text().split()
+        except OSError:
+            return out
+        for c in out:
+            if c in enabled:
+                out[c] = ROOT / PREFIX
+        return out
+    for c in out:
+        base = ROOT / c
+        if (base / "cgroup.procs").exists() and os.access(base, os.W_OK):
+            out[c] = base / PREFIX
+    return out
+
+
+class SandboxCgroup:
+    """Memory and pids limits for one local sandbox; `kill` and `remove` clean it up."""
+
+    def __init__(self, memory_bytes: int, pids: int):
+        self.name = f"{os.getpid()}-{next(_SEQ)}"
+        self.dirs: dict[str, Path] = {}
+        v2 = _v2()
+        for ctl, parent in controllers().items():
+            if parent is None:
+                continue
+            if v2 and self.dirs:
+                continue  # one unified dir
+            try:
+                parent.mkdir(exist_ok=True)
+                if v2:
+                    try:
+                        (parent / "cgroup.subtree_control").write_text("+memory +pids")
+                    except OSError:
+                        pass
+                d = parent / self.name
+                d.mkdir()
+                self.dirs[ctl] = d
+            except OSError:
+                continue
+        self._set_limits(memory_bytes, pids, v2)
+
+    def _write(self, ctl: str, name: str, value: str) -> bool:
+        d = self.dirs.get(ctl) or (next(iter(self.dirs.values())) if self.dirs and _v2() else None)
+        if d is None:
+            return False
+        try:
+            (d / name).write_text(value)
+            return True
+        except OSError:
+            return False
+
+    def _set_limits(self, memory_bytes: int, pids: int, v2: bool) -> None:
+        if v2:
+            self.memory = self._write("memory", "memory.max", str(memory_bytes))
+            self._write("memory", "memory.swap.max", "0")
+            self.pids = self._write("memory", "pids.max", str(pids))
+            return
+        self.memory = self._write("memory", "memory.limit_in_bytes", str(memory_bytes))
+        self._write("memory", "memory.memsw.limit_in_bytes", str(memory_bytes))
+        self.pids = self._write("pids", "pids.max", str(pids))
+
+    @property
+    def procs_files(self) -> list[str]:
+        return [str(d / "cgroup.procs") for d in self.dirs.values()]
+
+    @property
+    def oom_file(self) -> str | None:
+        d = self.dirs.get("memory")
+        if d is None:
+            return None
+        return str(d / ("memory.events" if _v2() else "memory.oom_control"))
+
+    def pids_in(self) -> set[int]:
+        out: set[int] = set()
+        for f in self.procs_files:
+            try:
+                out.update(int(x) for x in Path(f).read_text().split())
+            except (OSError, ValueError):
+                pass
+        return out
+
+    def kill(self) -> None:
+        for _ in range(100):
+            pids = self.pids_in()
+            if not pids:
+                return
+            for pid in pids:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except OSError:
+                    pass
+            time.sleep(0.01)
+
+    def remove(self) -> None:
+        self.kill()
+        for d in self.dirs.values():
+            for _ in range(50):
+                try:
+                    d.rmdir()
+                    break
+                except FileNotFoundError:
+                    break
+                except OSError:
+                    time.sleep(0.02)
+        self.dirs = {}
+
+
+def list_all() -> list[Path]:
+    """Every toolgym sandbox cgroup on this machine (any owner)."""
+    out: list[Path] = []
+    for parent in {p for p in controllers().values() if p is not None}:
+        if parent.is_dir():
+            out.extend(p for p in parent.iterdir() if p.is_dir())
+    return out
+
+
+def reap_orphans() -> int:
+    """Remove sandbox cgroups whose owning process is gone."""
+    n = 0
+    for d in list_all():
+        owner = d.name.split("-", 1)[0]
+        if owner.isdigit() and os.path.exists(f"/proc/{owner}"):
+            continue
+        try:
+            pids = [int(x) for x in (d / "cgroup.procs").read_text().split()]
+            for pid in pids:
+                os.kill(pid, signal.SIGKILL)
+            time.sleep(0.05)
+            d.rmdir()
+            n += 1
+        except (OSError, ValueError):
+            pass
+    return n

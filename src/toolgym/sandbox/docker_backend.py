@@ -1,0 +1,184 @@
+"""Docker backend: one locked-down container per pool worker, driven through the executor.
+
+Each container: no network, all capabilities dropped, no-new-privileges, read-only root,
+size-capped tmpfs for /work and /tmp, memory = memory+swap limit, pids limit, CPU quota,
+uid 65534, no host mounts, toolgym labels. The executor is PID 1 and talks over the
+container's attached stdin/stdout: one persistent stream per container.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+import time
+import uuid
+from typing import Any
+
+from toolgym.errors import SandboxUnavailable
+from toolgym.sandbox.protocol import Channel, ChannelClosed, executor_source
+from toolgym.sandbox.types import Limits
+
+LABEL = "toolgym.sandbox"
+_REAPED = False
+_REAP_LOCK = threading.Lock()
+
+
+def _proc_start(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return ""
+
+
+def owner_labels() -> dict[str, str]:
+    """Labels that say which process owns a container, so orphans can be told apart."""
+    pid = os.getpid()
+    return {LABEL: "1", "toolgym.host": socket.gethostname(), "toolgym.pid": str(pid),
+            "toolgym.pid_start": _proc_start(pid)}
+
+
+def _owner_alive(labels: dict[str, str]) -> bool:
+    if labels.get("toolgym.host") != socket.gethostname():
+        return True  # another machine's: not ours to judge
+    try:
+        pid = int(labels.get("toolgym.pid", "0"))
+    except ValueError:
+        return False
+    if pid <= 0 or not os.path.exists(f"/proc/{pid}"):
+        return False
+    return _proc_start(pid) == labels.get("toolgym.pid_start", "")
+
+
+def reap_orphans(client) -> int:
+    """Remove toolgym containers whose owning process is gone (a crashed run)."""
+    n = 0
+    for c in client.containers.list(all=True, filters={"label": LABEL}):
+        if not _owner_alive(c.labels or {}):
+            try:
+                c.remove(force=True)
+                n += 1
+            except Exception:  # noqa: BLE001 - already gone
+                pass
+    return n
+
+
+def connect(timeout: float = 10.0):
+    """A docker client, or SandboxUnavailable saying why not."""
+    try:
+        import docker
+
+        client = docker.from_env(timeout=timeout)
+        client.ping()
+        return client
+    except Exception as exc:  # noqa: BLE001
+        raise SandboxUnavailable(
+            f"no Docker engine reachable ({type(exc).__name__}); start dockerd or use backend='local'") from exc
+
+
+class DockerWorker:
+    """One container with a live executor; `call` sends one request over its stream."""
+
+    def __init__(self, client, image: str, limits: Limits, cpus: float = 1.0,
+                 work_mb: int = 128, tmp_mb: int = 64):
+        self.client = client
+        self.container = None
+        self._sock = None
+        self._lock = threading.Lock()
+        mem = (limits.memory_mb + work_mb + tmp_mb + 64) << 20
+        host_config = client.api.create_host_config(
+            network_mode="none",
+            cap_drop=["ALL"],
+            security_opt=["no-new-privileges"],
+            read_only=True,
+            tmpfs={"/work": f"rw,exec,size={work_mb}m,mode=1777,nosuid,nodev",
+                   "/tmp": f"rw,size={tmp_mb}m,mode=1777,nosuid,nodev"},
+            mem_limit=mem,
+            memswap_limit=mem,
+            pids_limit=limits.pids + 8,
+            nano_cpus=int(cpus * 1e9),
+            ipc_mode="none",
+            auto_remove=True,
+        )
+        created = client.api.create_container(
+            image,
+            command=["python3", "-I", "-c", executor_source(), "--workroot", "/work", "--wipe-tmp"],
+            name=f"toolgym-sbx-{os.getpid()}-{uuid.uuid4().hex[:8]}",
+            user="65534:65534",
+            working_dir="/work",
+            labels=owner_labels(),
+            environment={"LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1"},
+            stdin_open=True,
+            detach=False,  # with stdin_open: StdinOnce, the executor sees EOF when we go away
+            tty=False,
+            network_disabled=True,
+            host_config=host_config,
+        )
+        self.container = client.containers.get(created["Id"])
+        try:
+            raw = client.api.attach_socket(self.container.id, params={
+                "stdin": 1, "stdout": 1, "stderr": 0, "stream": 1})
+            self._sock = getattr(raw, "_sock", raw)
+            self._sock.setblocking(True)
+            self.container.start()
+            self.channel = Channel(self._sock.fileno(), self._sock.fileno(), docker_mux=True, sock=self._sock)
+            pong = self.channel.call({"op": "ping"}, timeout=60)
+            if not pong.get("ok"):
+                raise SandboxUnavailable(f"sandbox executor did not start: {pong}")
+        except Exception:
+            self.close()
+            raise
+
+    def call(self, req: dict[str, Any], timeout: float) -> dict[str, Any]:
+        with self._lock:
+            if self._sock is None:
+                raise ChannelClosed("container closed")
+            return self.channel.call(req, timeout)
+
+    def close(self) -> None:
+        sock, self._sock = self._sock, None
+        if sock is not None:
+            try:
+                sock.close()
+            except OSError:
+                pass
+        c, self.container = self.container, None
+        if c is not None:
+            try:
+                c.remove(force=True)
+            except Exception:  # noqa: BLE001 - auto_remove may have won
+                pass
+
+
+class DockerBackend:
+    """Factory of DockerWorkers; reaps orphans of crashed runs once per process."""
+
+    name = "docker"
+
+    def __init__(self, limits: Limits, image: str | None = None, cpus: float = 1.0):
+        from toolgym.sandbox.image import image_exists, image_name
+
+        global _REAPED
+        self.client = connect()
+        self.image = image or image_name()
+        if not image_exists(self.client, self.image):
+            raise SandboxUnavailable(
+                f"sandbox image {self.image} not found; run `toolgym sandbox build-image` (or use backend='local')")
+        with _REAP_LOCK:
+            if not _REAPED:
+                reap_orphans(self.client)
+                _REAPED = True
+        self.limits, self.cpus = limits, cpus
+
+    def new_worker(self) -> DockerWorker:
+        t0 = time.monotonic()
+        w = DockerWorker(self.client, self.image, self.limits, self.cpus)
+        w.start_s = time.monotonic() - t0
+        return w
+
+    def close(self) -> None:
+        try:
+            self.client.close()
+        except Exception:  # noqa: BLE001
+            pass

@@ -1,0 +1,238 @@
+"""Local backend: the executor inside a bubblewrap (or `unshare`) namespace sandbox.
+
+For machines without a Docker engine. Each pool worker is one long-lived sandbox:
+new network (none), PID, IPC and UTS namespaces with the executor as PID 1; the host
+root bound read-only; private size-capped tmpfs for /tmp and the work dir; /home,
+/root, /run (Docker socket), the current directory and similar host dirs hidden under
+empty tmpfs; a cgroup with memory (swap included) and pids limits when the host allows
+(root); per call RLIMIT_CPU, RLIMIT_AS, RLIMIT_FSIZE, a new session and a
+process-group kill at the timeout. When started as root the executor drops to uid/gid
+65534 before it serves any request.
+
+ISOLATION IS WEAKER THAN DOCKER'S: the sandbox shares the host kernel with no seccomp
+filter, sees the host's world-readable files (/usr, /etc, ...) read-only, and without
+root there is no cgroup (memory is then bounded by RLIMIT_AS only and process counts
+are not bounded). Use the docker backend for untrusted code at scale.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from toolgym.errors import SandboxUnavailable
+from toolgym.sandbox import cgroups
+from toolgym.sandbox.protocol import Channel, ChannelClosed, executor_source
+from toolgym.sandbox.types import Limits
+
+NOBODY = "65534:65534"
+_HIDE = ("/home", "/root", "/run", "/var/run", "/var/tmp", "/mnt", "/media", "/srv", "/var/lib/docker")
+_REAPED = False
+
+
+def sandbox_python() -> str:
+    """The interpreter inside the sandbox: this one (same packages, e.g. sympy), or
+    TOOLGYM_SANDBOX_PYTHON."""
+    return os.environ.get("TOOLGYM_SANDBOX_PYTHON") or sys.executable
+
+
+def _keep_dirs(python: str) -> list[str]:
+    """Dirs the sandbox's interpreter needs even when they lie under a hidden dir."""
+    if python != sys.executable:
+        return [os.path.dirname(os.path.dirname(os.path.realpath(python)))]
+    return sorted({os.path.realpath(sys.prefix), os.path.realpath(sys.base_prefix), sys.prefix})
+
+
+def _hidden_dirs(python: str, rebind: bool = True) -> list[str]:
+    keep = _keep_dirs(python)
+    out = []
+    for d in (*_HIDE, os.getcwd(), str(Path(__file__).resolve().parents[3])):
+        if not os.path.isdir(d) or os.path.islink(d) or d == "/":
+            continue
+        if not rebind and any(k.startswith(d.rstrip("/") + "/") or k == d for k in keep):
+            continue
+        if any(d.startswith(p + "/") or d == p for p in ("/usr", "/etc", "/bin", "/lib", "/lib64", "/sbin", "/proc")):
+            continue
+        if d not in out:
+            out.append(d)
+    return out
+
+
+@functools.lru_cache(maxsize=1)
+def probe() -> dict[str, Any]:
+    """Which namespace tool works here (cached): {'tool': 'bwrap'|'unshare'|None, 'why': str}."""
+    root = os.geteuid() == 0
+    bwrap = shutil.which("bwrap")
+    if bwrap:
+        args = [bwrap, "--ro-bind", "/", "/", "--unshare-net", "--unshare-pid", "--die-with-parent"]
+        if not root:
+            args.append("--unshare-user")
+        try:
+            r = subprocess.run([*args, "true"], capture_output=True, timeout=20)
+            if r.returncode == 0:
+                return {"tool": "bwrap", "path": bwrap, "why": "bubblewrap works"}
+            why = r.stderr.decode(errors="replace").strip()[:200]
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            why = str(exc)
+    else:
+        why = "bwrap not installed"
+    unshare = shutil.which("unshare")
+    if unshare and root:
+        r = subprocess.run([unshare, "--net", "--pid", "--mount", "--fork", "true"], capture_output=True, timeout=20)
+        if r.returncode == 0:
+            return {"tool": "unshare", "path": unshare, "why": f"bubblewrap unusable ({why}); unshare works as root"}
+        why += "; unshare failed: " + r.stderr.decode(errors="replace").strip()[:200]
+    return {"tool": None, "path": None,
+            "why": f"no namespace tool: {why} (install bubblewrap: apt-get install bubblewrap)"}
+
+
+class LocalWorker:
+    """One namespace sandbox with a live executor, talking over its stdin/stdout pipes."""
+
+    def __init__(self, limits: Limits, tool: dict[str, Any], work_mb: int = 128, tmp_mb: int = 64):
+        self._lock = threading.Lock()
+        self.proc: subprocess.Popen | None = None
+        root = os.geteuid() == 0
+        mem = (limits.memory_mb + work_mb + tmp_mb + 64) << 20
+        self.cgroup = cgroups.SandboxCgroup(mem, limits.pids + 8) if root else None
+        python = sandbox_python()
+        workroot = "/work"
+        exec_args = [python, "-I", "-c", executor_source(), "--wipe-tmp"]
+        if root:
+            exec_args += ["--drop", NOBODY]
+        if tool["tool"] == "bwrap":
+            cmd = [tool["path"], "--die-with-parent", "--new-session", "--as-pid-1", "--unshare-net",
+                   "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
+                   "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
+            if not root:
+                cmd.append("--unshare-user")
+            hidden = _hidden_dirs(python)
+            keep = _keep_dirs(python)
+            if any(k.startswith("/work/") for k in keep):
+                workroot = "/run/toolgym-work"  # /run is hidden under a tmpfs below
+            for d in hidden:
+                cmd += ["--perms", "0755", "--tmpfs", d]
+            cmd += ["--size", str(tmp_mb << 20), "--perms", "1777", "--tmpfs", "/tmp",
+                    "--size", str(work_mb << 20), "--perms", "1777", "--tmpfs", workroot,
+                    "--tmpfs", "/sys"]
+            for k in keep:  # re-expose the interpreter's own prefix, read-only
+                for d in hidden:
+                    if k.startswith(d.rstrip("/") + "/"):
+                        parts = Path(k).relative_to(d).parts[:-1]
+                        for i in range(len(parts)):  # traversable parents (bwrap makes them 0700)
+                            cmd += ["--perms", "0755", "--dir", str(Path(d, *parts[:i + 1]))]
+                        cmd += ["--ro-bind", k, k]
+                        break
+            if self.cgroup is not None and self.cgroup.oom_file:
+                mdir = str(Path(self.cgroup.oom_file).parent)
+                cmd += ["--ro-bind", mdir, "/sys/fs/cgroup/memory"]
+                exec_args += ["--oom-file", "/sys/fs/cgroup/memory/" + Path(self.cgroup.oom_file).name]
+            cmd += ["--chdir", workroot, *exec_args, "--workroot", workroot]
+        elif tool["tool"] == "unshare":
+            workroot = "/tmp/work"
+            hide = " ".join(_hidden_dirs(python, rebind=False))
+            prelude = ("mount --make-rprivate / && "
+                       f"mount -t tmpfs -o size={tmp_mb}m,mode=1777 tmpfs /tmp && mkdir -m 1777 {workroot} && "
+                       f"for d in {hide}; do mount -t tmpfs -o size=1m,mode=755 tmpfs $d || exit 96; done && "
+                       "mount -o remount,bind,ro / && cd / && exec \"$@\"")
+            cmd = [tool["path"], "--net", "--pid", "--ipc", "--uts", "--mount", "--fork", "--kill-child",
+                   "--mount-proc", "/bin/sh", "-c", prelude, "sh", *exec_args, "--workroot", workroot]
+            if self.cgroup is not None and self.cgroup.oom_file:
+                cmd += ["--oom-file", self.cgroup.oom_file]
+        else:
+            raise SandboxUnavailable(tool["why"])
+        env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "LANG": "C.UTF-8"}
+        if self.cgroup is not None and self.cgroup.procs_files:
+            # join the cgroups before exec, so every process of the sandbox is inside
+            env["TG_CG"] = " ".join(self.cgroup.procs_files)
+            cmd = ["/bin/sh", "-c", 'for f in $TG_CG; do echo $$ > "$f" || exit 97; done; exec "$@"', "sh", *cmd]
+        try:
+            self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                         stderr=subprocess.PIPE, env=env, start_new_session=True, bufsize=0)
+            self.channel = Channel(self.proc.stdout.fileno(), self.proc.stdin.fileno())
+            pong = self.channel.call({"op": "ping"}, timeout=60)
+            if not pong.get("ok"):
+                raise SandboxUnavailable(f"local sandbox executor did not start: {pong}")
+        except (ChannelClosed, OSError) as exc:
+            err = b""
+            if self.proc is not None:
+                try:
+                    self.proc.kill()
+                    err = self.proc.communicate(timeout=5)[1] or b""
+                except Exception:  # noqa: BLE001
+                    pass
+            self.close()
+            raise SandboxUnavailable(
+                f"local sandbox failed to start ({exc}): {err.decode(errors='replace').strip()[-300:]}") from exc
+        except Exception:
+            self.close()
+            raise
+        self.proc.stderr.close()
+
+    def call(self, req: dict[str, Any], timeout: float) -> dict[str, Any]:
+        with self._lock:
+            if self.proc is None:
+                raise ChannelClosed("sandbox closed")
+            return self.channel.call(req, timeout)
+
+    def close(self) -> None:
+        proc, self.proc = self.proc, None
+        if proc is not None:
+            try:
+                proc.stdin.close()  # EOF: the executor kills its processes and exits
+            except OSError:
+                pass
+            try:
+                proc.wait(timeout=2)
+            except subprocess.TimeoutExpired:
+                pass
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except OSError:
+                pass
+            try:
+                proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                pass
+            for f in (proc.stdout, proc.stderr):
+                try:
+                    if f is not None:
+                        f.close()
+                except OSError:
+                    pass
+        if self.cgroup is not None:
+            self.cgroup.remove()
+            self.cgroup = None
+
+
+class LocalBackend:
+    """Factory of LocalWorkers; reaps cgroups of crashed runs once per process."""
+
+    name = "local"
+
+    def __init__(self, limits: Limits):
+        global _REAPED
+        self.tool = probe()
+        if self.tool["tool"] is None:
+            raise SandboxUnavailable(self.tool["why"])
+        if not _REAPED and os.geteuid() == 0:
+            cgroups.reap_orphans()
+            _REAPED = True
+        self.limits = limits
+
+    def new_worker(self) -> LocalWorker:
+        t0 = time.monotonic()
+        w = LocalWorker(self.limits, self.tool)
+        w.start_s = time.monotonic() - t0
+        return w
+
+    def close(self) -> None:
+        pass

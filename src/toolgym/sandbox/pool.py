@@ -1,0 +1,161 @@
+"""A warm pool of sandboxes (containers or local bubblewrap sandboxes).
+
+Each worker serves one call at a time. A worker that misbehaves (OOM, dead executor,
+leftover processes, full disk) is discarded and a fresh one is started in the
+background, so the pool keeps its size.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from toolgym.errors import SandboxUnavailable
+from toolgym.sandbox.protocol import ChannelClosed
+
+
+class Worker(Protocol):
+    def call(self, req: dict[str, Any], timeout: float) -> dict[str, Any]: ...
+    def close(self) -> None: ...
+
+
+class Pool:
+    """Bounded set of workers; `acquire` blocks until one is idle (or can be started)."""
+
+    def __init__(self, factory: Callable[[], Worker], size: int, warm: bool = True):
+        if size < 1:
+            raise ValueError(f"pool size must be >= 1, got {size}")
+        self.factory, self.size = factory, size
+        self._idle: deque[Worker] = deque()
+        self._busy: set[int] = set()
+        self._all: list[Worker] = []
+        self._starting = 0
+        self._cond = threading.Condition()
+        self._closed = False
+        self.last_error: str | None = None
+        self.discarded = 0
+        if warm:
+            for _ in range(size):
+                self._start_async()
+
+    # --------------------------------------------------------------- lifecycle of workers
+    def _start_async(self) -> None:
+        with self._cond:
+            if self._closed or len(self._all) + self._starting >= self.size:
+                return
+            self._starting += 1
+        threading.Thread(target=self._start_one, daemon=True, name="toolgym-pool-start").start()
+
+    def _start_one(self) -> None:
+        worker = None
+        try:
+            worker = self.factory()
+        except Exception as exc:  # noqa: BLE001 - reported to waiting callers
+            with self._cond:
+                self.last_error = f"{type(exc).__name__}: {exc}"
+        with self._cond:
+            self._starting -= 1
+            if worker is not None and not self._closed:
+                self._all.append(worker)
+                self._idle.append(worker)
+                self.last_error = None
+                worker = None
+            self._cond.notify_all()
+        if worker is not None:  # pool closed while it started
+            worker.close()
+
+    def wait_ready(self, timeout: float = 120.0) -> None:
+        """Block until every worker of the pool has started (for benchmarks and tests)."""
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while len(self._idle) + len(self._busy) < self.size:
+                if self._starting == 0 and len(self._all) < self.size:
+                    self._cond.release()
+                    try:
+                        for _ in range(self.size - len(self._all)):
+                            self._start_async()
+                    finally:
+                        self._cond.acquire()
+                    if self.last_error and self._starting == 0:
+                        raise SandboxUnavailable(f"cannot start a sandbox: {self.last_error}")
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise SandboxUnavailable(f"sandbox pool not ready after {timeout:.0f}s: {self.last_error}")
+                self._cond.wait(min(left, 0.5))
+
+    def acquire(self, timeout: float = 300.0) -> Worker:
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while True:
+                if self._closed:
+                    raise SandboxUnavailable("the sandbox is closed")
+                if self._idle:
+                    w = self._idle.popleft()
+                    self._busy.add(id(w))
+                    return w
+                if len(self._all) + self._starting < self.size:
+                    self._cond.release()
+                    try:
+                        self._start_async()
+                    finally:
+                        self._cond.acquire()
+                elif self._starting == 0 and self.last_error and not self._all:
+                    raise SandboxUnavailable(f"cannot start a sandbox: {self.last_error}")
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise SandboxUnavailable(f"no sandbox became free in {timeout:.0f}s: {self.last_error}")
+                self._cond.wait(min(left, 1.0))
+                if self.last_error and self._starting == 0 and not self._all and not self._idle:
+                    raise SandboxUnavailable(f"cannot start a sandbox: {self.last_error}")
+
+    def release(self, worker: Worker, healthy: bool = True) -> None:
+        with self._cond:
+            self._busy.discard(id(worker))
+            if healthy and not self._closed:
+                self._idle.append(worker)
+                self._cond.notify()
+                return
+            if worker in self._all:
+                self._all.remove(worker)
+            self.discarded += int(not self._closed)
+            self._cond.notify_all()
+        threading.Thread(target=worker.close, daemon=True, name="toolgym-pool-discard").start()
+        self._start_async()
+
+    def call(self, req: dict[str, Any], timeout: float) -> dict[str, Any]:
+        """One request on one worker; discards the worker on a fault or an unhealthy reply."""
+        worker = self.acquire()
+        healthy = False
+        try:
+            resp = worker.call(req, timeout)
+            healthy = bool((resp.get("health") or {"healthy": True}).get("healthy", True)) and not resp.get("fault")
+            return resp
+        except ChannelClosed as exc:
+            return {"ok": False, "error": f"sandbox died: {exc}", "fault": True}
+        finally:
+            self.release(worker, healthy)
+
+    def stats(self) -> dict[str, int]:
+        with self._cond:
+            return {"size": self.size, "live": len(self._all), "idle": len(self._idle),
+                    "busy": len(self._busy), "starting": self._starting, "discarded": self.discarded}
+
+    def close(self) -> None:
+        with self._cond:
+            self._closed = True
+            workers, self._all = list(self._all), []
+            self._idle.clear()
+            self._cond.notify_all()
+        threads = [threading.Thread(target=w.close, daemon=True) for w in workers]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(30)
+        # wait for starters still running, they close their worker themselves
+        deadline = time.monotonic() + 30
+        with self._cond:
+            while self._starting and time.monotonic() < deadline:
+                self._cond.wait(0.2)

@@ -1,0 +1,100 @@
+"""Host side of the executor protocol: length-prefixed JSON frames over one stream.
+
+One long-lived stream per sandbox (a Docker attach socket, or the pipes of a local
+bubblewrap process) carries every call, so a call costs one round trip instead of a
+`docker exec`.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import select
+import socket
+import struct
+import time
+from pathlib import Path
+from typing import Any
+
+MAX_FRAME = 256 << 20
+
+
+class ChannelClosed(Exception):
+    """The executor's stream ended or timed out: the sandbox must be discarded."""
+
+
+@functools.lru_cache(maxsize=1)
+def executor_source() -> str:
+    """Text of executor.py, injected as `python3 -I -c SOURCE` into every sandbox."""
+    return (Path(__file__).with_name("executor.py")).read_text(encoding="utf-8")
+
+
+def encode(obj: dict[str, Any]) -> bytes:
+    body = json.dumps(obj, ensure_ascii=False).encode("utf-8", "surrogatepass")
+    return struct.pack(">I", len(body)) + body
+
+
+class Channel:
+    """Frame I/O over a readable fd and a writable fd (or one socket), with deadlines."""
+
+    def __init__(self, rfd: int, wfd: int, docker_mux: bool = False, sock: socket.socket | None = None):
+        self.rfd, self.wfd, self.mux, self.sock = rfd, wfd, docker_mux, sock
+        self._buf = bytearray()  # demultiplexed executor stdout
+        self._raw = bytearray()  # undecoded docker stream bytes
+
+    def send(self, obj: dict[str, Any]) -> None:
+        data = memoryview(encode(obj))
+        try:
+            while data:
+                if self.sock is not None:
+                    n = self.sock.send(data)
+                else:
+                    n = os.write(self.wfd, data)
+                data = data[n:]
+        except OSError as exc:
+            raise ChannelClosed(f"write failed: {exc}") from exc
+
+    def _fill(self, deadline: float) -> None:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise ChannelClosed("executor did not answer in time")
+        ready, _, _ = select.select([self.rfd], [], [], left)
+        if not ready:
+            raise ChannelClosed("executor did not answer in time")
+        try:
+            chunk = self.sock.recv(1 << 20) if self.sock is not None else os.read(self.rfd, 1 << 20)
+        except OSError as exc:
+            raise ChannelClosed(f"read failed: {exc}") from exc
+        if not chunk:
+            raise ChannelClosed("executor stream closed")
+        if not self.mux:
+            self._buf += chunk
+            return
+        self._raw += chunk
+        while len(self._raw) >= 8:  # docker attach framing: [stream, 0, 0, 0, size32]
+            kind, size = self._raw[0], struct.unpack(">I", self._raw[4:8])[0]
+            if len(self._raw) < 8 + size:
+                break
+            if kind == 1:
+                self._buf += self._raw[8:8 + size]
+            del self._raw[:8 + size]
+
+    def recv(self, deadline: float) -> dict[str, Any]:
+        while len(self._buf) < 4:
+            self._fill(deadline)
+        (n,) = struct.unpack(">I", self._buf[:4])
+        if n > MAX_FRAME:
+            raise ChannelClosed("executor sent an oversized frame")
+        while len(self._buf) < 4 + n:
+            self._fill(deadline)
+        body = bytes(self._buf[4:4 + n])
+        del self._buf[:4 + n]
+        try:
+            return json.loads(body.decode("utf-8", "surrogatepass"))
+        except ValueError as exc:
+            raise ChannelClosed(f"executor sent a malformed frame: {exc}") from exc
+
+    def call(self, obj: dict[str, Any], timeout: float) -> dict[str, Any]:
+        self.send(obj)
+        return self.recv(time.monotonic() + timeout)
