@@ -30,6 +30,11 @@ class PromptResponseBatch:
     def response_len(self) -> int:
         return int(self.response_ids.shape[1])
 
+    def to(self, device: torch.device | str) -> PromptResponseBatch:
+        return PromptResponseBatch(self.input_ids.to(device), self.attention_mask.to(device),
+                                   self.position_ids.to(device), self.response_ids.to(device),
+                                   self.response_mask.to(device), self.prompt_len)
+
 
 def positions_from_mask(attention_mask: torch.Tensor) -> torch.Tensor:
     """Position ids counting only attended tokens (0 at the first real token)."""
@@ -95,6 +100,10 @@ class MOPDInputs:
     @property
     def response_ids(self) -> torch.Tensor:
         return self.student.response_ids
+
+    def to(self, device: torch.device | str) -> MOPDInputs:
+        return MOPDInputs(self.student.to(device), self.teacher.to(device), self.loss_mask.to(device),
+                          self.seq_mask.to(device))
 
 
 def mopd_step_inputs(

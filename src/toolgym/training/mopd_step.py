@@ -1,0 +1,129 @@
+"""One MOPD step for the trainer: trajectories -> teacher inputs -> loss (spec §10).
+
+The trainer owns optimisation and scheduling; these helpers own MOPD's data handling:
+peer contexts per group, teacher prompts (student response ids reused verbatim), the
+student/teacher forward passes and the loss.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import torch
+
+from toolgym.agents.trajectory import Trajectory
+from toolgym.training.mopd import (
+    Mode,
+    TeacherContext,
+    batch_contexts,
+    context_stats,
+    problem_of,
+    render_teacher_prompt_ids,
+)
+from toolgym.training.mopd_batch import MOPDInputs, mopd_step_inputs, student_forward, teacher_topk_logprobs
+from toolgym.training.mopd_loss import Agg, distill_divergence, mopd_loss
+
+
+def prompt_messages(traj: Trajectory) -> list[dict[str, Any]]:
+    """The prompt messages of a trajectory: its turns before the first assistant message."""
+    out = []
+    for m in traj.turns:
+        if m.get("role") == "assistant":
+            break
+        out.append(m)
+    return out
+
+
+@dataclass
+class MOPDBatch:
+    inputs: MOPDInputs
+    contexts: list[TeacherContext]
+    stats: dict[str, float] = field(default_factory=dict)
+
+
+def build_mopd_batch(
+    trajectories: Sequence[Trajectory],
+    tokenizer: Any,
+    *,
+    mode: Mode = "contrastive",
+    threshold: float = 0.5,
+    seed: int = 0,
+    step: int = 0,
+    feedbacks: Sequence[str | None] | None = None,
+    use_feedback: bool = True,
+    max_teacher_tokens: int = 10240,
+    template_kwargs: dict[str, Any] | None = None,
+    messages: Sequence[Sequence[dict[str, Any]]] | None = None,
+) -> MOPDBatch:
+    """Peer contexts per group (``group_id``), teacher prompt ids, padded student/teacher batches.
+
+    Peers are the decoded response ids with special tokens skipped. The student prompt and the
+    response ids are the trajectory's own (token-in/token-out); a rollout with an empty context
+    keeps the student prompt as its teacher prompt and gets ``seq_mask = 0``.
+    """
+    msgs = [list(m) for m in messages] if messages is not None else [prompt_messages(t) for t in trajectories]
+    texts = [tokenizer.decode(list(t.response_ids), skip_special_tokens=True) for t in trajectories]
+    ctxs = batch_contexts(
+        [problem_of(m) for m in msgs], texts, [t.reward for t in trajectories], [t.group_id for t in trajectories],
+        mode=mode, threshold=threshold, feedbacks=feedbacks, use_feedback=use_feedback, seed=seed, step=step,
+    )
+    teacher_prompts: list[list[int]] = []
+    for k, (t, ctx) in enumerate(zip(trajectories, ctxs, strict=True)):
+        if ctx.seq_mask:
+            ids, ctxs[k] = render_teacher_prompt_ids(tokenizer, msgs[k], ctx, max_tokens=max_teacher_tokens,
+                                                     template_kwargs=template_kwargs)
+            teacher_prompts.append(ids)
+        else:
+            teacher_prompts.append(list(t.prompt_ids))
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else (tokenizer.eos_token_id or 0)
+    inputs = mopd_step_inputs(
+        [list(t.prompt_ids) for t in trajectories], teacher_prompts, [list(t.response_ids) for t in trajectories],
+        [list(t.loss_mask) for t in trajectories], [c.seq_mask for c in ctxs], pad,
+    )
+    stats = context_stats(ctxs, [t.reward for t in trajectories], [t.group_id for t in trajectories], threshold)
+    return MOPDBatch(inputs, ctxs, stats)
+
+
+def mopd_forward_loss(
+    student: torch.nn.Module,
+    teacher: torch.nn.Module,
+    inputs: MOPDInputs,
+    *,
+    divergence: Literal["jsd", "topk", "sampled_rkl"] = "jsd",
+    k: int = 100,
+    alpha: float = 0.5,
+    tail: bool = True,
+    temperature: float = 1.0,
+    old_logp: torch.Tensor | None = None,
+    rollout_logp: torch.Tensor | None = None,
+    ratio_cap: float = 2.0,
+    weight_cap: float = 2.0,
+    agg: Agg = "seq-mean-token-mean",
+    teacher_micro_batch: int | None = None,
+) -> tuple[torch.Tensor, dict[str, float]]:
+    """Student pass (grad) -> teacher pass at the student's top-k ids (no grad) -> divergence -> loss.
+
+    ``old_logp``: the trainer's log-probs before this update (omit for one on-policy step: rho = 1).
+    ``rollout_logp``: the inference engine's log-probs, for the optional rollout weight (needs
+    ``old_logp`` or uses the current, detached log-probs as the trainer side).
+    """
+    inputs = inputs.to(next(student.parameters()).device)
+    s_batch, t_batch = inputs.student, inputs.teacher
+    out = student_forward(student, s_batch, k=k, temperature=temperature)
+    lq, teacher_logp = teacher_topk_logprobs(teacher, t_batch, out.topk_ids, temperature, teacher_micro_batch)
+    div = distill_divergence(divergence, lp_topk=out.lp_topk.float(), lq_topk=lq, logp=out.logp.float(),
+                             teacher_logp=teacher_logp, alpha=alpha, tail=tail)
+    trainer_old = None
+    if rollout_logp is not None:
+        trainer_old = old_logp if old_logp is not None else out.logp.detach()
+    loss, metrics = mopd_loss(
+        div, inputs.loss_mask, inputs.seq_mask,
+        logp=out.logp if old_logp is not None else None, old_logp=old_logp, ratio_cap=ratio_cap,
+        trainer_old_logp=trainer_old, rollout_logp=rollout_logp, weight_cap=weight_cap, agg=agg,
+    )
+    m = inputs.loss_mask * inputs.seq_mask.unsqueeze(-1)
+    metrics["mopd/teacher_minus_student_logp"] = float(((teacher_logp - out.logp.detach()) * m).sum()
+                                                       / m.sum().clamp(min=1))
+    return loss, metrics
