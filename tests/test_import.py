@@ -14,9 +14,9 @@ import json, sys, time
 t0 = time.perf_counter()
 import toolgym
 elapsed = time.perf_counter() - t0
-heavy = sorted({m.split('.')[0] for m in sys.modules} & set(%r))
+heavy = sorted({m.split('.')[0] for m in sys.modules} & set(HEAVY))
 print(json.dumps({"seconds": elapsed, "heavy": heavy, "version": toolgym.__version__}))
-""" % (HEAVY,)
+""".replace("HEAVY", repr(HEAVY))
 
 
 def _probe() -> dict:

@@ -153,7 +153,7 @@ def _strip_query(query: str) -> str:
     return q[: -len("\nAnswer:")] if q.endswith("\nAnswer:") else q
 
 
-def _mc_from_requests(zf: zipfile.ZipFile, splits: dict[str, str], prefix: str) -> dict[str, list[dict]]:
+def _mc_from_requests(zf: zipfile.ZipFile, splits: dict[str, str]) -> dict[str, list[dict]]:
     out: dict[str, list[dict]] = {}
     for split, task_dir in splits.items():
         out[split] = [_mc_record(str(d["id"]), _strip_query(d["query"]), d["choices"], int(d["gold"]))
@@ -163,12 +163,12 @@ def _mc_from_requests(zf: zipfile.ZipFile, splits: dict[str, str], prefix: str) 
 
 def _arc(level: str) -> Callable[[zipfile.ZipFile], dict[str, list[dict]]]:
     return lambda zf: _mc_from_requests(zf, {"test": f"arc_{level}/test_rc_5shot",
-                                             "validation": f"arc_{level}/val_rc_5shot"}, f"arc_{level}")
+                                             "validation": f"arc_{level}/val_rc_5shot"})
 
 
 def _openbookqa(zf: zipfile.ZipFile) -> dict[str, list[dict]]:
     return _mc_from_requests(zf, {"test": "openbookqa/test_rc_5shot",
-                                  "validation": "openbookqa/val_rc_5shot"}, "openbookqa")
+                                  "validation": "openbookqa/val_rc_5shot"})
 
 
 def _sciq(zf: zipfile.ZipFile) -> dict[str, list[dict]]:
