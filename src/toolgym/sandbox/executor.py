@@ -248,7 +248,7 @@ def _python_stdio():
 
 
 def _print_exc(exc):
-    import traceback
+    import traceback  # preloaded by main(): no allocation-heavy import after a MemoryError
 
     tb = exc.__traceback__
     while tb is not None and tb.tb_frame.f_code.co_filename == _print_exc.__code__.co_filename:
@@ -301,7 +301,12 @@ def _python_main(path, argv, cwd):
     except SystemExit as exc:
         rc = _exit_code(exc)
     except BaseException as exc:  # noqa: B036 - mirror the interpreter's top level
-        _print_exc(exc)
+        if isinstance(exc, MemoryError):
+            main.__dict__.clear()  # free the program's data so the report itself can allocate
+        try:
+            _print_exc(exc)
+        except MemoryError:
+            os.write(2, b"MemoryError\n")
         rc = 1
     try:
         import threading
@@ -455,7 +460,7 @@ def _spawn(cwd, stdin_fd, lim, argv, py_path=None):
                 os.execve(argv[0], argv, _env(cwd))
         except BaseException as exc:  # noqa: B036
             try:
-                os.write(2, f"sandbox: cannot start program: {exc}\n".encode())
+                os.write(2, f"sandbox: cannot start program: {type(exc).__name__}: {exc}\n".encode())
             finally:
                 os._exit(127)
         os._exit(127)
@@ -754,6 +759,10 @@ def main(argv):
         elif a == "--oom-file":
             globals()["OOM_FILES"] = (args.pop(0),)
     resource.setrlimit(resource.RLIMIT_NOFILE, (1024, 1024))
+    import atexit  # noqa: F401 - preload what forked children need, so they share it
+    import threading  # noqa: F401
+    import traceback  # noqa: F401
+    import types  # noqa: F401
     if drop is not None and os.getuid() == 0:
         os.setgroups([])
         os.setgid(drop[1])

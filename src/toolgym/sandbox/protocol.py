@@ -44,7 +44,11 @@ class Channel:
         self._raw = bytearray()  # undecoded docker stream bytes
 
     def send(self, obj: dict[str, Any]) -> None:
-        data = memoryview(encode(obj))
+        self.send_bytes(encode(obj))
+
+    def send_bytes(self, raw: bytes) -> None:
+        """Write raw bytes (tests use it to send malformed frames)."""
+        data = memoryview(raw)
         try:
             while data:
                 if self.sock is not None:

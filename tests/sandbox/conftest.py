@@ -1,0 +1,110 @@
+"""Fixtures for the sandbox tests: one real sandbox per backend, and leak counters.
+
+Docker tests run whenever an engine is reachable (the image is built if missing). They
+are skipped only when no engine is reachable and CI is unset; under CI a missing engine
+is a failure.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+
+import pytest
+
+from toolgym.sandbox import Limits, open_sandbox
+
+BACKENDS = ("local", "docker")
+LIMITS = Limits(timeout_s=3, memory_mb=256, pids=64, output_bytes=64 << 10)
+
+
+def docker_ready() -> str | None:
+    """None when docker tests can run; else why not. Builds the image when it is missing."""
+    try:
+        import docker
+
+        client = docker.from_env(timeout=10)
+        client.ping()
+    except Exception as exc:  # noqa: BLE001
+        return f"no Docker engine reachable: {type(exc).__name__}"
+    from toolgym.sandbox.image import build_image, image_exists
+
+    if not image_exists(client):
+        build_image(log=lambda m: None)
+    return None
+
+
+def require_backend(backend: str) -> None:
+    if backend != "docker":
+        return
+    why = docker_ready()
+    if why is None:
+        return
+    if os.environ.get("CI"):
+        pytest.fail(f"CI is set but docker tests cannot run: {why}")
+    pytest.skip(why)
+
+
+# ------------------------------------------------------------------ leak counters
+def descendants(pid: int | None = None) -> list[int]:
+    """Live processes below `pid` (default: this test process), zombies excluded."""
+    root = pid or os.getpid()
+    children: dict[int, list[int]] = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat") as fh:
+                fields = fh.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if fields[0] == "Z":
+            continue
+        children.setdefault(int(fields[1]), []).append(int(name))
+    out, todo = [], [root]
+    while todo:
+        for c in children.get(todo.pop(), []):
+            out.append(c)
+            todo.append(c)
+    return out
+
+
+def our_containers() -> list[str]:
+    try:
+        import docker
+
+        client = docker.from_env(timeout=10)
+        found = client.containers.list(all=True, filters={"label": f"toolgym.pid={os.getpid()}"})
+        client.close()
+        return [c.id for c in found]
+    except Exception:  # noqa: BLE001 - no engine: nothing of ours there
+        return []
+
+
+def our_cgroups() -> list[str]:
+    pid = os.getpid()
+    return glob.glob(f"/sys/fs/cgroup/*/toolgym/{pid}-*") + glob.glob(f"/sys/fs/cgroup/toolgym/{pid}-*")
+
+
+def toolgym_tmp() -> list[str]:
+    return glob.glob("/tmp/toolgym-sbx*") + glob.glob("/tmp/toolgym-call*")
+
+
+def leak_snapshot() -> dict[str, int]:
+    return {"containers": len(our_containers()), "cgroups": len(our_cgroups()),
+            "processes": len(descendants()), "tmp": len(toolgym_tmp())}
+
+
+@pytest.fixture(scope="module", params=BACKENDS)
+def backend(request) -> str:
+    require_backend(request.param)
+    return request.param
+
+
+@pytest.fixture(scope="module")
+def sb(backend):
+    """A one-worker sandbox, so consecutive calls land in the same sandbox."""
+    box = open_sandbox(backend, LIMITS, pool_size=1)
+    box.wait_ready(120)
+    yield box
+    box.close()
