@@ -1,0 +1,96 @@
+"""CTPO loss forward+backward time against GRPO's on identical tensors (issue 6 target: ratio <= 1.15).
+
+B=64 sequences x T=4096 tokens on CPU, float32, a realistic mask (model turns, tool-output
+spans, right padding). The two losses run interleaved, repeat after repeat, and the script
+prints the median time of each and the median of the per-repeat ratios, once for the loss
+alone (``compute_metrics=False``, what the trainer's backward pass costs) and once with the
+metrics dictionary (quantiles included).
+
+    .venv/bin/python benchmarks/losses.py [--repeats 30] [--threads N] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+
+import torch
+
+from toolgym.training.losses import ClipConfig, policy_loss
+
+
+def make_batch(b: int, t: int, seed: int = 0) -> dict[str, torch.Tensor]:
+    """Random but realistic inputs: per-token log-ratios of std 0.035, tool spans and padding masked."""
+    g = torch.Generator().manual_seed(seed)
+    old = -torch.rand(b, t, generator=g) * 3.0
+    logp = old + torch.randn(b, t, generator=g) * 0.035
+    mask = torch.ones(b, t)
+    for i in range(b):
+        length = int(torch.randint(t // 4, t + 1, (1,), generator=g))
+        mask[i, length:] = 0
+        for _ in range(3):  # up to three tool-output spans
+            start = int(torch.randint(0, max(length - 200, 1), (1,), generator=g))
+            mask[i, start : start + int(torch.randint(20, 200, (1,), generator=g))] = 0
+    adv = torch.randn(b, generator=g)
+    return {"logp": logp, "old": old, "mask": mask, "adv": adv}
+
+
+def time_once(batch: dict[str, torch.Tensor], ratio: str, clip: ClipConfig, metrics: bool) -> float:
+    logp = batch["logp"].clone().requires_grad_(True)
+    start = time.perf_counter()
+    loss, _ = policy_loss(logp, batch["old"], batch["adv"], batch["mask"], ratio=ratio, clip=clip,
+                          agg="token-mean", compute_metrics=metrics)
+    loss.backward()
+    return time.perf_counter() - start
+
+
+def run(b: int, t: int, repeats: int, metrics: bool) -> dict[str, float]:
+    batch = make_batch(b, t)
+    methods = {"ctpo": ("cumulative", ClipConfig.ctpo()), "grpo": ("token", ClipConfig.grpo())}
+    for name in methods:  # warm-up
+        for _ in range(3):
+            time_once(batch, *methods[name], metrics)
+    times: dict[str, list[float]] = {name: [] for name in methods}
+    ratios = []
+    for r in range(repeats):
+        order = list(methods) if r % 2 == 0 else list(reversed(methods))
+        this = {name: time_once(batch, *methods[name], metrics) for name in order}
+        for name, v in this.items():
+            times[name].append(v)
+        ratios.append(this["ctpo"] / this["grpo"])
+    return {
+        "ctpo_ms": 1e3 * statistics.median(times["ctpo"]),
+        "grpo_ms": 1e3 * statistics.median(times["grpo"]),
+        "ratio": statistics.median(ratios),
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--batch", type=int, default=64)
+    ap.add_argument("--tokens", type=int, default=4096)
+    ap.add_argument("--repeats", type=int, default=30)
+    ap.add_argument("--threads", type=int, default=0, help="torch intra-op threads (0: torch default)")
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    results = {
+        "loss_only": run(args.batch, args.tokens, args.repeats, metrics=False),
+        "with_metrics": run(args.batch, args.tokens, args.repeats, metrics=True),
+    }
+    if args.json:
+        print(json.dumps({"B": args.batch, "T": args.tokens, "threads": torch.get_num_threads(), **results}))
+        return
+    print(f"policy_loss forward+backward, B={args.batch} T={args.tokens} float32 CPU, "
+          f"{torch.get_num_threads()} thread(s), {args.repeats} interleaved repeats, medians")
+    for key, r in results.items():
+        verdict = "ok" if r["ratio"] <= 1.15 else "ABOVE TARGET"
+        print(f"  {key:13s} CTPO {r['ctpo_ms']:8.2f} ms   GRPO {r['grpo_ms']:8.2f} ms   "
+              f"ratio CTPO/GRPO {r['ratio']:.3f}  (target <= 1.15: {verdict})")
+
+
+if __name__ == "__main__":
+    main()

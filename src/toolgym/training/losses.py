@@ -1,0 +1,497 @@
+"""Policy-gradient losses: CTPO's cumulative prefix ratio and the GRPO/GSPO/full-IS baselines.
+
+Pure functions over padded ``[B, T]`` tensors and a policy-token mask (spec: specs/ctpo.md §3-4).
+The trainer only orchestrates; everything numerical about the ratio, the clip and the
+aggregation lives here so that it can be tested exactly.
+
+How the clipped PPO surrogate is evaluated. The spec writes, per policy token,
+
+    u = max(-A·ρ, -A·ρ̄),   ρ̄ = ρ clamped to the trust region [lo, hi]
+    u = min(u, -A·c)        for A < 0 (dual clip at threshold c)
+
+For A > 0 this equals ``-A·min(ρ, hi)``; for A < 0 it equals ``|A|·clamp(ρ, lo, c)``; for A = 0
+it is 0. So ``u = -A·clamp(ρ, lower(A), upper(A))`` with sign-dependent bounds: the same value
+and the same gradient (zero outside the bounds, ``-A·ρ·∇log π`` inside), evaluated with one
+clamp. The clamp is done in log space for both clip modes (exp is monotone), where it also
+absorbs the ``log ρ ≤ 10`` cap. Tests compare this against a literal transcription of the spec.
+
+Non-finite inputs. ``policy_loss`` raises :class:`NonFiniteInputError` (a ``ValueError``) when a
+policy token (mask 1) has a NaN/inf log-prob, or a row with policy tokens has a non-finite
+advantage or ``seq_weight``. It never folds them in. Values at mask-0 positions are ignored,
+whatever they are, so the trainer drops bad rows by zeroing their mask: see :func:`finite_rows`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import torch
+from torch import Tensor
+
+RatioType = Literal["cumulative", "token", "sequence", "gspo"]
+AggType = Literal["token-mean", "seq-mean-token-mean", "seq-mean-token-sum"]
+
+RATIOS: tuple[str, ...] = ("cumulative", "token", "sequence", "gspo")
+AGGS: tuple[str, ...] = ("token-mean", "seq-mean-token-mean", "seq-mean-token-sum")
+CLIP_MODES: tuple[str, ...] = ("adaptive", "fixed")
+
+DELTA_CLAMP = 20.0  # |log π - log π_b| per token is clamped to this (values only)
+LOG_RATIO_CAP = 10.0  # upper cap on the log-ratio used as importance weight
+MISMATCH_CAP = 5.0  # default truncation of the rollout-vs-trainer weight (§3.8)
+_NO_LOWER = -1e30  # "no lower bound" in log space, finite so that it can be scaled by t^p
+
+
+class NonFiniteInputError(ValueError):
+    """A policy token carries NaN/inf. Drop such rows first (see ``finite_rows``)."""
+
+
+def _allowed(name: str, value: Any, allowed: tuple[str, ...]) -> ValueError:
+    return ValueError(f"{name} must be one of {', '.join(repr(a) for a in allowed)}; got {value!r}")
+
+
+@dataclass(frozen=True)
+class ClipConfig:
+    """Trust-region clip of the importance ratio.
+
+    ``mode="adaptive"``: log-space window ``[-eps_low·t^power, eps_high·t^power]`` around 0, with t
+    the 1-indexed count of policy tokens so far; dual clip for A<0 at ``exp(dual·t^power)``.
+    ``mode="fixed"``: ratio-space window ``[1-eps_low, 1+eps_high]``; dual clip at the ratio ``dual``.
+    ``dual=None`` disables the dual clip.
+    """
+
+    mode: str = "adaptive"
+    eps_low: float = 0.025
+    eps_high: float = 0.05
+    power: float = 0.5
+    dual: float | None = 0.05
+
+    def __post_init__(self) -> None:
+        if self.mode not in CLIP_MODES:
+            raise _allowed("ClipConfig.mode", self.mode, CLIP_MODES)
+        for name in ("eps_low", "eps_high", "power"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
+                raise ValueError(f"ClipConfig.{name} must be a finite number >= 0; got {v!r}")
+        if self.mode == "fixed" and self.eps_low > 1:
+            raise ValueError(
+                f"ClipConfig.eps_low must be in [0, 1] in fixed mode (window [1-eps_low, 1+eps_high]); "
+                f"got {self.eps_low!r}"
+            )
+        d = self.dual
+        if d is not None:
+            if isinstance(d, bool) or not isinstance(d, (int, float)) or not math.isfinite(d):
+                raise ValueError(f"ClipConfig.dual must be None or a finite number; got {d!r}")
+            if self.mode == "fixed" and d <= 1:
+                raise ValueError(f"ClipConfig.dual must be None or a ratio > 1 in fixed mode; got {d!r}")
+            if self.mode == "adaptive" and d <= 0:
+                raise ValueError(f"ClipConfig.dual must be None or > 0 in adaptive mode; got {d!r}")
+
+    @classmethod
+    def ctpo(cls) -> ClipConfig:
+        """CTPO defaults: adaptive 0.025/0.05, p=0.5, dual 0.05 (spec §3.3)."""
+        return cls("adaptive", 0.025, 0.05, 0.5, 0.05)
+
+    @classmethod
+    def grpo(cls) -> ClipConfig:
+        """GRPO defaults: ratio window [0.8, 1.2], dual clip 3."""
+        return cls("fixed", 0.2, 0.2, 0.0, 3.0)
+
+    @classmethod
+    def gspo(cls) -> ClipConfig:
+        """GSPO defaults: ratio window [1-3e-4, 1+4e-4], no dual clip."""
+        return cls("fixed", 3e-4, 4e-4, 0.0, None)
+
+
+def log_window(t: Tensor | float, clip: ClipConfig) -> tuple[Tensor, Tensor]:
+    """Log-space trust region ``(lower, upper)`` of ``log ρ`` at 1-indexed policy position(s) ``t``."""
+    t = torch.as_tensor(t, dtype=torch.float64)
+    if clip.mode == "fixed":
+        lo = math.log(1.0 - clip.eps_low) if clip.eps_low < 1 else -math.inf
+        hi = math.log1p(clip.eps_high)
+        return torch.full_like(t, lo), torch.full_like(t, hi)
+    scale = t.clamp_min(1.0).pow(clip.power)
+    return -clip.eps_low * scale, clip.eps_high * scale
+
+
+def positions(mask: Tensor) -> Tensor:
+    """1-indexed count of policy tokens so far (mask-0 tokens do not advance it); 0 before the first."""
+    return (mask != 0).to(torch.int64).cumsum(dim=-1)
+
+
+def mismatch_weight(old_logp: Tensor, rollout_logp: Tensor, mask: Tensor, cap: float = MISMATCH_CAP) -> Tensor:
+    """Per-sequence rollout-vs-trainer weight ``min(exp(Σ mask·(old - rollout)), cap)`` (§3.8), detached.
+
+    Computed once per rollout batch and passed to ``policy_loss(seq_weight=...)``. NaN at a
+    policy token gives a NaN weight, which ``finite_rows`` then flags.
+    """
+    if old_logp.shape != rollout_logp.shape or old_logp.shape != mask.shape:
+        raise ValueError(
+            f"old_logp, rollout_logp and mask must share one shape; got {tuple(old_logp.shape)}, "
+            f"{tuple(rollout_logp.shape)}, {tuple(mask.shape)}"
+        )
+    if not cap > 0:
+        raise ValueError(f"cap must be > 0; got {cap!r}")
+    dt = torch.promote_types(old_logp.dtype, torch.float32)
+    m = mask != 0
+    diff = torch.where(m, old_logp.detach().to(dt) - rollout_logp.detach().to(dt), 0.0)
+    return diff.sum(dim=-1).clamp(max=math.log(cap)).exp()
+
+
+def finite_rows(mask: Tensor, *tensors: Tensor | None) -> Tensor:
+    """Bool ``[B]``: True where every policy-token entry of each ``[B, T]`` tensor and each ``[B]`` entry is finite.
+
+    The trainer uses it to skip and count bad sequences: ``ok = finite_rows(mask, logp, old_logp, adv)``,
+    then ``mask = mask * ok[:, None]`` (``policy_loss`` ignores everything at mask-0 positions).
+    """
+    m = mask != 0
+    ok = torch.ones(mask.shape[0], dtype=torch.bool, device=mask.device)
+    for x in tensors:
+        if x is None:
+            continue
+        x = x.detach()
+        if x.dim() == 1:
+            ok &= torch.isfinite(x)
+        elif x.shape == mask.shape:
+            ok &= (torch.isfinite(x) | ~m).all(dim=-1)
+        else:
+            raise ValueError(f"finite_rows takes [B] or [B, T] tensors like mask {tuple(mask.shape)}; got {tuple(x.shape)}")
+    return ok
+
+
+@dataclass
+class TokenTerms:
+    """Per-token pieces of the loss, for tests and diagnostics (all ``[B, T]``, 0 at mask-0 positions)."""
+
+    loss: Tensor  # u, with gradient
+    ratio: Tensor  # ρ used as the importance weight (after the cap), detached
+    log_ratio: Tensor  # its log, detached
+    delta: Tensor  # clamped per-token log-ratio Δ, detached
+    mask: Tensor  # bool
+    positions: Tensor  # 1-indexed policy position t (int64)
+    clip_high: Tensor  # bool: A>0 and ρ above the window
+    clip_low: Tensor  # bool: A<0 and ρ below the window
+    clip_dual: Tensor  # bool: A<0 and the dual clip binds
+
+
+class _Core:
+    """Intermediate tensors shared by the loss, the per-token view and the metrics."""
+
+    def __init__(self, rho_c: Tensor, x: Tensor, delta: Tensor, mf: Tensor, adv: Tensor, scale: Tensor | None) -> None:
+        self.rho_c = rho_c  # clipped weight exp(clamp(log w, lower, upper)), with gradient
+        self.x = x  # detached log ratio before the cap
+        self.delta = delta  # clamped Δ, 0 at mask-0 positions
+        self.mf = mf  # float mask
+        self.adv = adv  # [B, 1], or [B, T] with 0 at mask-0 positions
+        self.scale = scale  # t^p (adaptive, p != 0); 0 before a row's first policy token
+        self._m: Tensor | None = None
+
+    @property
+    def m(self) -> Tensor:
+        if self._m is None:
+            self._m = self.mf > 0
+        return self._m
+
+    @property
+    def log_w(self) -> Tensor:
+        return self.x.clamp(max=LOG_RATIO_CAP)
+
+
+def _check_shapes(logp: Tensor, old_logp: Tensor, advantages: Tensor, mask: Tensor, seq_weight: Tensor | None) -> None:
+    if logp.dim() != 2:
+        raise ValueError(f"logp must be a [B, T] tensor; got shape {tuple(logp.shape)}")
+    shape = tuple(logp.shape)
+    if tuple(old_logp.shape) != shape:
+        raise ValueError(f"old_logp must have the shape of logp {shape}; got {tuple(old_logp.shape)}")
+    if tuple(mask.shape) != shape:
+        raise ValueError(f"mask must have the shape of logp {shape}; got {tuple(mask.shape)}")
+    if tuple(advantages.shape) not in ((shape[0],), shape):
+        raise ValueError(f"advantages must have shape [B]={shape[:1]} or [B, T]={shape}; got {tuple(advantages.shape)}")
+    if seq_weight is not None and tuple(seq_weight.shape) != (shape[0],):
+        raise ValueError(f"seq_weight must have shape [B]={shape[:1]}; got {tuple(seq_weight.shape)}")
+    if not logp.is_floating_point():
+        raise ValueError(f"logp must be a floating-point tensor; got {logp.dtype}")
+
+
+def _nonfinite(name: str, bad_rows: Tensor) -> NonFiniteInputError:
+    rows = bad_rows.nonzero().flatten().tolist()
+    return NonFiniteInputError(
+        f"{name} has NaN/inf at policy tokens of {len(rows)} sequence(s) (rows {rows[:8]}); "
+        "drop them first: ok = finite_rows(mask, logp, old_logp, advantages); mask = mask * ok[:, None]"
+    )
+
+
+def _core(
+    logp: Tensor,
+    old_logp: Tensor,
+    advantages: Tensor,
+    mask: Tensor,
+    ratio: str,
+    clip: ClipConfig | None,
+) -> _Core:
+    dt = torch.promote_types(logp.dtype, torch.float32)  # float32 math for bf16/fp16, float64 kept
+    mf = mask.to(dt) if mask.dtype == torch.bool else (mask != 0).to(dt)
+    lp = logp.to(dt)
+    lp_det = lp.detach()
+    old = old_logp.detach().to(dt)
+
+    # One reduction tells whether anything is non-finite; only then look where. Non-finite
+    # values at policy tokens are an error; at mask-0 positions they are replaced by 0 so
+    # that they reach neither the value nor the backward pass.
+    if bool(torch.isfinite(lp_det.sum() + old.sum())):
+        delta = (lp_det - old).clamp_(-DELTA_CLAMP, DELTA_CLAMP).mul_(mf)
+    else:
+        m = mf > 0
+        for name, v in (("logp", lp_det), ("old_logp", old)):
+            bad = (~torch.isfinite(v) & m).any(dim=-1)
+            if bad.any():
+                raise _nonfinite(name, bad)
+        lp = torch.where(m, lp, 0.0)
+        lp_det = lp.detach()
+        old = torch.where(m, old, 0.0)
+        delta = (lp_det - old).clamp_(-DELTA_CLAMP, DELTA_CLAMP)
+
+    if ratio == "token":
+        x = delta
+    elif ratio == "cumulative":
+        x = delta.cumsum(dim=-1)
+    else:
+        total = delta.sum(dim=-1, keepdim=True)
+        if ratio == "gspo":
+            total = total / mf.sum(dim=-1, keepdim=True).clamp_min(1.0)
+        x = total.expand_as(delta)
+
+    # Stop-gradient form: value x, gradient only through this token's own log-prob.
+    log_w_live = lp + (x - lp_det)
+
+    adv = advantages.detach().to(dt)
+    if adv.dim() == 1:
+        rows = mf.sum(dim=-1) > 0
+        if not bool(torch.isfinite(torch.where(rows, adv, 0.0).sum())):
+            raise _nonfinite("advantages", rows & ~torch.isfinite(adv))
+        adv = torch.where(rows, adv, 0.0).unsqueeze(-1)
+    else:
+        m = mf > 0
+        adv = torch.where(m, adv, 0.0)
+        if not bool(torch.isfinite(adv.sum())):
+            raise _nonfinite("advantages", (~torch.isfinite(adv)).any(dim=-1))
+
+    scale = None
+    if clip is None:
+        rho_c = log_w_live.clamp(max=LOG_RATIO_CAP).exp()
+    else:
+        neg = adv < 0
+        if clip.mode == "fixed":
+            lo_pos = -math.inf
+            lo_neg = math.log(1.0 - clip.eps_low) if clip.eps_low < 1 else -math.inf
+            hi_pos = min(math.log1p(clip.eps_high), LOG_RATIO_CAP)
+            hi_neg = min(math.log(clip.dual), LOG_RATIO_CAP) if clip.dual is not None else LOG_RATIO_CAP
+            lower = _select(neg, lo_neg, lo_pos, dt)
+            upper = _select(neg, hi_neg, hi_pos, dt)
+        else:
+            # Finite stand-ins for "no bound" keep ±inf·0 (rows or prefixes without policy
+            # tokens have t = 0) from producing NaN; the cap at 10 bounds A<0 without a dual clip.
+            hi_neg_base = clip.dual if clip.dual is not None else LOG_RATIO_CAP
+            lower = _select(neg, -clip.eps_low, _NO_LOWER, dt)
+            upper = _select(neg, hi_neg_base, clip.eps_high, dt)
+            if clip.power != 0:
+                t = mf.cumsum(dim=-1)
+                scale = t.sqrt_() if clip.power == 0.5 else t.pow_(clip.power)
+                lower = lower * scale
+                upper = upper * scale
+                # The cap at 10 only matters where a bound can exceed it (t^p large or no dual clip).
+                if max(clip.eps_high, hi_neg_base) * float(mask.shape[-1]) ** clip.power >= LOG_RATIO_CAP:
+                    upper = upper.clamp_(max=LOG_RATIO_CAP)
+            else:
+                upper = upper.clamp(max=LOG_RATIO_CAP)
+        rho_c = torch.clamp(log_w_live, lower, upper).exp()
+
+    return _Core(rho_c=rho_c, x=x, delta=delta, mf=mf, adv=adv, scale=scale)
+
+
+def _select(cond: Tensor, a: float, b: float, dt: torch.dtype) -> Tensor:
+    return torch.where(cond, torch.tensor(a, dtype=dt, device=cond.device), torch.tensor(b, dtype=dt, device=cond.device))
+
+
+def _validate(ratio: str, agg: str, clip: ClipConfig | None) -> None:
+    if ratio not in RATIOS:
+        raise _allowed("ratio", ratio, RATIOS)
+    if agg not in AGGS:
+        raise _allowed("agg", agg, AGGS)
+    if clip is not None and not isinstance(clip, ClipConfig):
+        raise ValueError(f"clip must be None or a ClipConfig; got {type(clip).__name__}")
+
+
+def _flags(lw: Tensor, scale: Tensor | float, adv: Tensor, m: Tensor | None, clip: ClipConfig | None) -> tuple[Tensor, Tensor, Tensor]:
+    pos, neg = adv > 0, adv < 0
+    if m is not None:
+        pos, neg = pos & m, neg & m
+    none = torch.zeros_like(lw, dtype=torch.bool)
+    if clip is None:
+        return none, none, none
+    if clip.mode == "fixed":
+        lo = math.log(1.0 - clip.eps_low) if clip.eps_low < 1 else -math.inf
+        high = pos & (lw > math.log1p(clip.eps_high))
+        low = neg & (lw < lo)
+        dual = neg & (lw > math.log(clip.dual)) if clip.dual is not None else none
+        return high, low, dual
+    high = pos & (lw > clip.eps_high * scale)
+    low = neg & (lw < -clip.eps_low * scale)
+    dual = neg & (lw > clip.dual * scale) if clip.dual is not None else none
+    return high, low, dual
+
+
+def clip_flags(log_ratio: Tensor, positions: Tensor, advantages: Tensor, clip: ClipConfig | None) -> tuple[Tensor, Tensor, Tensor]:
+    """Sign-aware clip events ``(high, low, dual)`` for log-ratios at 1-indexed policy positions.
+
+    high: A>0 and ρ above the window; low: A<0 and ρ below it; dual: A<0 and the dual clip binds
+    (spec §3.11). Arguments broadcast against each other. ``policy_loss`` counts with this rule.
+    """
+    scale: Tensor | float = 1.0
+    if clip is not None and clip.mode == "adaptive" and clip.power != 0:
+        scale = positions.to(log_ratio.dtype).clamp_min(1.0).pow(clip.power)
+    return _flags(log_ratio, scale, advantages, None, clip)
+
+
+def _clip_flags(core: _Core, clip: ClipConfig | None) -> tuple[Tensor, Tensor, Tensor]:
+    scale = core.scale if core.scale is not None else 1.0
+    return _flags(core.log_w, scale, core.adv, core.m, clip)
+
+
+def per_token_loss(
+    logp: Tensor,
+    old_logp: Tensor,
+    advantages: Tensor,
+    mask: Tensor,
+    ratio: str = "cumulative",
+    clip: ClipConfig | None = None,
+) -> TokenTerms:
+    """The per-token surrogate ``u`` and its ingredients, before aggregation (same math as ``policy_loss``)."""
+    _validate(ratio, "token-mean", clip)
+    _check_shapes(logp, old_logp, advantages, mask, None)
+    core = _core(logp, old_logp, advantages, mask, ratio, clip)
+    u = -core.adv * core.rho_c * core.mf  # every factor is finite here, so a product masks exactly
+    high, low, dual = _clip_flags(core, clip)
+    log_w = core.log_w * core.mf
+    return TokenTerms(
+        loss=u,
+        ratio=log_w.exp() * core.mf,
+        log_ratio=log_w,
+        delta=core.delta,
+        mask=core.m,
+        positions=positions(mask),
+        clip_high=high,
+        clip_low=low,
+        clip_dual=dual,
+    )
+
+
+def _row_coefficients(
+    core: _Core,
+    agg: str,
+    seq_weight: Tensor | None,
+    global_token_count: float | int | Tensor | None,
+    global_seq_count: float | int | Tensor | None,
+) -> Tensor:
+    """Per-row factor ``c_i`` such that ``loss = Σ_{i,t} mask·u·c_i`` for the chosen aggregation."""
+    mf = core.mf
+    dt = mf.dtype
+    if agg == "token-mean":
+        if global_seq_count is not None:
+            raise ValueError("global_seq_count applies to the seq-mean aggregations; use global_token_count with 'token-mean'")
+        n = mf.sum() if global_token_count is None else torch.as_tensor(global_token_count, dtype=dt)
+        coef = (1.0 / n.clamp_min(1.0)).expand(mf.shape[0])
+    else:
+        if global_token_count is not None:
+            raise ValueError(f"global_token_count applies to agg='token-mean' only; use global_seq_count with {agg!r}")
+        n_tok = mf.sum(dim=-1)
+        nonempty = (n_tok > 0).to(dt)
+        n_seq = nonempty.sum() if global_seq_count is None else torch.as_tensor(global_seq_count, dtype=dt)
+        coef = nonempty / n_seq.clamp_min(1.0)
+        if agg == "seq-mean-token-mean":
+            coef = coef / n_tok.clamp_min(1.0)
+    if seq_weight is not None:
+        w = seq_weight.detach().to(dt)
+        rows = core.m.any(dim=-1)
+        if not torch.isfinite(torch.where(rows, w, 0.0).sum()):
+            raise _nonfinite("seq_weight", rows & ~torch.isfinite(w))
+        coef = coef * torch.where(rows, w, 0.0)
+    return coef
+
+
+def policy_loss(
+    logp: Tensor,
+    old_logp: Tensor,
+    advantages: Tensor,
+    mask: Tensor,
+    ratio: str = "cumulative",
+    clip: ClipConfig | None = None,
+    agg: str = "token-mean",
+    seq_weight: Tensor | None = None,
+    global_token_count: float | int | Tensor | None = None,
+    *,
+    global_seq_count: float | int | Tensor | None = None,
+    compute_metrics: bool = True,
+) -> tuple[Tensor, dict[str, float]]:
+    """Clipped importance-weighted policy-gradient loss and cheap metrics.
+
+    ``ratio``: ``"cumulative"`` (CTPO ρ_t), ``"token"`` (GRPO r_t), ``"sequence"`` (full IS ρ_H on every
+    token) or ``"gspo"`` (geometric mean exp(mean Δ)); all in the stop-gradient form
+    ``log w = sg(x) + logp - sg(logp)`` with ``log w ≤ 10``. ``agg``: ``"token-mean"`` divides by the
+    policy-token count (``global_token_count`` when given, for micro-batches of one mini-batch);
+    the seq-mean forms average over sequences with at least one policy token (``global_seq_count``
+    overrides that count). ``seq_weight``: optional detached per-sequence factor (e.g.
+    :func:`mismatch_weight`). Raises ``NonFiniteInputError`` on NaN/inf at policy tokens.
+    """
+    _validate(ratio, agg, clip)
+    _check_shapes(logp, old_logp, advantages, mask, seq_weight)
+    core = _core(logp, old_logp, advantages, mask, ratio, clip)
+    coef = _row_coefficients(core, agg, seq_weight, global_token_count, global_seq_count)
+    k = (-core.adv * coef.unsqueeze(-1)) * core.mf
+    loss = (core.rho_c * k).sum()
+    if not compute_metrics:
+        return loss, {}
+    return loss, _metrics(core, clip, loss)
+
+
+_QUANTILES = (0.25, 0.5, 0.75, 0.9, 0.95, 0.99)
+_MAX_QUANTILE_SAMPLES = 1 << 20
+
+
+def _metrics(core: _Core, clip: ClipConfig | None, loss: Tensor) -> dict[str, float]:
+    m = core.m
+    n = core.mf.sum()
+    high, low, dual = _clip_flags(core, clip)
+    denom = n.clamp_min(1)
+    d = core.delta
+    scalars = [
+        loss.detach().to(d.dtype),
+        n,
+        m.any(dim=-1).sum().to(d.dtype),
+        high.sum() / denom,
+        low.sum() / denom,
+        dual.sum() / denom,
+        -d.sum() / denom,
+        ((d.exp() - 1.0 - d) * core.mf).sum() / denom,
+    ]
+    keys = ["loss", "tokens", "seqs", "clip_frac_high", "clip_frac_low", "clip_frac_dual", "approx_kl", "kl_k3"]
+    out = dict(zip(keys, torch.stack(scalars).tolist(), strict=True))
+    out["clip_frac"] = out["clip_frac_high"] + out["clip_frac_low"] + out["clip_frac_dual"]
+    if n.item() > 0:
+        lw = core.log_w[m]
+        if lw.numel() > _MAX_QUANTILE_SAMPLES:  # evenly strided subsample keeps quantiles cheap
+            lw = lw[:: lw.numel() // _MAX_QUANTILE_SAMPLES + 1]
+        q = torch.quantile(lw, torch.tensor(_QUANTILES, dtype=lw.dtype)).exp()
+        stats = torch.stack([lw.exp().mean(), lw.min().exp(), lw.max().exp(), *q]).tolist()
+        keys = ["ratio_mean", "ratio_min", "ratio_max", *(f"ratio_p{round(p * 100)}" for p in _QUANTILES)]
+        out.update(zip(keys, stats, strict=True))
+        if clip is not None and clip.mode == "adaptive":
+            if core.scale is None:
+                out.update(scale_mean=1.0, scale_min=1.0, scale_max=1.0)
+            else:
+                s = core.scale[m]
+                vals = torch.stack([s.mean(), s.min(), s.max()]).tolist()
+                out.update(zip(("scale_mean", "scale_min", "scale_max"), vals, strict=True))
+    return out
+
