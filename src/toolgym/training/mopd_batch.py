@@ -72,14 +72,15 @@ def response_logits(model: torch.nn.Module, batch: PromptResponseBatch, temperat
 
     For an unpadded sequence this is the spec's slice -(R+1) .. -2 (the final position dropped).
     """
-    out = model(
-        input_ids=batch.input_ids,
-        attention_mask=batch.attention_mask,
-        position_ids=batch.position_ids,
-        use_cache=False,
-    )
     p, t = batch.prompt_len, batch.response_len
-    logits = out.logits[:, p - 1 : p - 1 + t]
+    kwargs = {"input_ids": batch.input_ids, "attention_mask": batch.attention_mask,
+              "position_ids": batch.position_ids, "use_cache": False}
+    try:
+        # only the last T + 1 positions are needed: skip the LM head over long (teacher) prompts
+        logits = model(**kwargs, logits_to_keep=t + 1).logits
+    except TypeError:  # a model without logits_to_keep
+        logits = model(**kwargs).logits
+    logits = logits[:, :t] if logits.shape[1] == t + 1 else logits[:, p - 1 : p - 1 + t]
     return logits / temperature if temperature != 1.0 else logits
 
 
