@@ -177,12 +177,16 @@ def _build(spec: AssetSpec, archive: Path, out: Path, scratch: Path, progress: P
 
 
 def fetch(name: str, force: bool = False, progress: Progress | None = None) -> Path:
-    """Make ``name`` available in the cache and return its folder.
+    """Make ``name`` available in the cache and return its folder (a local path is returned
+    as-is).
 
     A complete, checksum-valid entry is returned untouched (unless ``force``); anything else
     (absent, half-written by a crash, edited) is rebuilt in a work folder and swapped in with
     a rename. Raises :class:`AssetError` with one line when the registry cannot be reached.
     """
+    local = _as_local_path(name)
+    if local is not None:
+        return local
     spec = _spec(name)
     say = progress or _stderr
     root = cache_root()

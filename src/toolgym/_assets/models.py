@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import shutil
 import tarfile
 import zipfile
@@ -25,13 +26,19 @@ def _quiet_transformers() -> Iterator[None]:
     from transformers.utils import logging as hf_logging
 
     verbosity = hf_logging.get_verbosity()
+    tqdm_env = os.environ.get("TQDM_DISABLE")
     hf_logging.set_verbosity_error()
     hf_logging.disable_progress_bar()
+    os.environ["TQDM_DISABLE"] = "1"  # the GGUF reader uses tqdm directly
     try:
         yield
     finally:
         hf_logging.set_verbosity(verbosity)
         hf_logging.enable_progress_bar()
+        if tqdm_env is None:
+            os.environ.pop("TQDM_DISABLE", None)
+        else:
+            os.environ["TQDM_DISABLE"] = tqdm_env
 
 
 def _extract_member(archive: Path, suffix: str, dest: Path) -> Path:
