@@ -136,7 +136,7 @@ def mismatch_weight(old_logp: Tensor, rollout_logp: Tensor, mask: Tensor, cap: f
     dt = torch.promote_types(old_logp.dtype, torch.float32)
     m = mask != 0
     diff = torch.where(m, old_logp.detach().to(dt) - rollout_logp.detach().to(dt), 0.0)
-    return diff.sum(dim=-1).clamp(max=math.log(cap)).exp()
+    return diff.sum(dim=-1).exp().clamp(max=cap)  # exp may overflow to inf; the cap then applies
 
 
 def finite_rows(mask: Tensor, *tensors: Tensor | None) -> Tensor:
@@ -479,11 +479,12 @@ def _metrics(core: _Core, clip: ClipConfig | None, loss: Tensor) -> dict[str, fl
     out = dict(zip(keys, torch.stack(scalars).tolist(), strict=True))
     out["clip_frac"] = out["clip_frac_high"] + out["clip_frac_low"] + out["clip_frac_dual"]
     if n.item() > 0:
-        lw = core.log_w[m]
-        if lw.numel() > _MAX_QUANTILE_SAMPLES:  # evenly strided subsample keeps quantiles cheap
-            lw = lw[:: lw.numel() // _MAX_QUANTILE_SAMPLES + 1]
-        q = torch.quantile(lw, torch.tensor(_QUANTILES, dtype=lw.dtype)).exp()
-        stats = torch.stack([lw.exp().mean(), lw.min().exp(), lw.max().exp(), *q]).tolist()
+        rho = core.log_w[m].exp()
+        sample = rho
+        if rho.numel() > _MAX_QUANTILE_SAMPLES:  # quantiles from an evenly strided subsample stay cheap
+            sample = rho[:: rho.numel() // _MAX_QUANTILE_SAMPLES + 1]
+        q = torch.quantile(sample, torch.tensor(_QUANTILES, dtype=rho.dtype))
+        stats = torch.stack([rho.mean(), rho.min(), rho.max(), *q]).tolist()
         keys = ["ratio_mean", "ratio_min", "ratio_max", *(f"ratio_p{round(p * 100)}" for p in _QUANTILES)]
         out.update(zip(keys, stats, strict=True))
         if clip is not None and clip.mode == "adaptive":
