@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import sys
 import time
 
 
@@ -25,6 +26,7 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=8, help="questions per packed forward")
     ap.add_argument("--model", default="smollm2-135m-instruct")
     args = ap.parse_args()
+    sys.stdout.reconfigure(line_buffering=True)
 
     import torch
 

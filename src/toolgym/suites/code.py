@@ -44,24 +44,17 @@ def mbpp_task(rec: dict[str, Any]) -> EvalTask:
 
 
 def leetcode_task(rec: dict[str, Any]) -> EvalTask:
-    """LeetCode records: function-mode tests. Accepts {"id","prompt"|"description","starter_code"?,
-    "tests": [assert strings] | "test": str, "entry_point"?, "setup_code"?}."""
-    desc = str(rec.get("prompt") or rec.get("description") or rec.get("question") or "").strip()
+    """LeetCode asset records: each test runs after the program and `test_setup`, in one namespace."""
     starter = str(rec.get("starter_code") or "")
-    setup = str(rec.get("setup_code") or rec.get("prelude") or "")
-    if isinstance(rec.get("tests"), list):
-        raw = [t if isinstance(t, str) else str(t.get("code", "")) for t in rec["tests"]]
-    else:
-        raw = [str(rec.get("test") or "")]
-        entry = rec.get("entry_point")
-        if entry and "check(" in raw[0] and f"check({entry})" not in raw[0]:
-            raw[0] += f"\ncheck({entry})"
-    user = desc + (f"\n\nStart from this code:\n```python\n{starter}\n```" if starter else "")
-    user += "\nReply with the complete Python solution in one ```python code block."
+    setup = str(rec.get("test_setup") or "")
+    user = (f"{str(rec.get('prompt') or '').strip()}\n\nStart from this code:\n```python\n{starter.rstrip()}\n```\n"
+            "Reply with the complete Python solution in one ```python code block.")
+    imports = "\n".join(ln for ln in starter.splitlines() if ln.startswith(("import ", "from ")))
+    entry = str(rec.get("entry_point") or "").rsplit(".", 1)[-1]
     return EvalTask(
         id=str(rec["id"]), kind="code", prompt=user,
-        tests=[CodeTest(code=(setup + "\n" if setup else "") + t + "\n") for t in raw if t.strip()],
-        test_mode="function", program_prefix=setup, entry_point=str(rec.get("entry_point") or ""),
+        tests=[CodeTest(code=f"{setup}\n{t}\n") for t in rec.get("tests") or []], test_mode="function",
+        program_prefix=(imports + "\n") if imports else "", entry_point=entry,
         metadata={"dataset": "leetcode", "difficulty": rec.get("difficulty")},
     )
 

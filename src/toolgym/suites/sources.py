@@ -1,7 +1,9 @@
 """Task sources: a source string names where an entry's tasks come from.
 
   asset:NAME[:SPLIT]         a dataset in the toolgym asset cache (gsm8k, math500, humaneval, mbpp,
-                             leetcode, arc_challenge, arc_easy, mmlu, sciq, openbookqa)
+                             leetcode, arc_challenge, arc_easy, mmlu, sciq, openbookqa); NAME may be a
+                             local .jsonl file or folder in the asset schema, with options.dataset
+                             naming the dataset it holds
   livecodebench:PATH         a LiveCodeBench code_generation_lite folder or file
   codecontests:PATH          CodeContests-format JSONL/JSON/Parquet
   gpqa:PATH                  the official GPQA CSV (gpqa_diamond.csv)
@@ -28,17 +30,10 @@ class NotConfigured(AssetError):
 
 
 def load_asset_records(name: str, split: str | None = None) -> list[dict[str, Any]]:
-    """Records of an asset; without a split, the "test" split when the asset has one."""
+    """Records of an asset (its default split, "test" where it has one, unless `split` is given)."""
     from toolgym import assets
 
-    if split is not None:
-        return list(assets.load_records(name, split=split))
-    try:
-        return list(assets.load_records(name, split="test"))
-    except (AssetError, KeyError, ValueError, FileNotFoundError) as exc:
-        if "fetch" in str(exc) and "split" not in str(exc):
-            raise
-        return list(assets.load_records(name))
+    return list(assets.load_records(name, split=split))
 
 
 def _expand(path: str) -> str:
@@ -55,8 +50,12 @@ def load_source(source: str, *, options: dict[str, Any] | None = None, seed: int
     if kind not in KINDS or not rest:
         raise ConfigError(f"unknown task source {source!r}; use one of {', '.join(k + ':...' for k in KINDS)}")
     if kind == "asset":
-        name, _, split = rest.partition(":")
+        if rest.startswith(("/", ".", "~", "$")):  # a local file or folder; split from options
+            name, split = _expand(rest), str(opts.get("split") or "")
+        else:
+            name, _, split = rest.partition(":")
         records = load_asset_records(name, split or None)
+        name = str(opts.get("dataset") or name)  # a local records file says which dataset format it holds
         if name in MC_DATASETS:
             from toolgym.suites.science import mc_tasks
 

@@ -1,0 +1,54 @@
+"""Suites as entry lists: built-ins, YAML files, subsets, and actionable errors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from toolgym.errors import ConfigError
+from toolgym.suites.registry import builtin_suites, load_suite
+
+
+def test_builtin_suites_cover_the_issue() -> None:
+    s = builtin_suites()
+    assert {e.name for e in s["science"].entries} >= {"arc_challenge", "arc_easy", "mmlu_stem", "sciq",
+                                                       "openbookqa", "gpqa_diamond"}
+    assert {e.name for e in s["code"].entries} >= {"humaneval", "mbpp", "leetcode", "livecodebench", "codecontests"}
+    assert {e.name for e in s["math"].entries} >= {"gsm8k", "math500", "aime"}
+    for suite in s.values():
+        for e in suite.entries:
+            assert e.env.startswith("toolgym/") and ":" in e.source
+
+
+def test_yaml_suite_and_subset(tmp_path: Path) -> None:
+    f = tmp_path / "mine.yaml"
+    f.write_text(
+        "name: mine\nentries:\n"
+        "  - {name: a, env: toolgym/ScienceQA-v0, source: asset:arc_easy, metric: acc_norm}\n"
+        "  - {name: b, env: toolgym/MathTIR-v0, source: 'aime:/x.jsonl', metric: maj@8, optional: true}\n"
+    )
+    s = load_suite(str(f))
+    assert s.name == "mine" and [e.name for e in s.entries] == ["a", "b"] and s.entries[1].optional
+    assert [e.name for e in s.select("b").entries] == ["b"]
+    with pytest.raises(ConfigError, match="no entry 'zzz'"):
+        s.select("zzz")
+
+
+@pytest.mark.parametrize(("body", "msg"), [
+    ("name: x\n", "entries"),
+    ("entries:\n  - {name: a, env: e, source: asset:x}\n", "missing metric"),
+    ("entries:\n  - {name: a, env: e, source: asset:x, metric: f1}\n", "metric 'f1'"),
+    ("entries:\n  - {name: a, env: e, source: asset:x, metric: acc, colour: red}\n", "unknown field"),
+    ("entries: [\n", "invalid YAML"),
+])
+def test_bad_yaml_is_a_config_error(tmp_path: Path, body: str, msg: str) -> None:
+    f = tmp_path / "bad.yaml"
+    f.write_text(body)
+    with pytest.raises(ConfigError, match=msg):
+        load_suite(str(f))
+
+
+def test_unknown_suite() -> None:
+    with pytest.raises(ConfigError, match="unknown suite"):
+        load_suite("nope")
