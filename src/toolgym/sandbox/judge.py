@@ -1,0 +1,472 @@
+"""Judge one program against many test cases in ONE sandbox round trip.
+
+    from toolgym.sandbox import judge, TestCase
+    report = judge(sb, "a, b = map(int, input().split()); print(a + b)",
+                   tests=[TestCase(input="1 2\\n", output="3\\n")], mode="stdio")
+    report = judge(sb, "def add(a, b): return a + b",
+                   tests=[TestCase(code="assert add(1, 2) == 3"),
+                          TestCase(call="add", args=[1, 2], expected=3)], mode="function")
+    report.passed, report.total, report.fraction, report.all_or_nothing, report.verdicts
+
+How it works. The harness (``_judge_harness.py``, standard library only) is sent as the
+program of one sandbox call; the program and tests travel as a spec file with a
+per-call random nonce. The harness makes itself non-dumpable (``prctl(PR_SET_DUMPABLE,
+0)``: ``/proc/<harness>/mem``, ``environ`` and ``fd`` are closed to the submission),
+becomes a child subreaper, reads the spec into memory and deletes the file before any
+submission code runs. Each test then runs in a fresh child (fork + exec: no harness
+memory is inherited) in its own session, with RLIMIT_AS/CPU/FSIZE, an output cap and a
+wall-clock limit at which the child's whole process group, and every process left
+under the harness, is killed. Verdicts go to the harness's stdout, which no child
+shares, as lines prefixed by the nonce; everything else on that stream is ignored.
+
+stdio mode: the parent feeds the input and compares the output with a checker
+(``exact``, ``tokens`` = whitespace-insensitive, the default; ``float`` with
+``abs_tol``/``rel_tol``; ``custom``: a trusted Python ``check(input, expected, got)``
+run in its own process). The expected output never enters the submission's process,
+so a pass cannot be forged; exiting early only ever fails (non-zero exit is RE).
+
+function mode, call form (``TestCase(call="f", args=[...], expected=...)``): the child
+returns the value as JSON and the PARENT compares it; the expected value never enters
+the child. Assert form (``TestCase(code=...)``, as HumanEval, MBPP and LeetCode): the
+child (a fresh ``python -I``) receives the program over a pipe, runs it, restores the
+builtins module and every module it had imported to a pristine snapshot, resets trace
+and profile hooks, signal handlers, interval timers and gc callbacks, and reports
+"loaded". The parent then checks that the child runs one thread and has no other
+process under it, and only then sends the test code with a fresh random token. The
+test runs in a copy of the program's namespace whose builtins are a pristine copy and
+where program names that shadow builtins are dropped. The pass message (the token)
+is written only after the test code returned normally, and the parent also requires
+a clean exit status and exactly the "loaded, passed" message sequence. So ``exit(0)``,
+``os._exit(0)``, ``sys.exit`` in atexit hooks (atexit never runs), SystemExit from
+the candidate, patched builtins/modules/helpers, fake markers or JSON on stdout,
+reading the deleted spec or the harness's memory, writing files, and killing the
+harness (every unreported test fails) all leave the test failed. Further audit hooks
+are refused (``sys.addaudithook`` is vetoed by the harness's own hook).
+
+What remains possible, honestly: in assert form, the submission's code runs in the
+same process as the test, so code of the submission that runs while the test runs
+(the candidate function, an object it returns with a rigged ``__eq__``, a finalizer)
+or that was planted at load time can hunt the child's state: walk frames to the
+bootstrap, find the control pipes, or implement the child protocol itself (write
+"loaded", read the test and token, write the pass message). This takes deliberate
+knowledge of toolgym's internals, and it cannot reach other tests, the harness or
+the result channel; it can only forge the test it is in. No in-process check can
+stop it; when that matters, use the call form or stdio mode, where the expected
+values stay in the parent and none of this helps.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import os
+import secrets
+import weakref
+from dataclasses import asdict, dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from toolgym.errors import ToolgymError
+from toolgym.sandbox.types import ExecResult, Limits
+
+MODES = ("stdio", "function")
+CHECKERS = ("exact", "tokens", "float", "custom")
+_CHECKER_ALIASES = {"whitespace": "tokens", "token": "tokens"}
+LANGUAGES = ("python", "cpp")
+VERDICTS = ("AC", "WA", "TLE", "RE", "MLE", "OLE", "CE", "SKIPPED")
+SPEC_FILE = "judge_spec.json"
+ZYGOTE_FILE = "judge_zygote.py"
+
+
+class JudgeInputError(ToolgymError, ValueError):
+    """The judge was called with bad arguments (mode, checker, tests)."""
+
+
+class JudgeError(ToolgymError):
+    """The sandbox itself failed while judging (not the submission's fault)."""
+
+
+class _Unset:
+    def __repr__(self) -> str:
+        return "UNSET"
+
+
+UNSET: Any = _Unset()
+
+
+@dataclass(frozen=True)
+class TestCase:
+    """One test. stdio: input/output. function: code (assert-style) or call/args/kwargs/expected."""
+
+    __test__ = False  # not a pytest test class
+
+    input: str | None = None
+    output: str | None = None
+    code: str | None = None
+    call: str | None = None
+    args: tuple[Any, ...] | list[Any] = ()
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    expected: Any = UNSET
+    name: str = ""
+
+
+@dataclass
+class Verdict:
+    """Outcome of one test: status (AC, WA, TLE, RE, MLE, OLE, CE, SKIPPED), time, and excerpts."""
+
+    index: int
+    status: str
+    time_s: float = 0.0
+    message: str = ""
+    expected: str | None = None
+    got: str | None = None
+    name: str = ""
+
+    @property
+    def passed(self) -> bool:
+        return self.status == "AC"
+
+
+@dataclass
+class JudgeReport:
+    """All verdicts of one submission, plus score helpers."""
+
+    verdicts: list[Verdict]
+    mode: str
+    duration_s: float = 0.0  # round trip, host side
+    harness_s: float = 0.0  # time inside the sandbox
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def passed(self) -> int:
+        return sum(v.passed for v in self.verdicts)
+
+    @property
+    def total(self) -> int:
+        return len(self.verdicts)
+
+    @property
+    def all_passed(self) -> bool:
+        return self.total > 0 and self.passed == self.total
+
+    @property
+    def fraction(self) -> float:
+        """Fraction of tests passed: a dense reward."""
+        return self.passed / self.total if self.total else 0.0
+
+    @property
+    def all_or_nothing(self) -> float:
+        """1.0 only if every test passed: the usual pass@k criterion."""
+        return 1.0 if self.all_passed else 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d.update(passed=self.passed, total=self.total, fraction=self.fraction)
+        return d
+
+
+@lru_cache(maxsize=1)
+def harness_source() -> str:
+    return (Path(__file__).with_name("_judge_harness.py")).read_text(encoding="utf-8")
+
+
+@lru_cache(maxsize=1)
+def zygote_source() -> str:
+    return (Path(__file__).with_name("_judge_zygote.py")).read_text(encoding="utf-8")
+
+
+def _files(spec: dict[str, Any]) -> dict[str, str]:
+    return {SPEC_FILE: json.dumps(spec), ZYGOTE_FILE: zygote_source()}
+
+
+def _json_value(value: Any, what: str) -> Any:
+    try:
+        return json.loads(json.dumps(value, allow_nan=True))
+    except (TypeError, ValueError) as e:
+        raise JudgeInputError(f"{what} must be JSON-serializable (lists, dicts, str, numbers, bool, None): {e}") \
+            from None
+
+
+def _as_testcase(t: Any, i: int) -> TestCase:
+    if isinstance(t, TestCase):
+        return t
+    if isinstance(t, dict):
+        try:
+            return TestCase(**t)
+        except TypeError as e:
+            raise JudgeInputError(f"tests[{i}]: {e}") from None
+    raise JudgeInputError(f"tests[{i}] must be a TestCase (or a dict of its fields), got {type(t).__name__}")
+
+
+def _test_payload(t: TestCase, i: int, mode: str) -> dict[str, Any]:
+    where = f"tests[{i}]"
+    if mode == "stdio":
+        if t.code is not None or t.call is not None or t.expected is not UNSET:
+            raise JudgeInputError(f"{where}: stdio tests take input/output, not code/call/expected")
+        if t.input is not None and not isinstance(t.input, str):
+            raise JudgeInputError(f"{where}.input must be a str, got {type(t.input).__name__}")
+        if not isinstance(t.output, str):
+            raise JudgeInputError(f"{where}.output must be a str (the expected stdout)")
+        return {"input": t.input or "", "output": t.output}
+    if t.input is not None or t.output is not None:
+        raise JudgeInputError(f"{where}: function tests take code, or call/args/expected, not input/output")
+    if (t.code is None) == (t.call is None):
+        raise JudgeInputError(f"{where}: give exactly one of code= (assert-style) or call= (with expected=)")
+    if t.code is not None:
+        if not isinstance(t.code, str) or not t.code.strip():
+            raise JudgeInputError(f"{where}.code must be a non-empty str")
+        return {"kind": "code", "code": t.code}
+    if not isinstance(t.call, str) or not t.call.strip():
+        raise JudgeInputError(f"{where}.call must be a non-empty expression naming a callable, e.g. 'add'")
+    if t.expected is UNSET:
+        raise JudgeInputError(f"{where}: call= tests need expected=")
+    if not isinstance(t.args, (list, tuple)) or not isinstance(t.kwargs, dict):
+        raise JudgeInputError(f"{where}: args must be a list and kwargs a dict")
+    return {"kind": "call", "call": t.call, "args": _json_value(list(t.args), f"{where}.args"),
+            "kwargs": _json_value(t.kwargs, f"{where}.kwargs"),
+            "expected": _json_value(t.expected, f"{where}.expected")}
+
+
+@dataclass
+class _Job:
+    """One validated submission: its spec for the harness, its tests, and its time budget."""
+
+    spec: dict[str, Any]
+    cases: list[TestCase]
+    budget_s: float
+    memory_mb: int
+
+
+def build_job(program: str, tests: Any, mode: str, *, language: str = "python", checker: str = "tokens",
+              abs_tol: float = 1e-6, rel_tol: float = 1e-9, checker_program: str | None = None,
+              time_limit_s: float = 2.0, memory_mb: int = 256, output_bytes: int = 1 << 20,
+              stop_at_first_failure: bool = False) -> _Job:
+    """Validate arguments (JudgeInputError on anything malformed) and build the harness spec."""
+    if mode not in MODES:
+        raise JudgeInputError(f"unknown judge mode {mode!r}; choose one of {', '.join(MODES)}")
+    checker = _CHECKER_ALIASES.get(checker, checker)
+    if checker_program is not None and checker == "tokens":
+        checker = "custom"
+    if checker not in CHECKERS:
+        raise JudgeInputError(f"unknown checker {checker!r}; choose one of {', '.join(CHECKERS)}")
+    if checker == "custom":
+        if mode != "stdio":
+            raise JudgeInputError("checker='custom' is for stdio mode only")
+        if not isinstance(checker_program, str) or "def check" not in checker_program:
+            raise JudgeInputError("checker='custom' needs checker_program: Python source defining "
+                                  "check(input, expected, got) -> bool | (bool, message)")
+    elif checker_program is not None:
+        raise JudgeInputError(f"checker_program is only used with checker='custom', not {checker!r}")
+    if language not in LANGUAGES:
+        raise JudgeInputError(f"unknown judge language {language!r}; choose one of {', '.join(LANGUAGES)}")
+    if language != "python" and mode == "function":
+        raise JudgeInputError("function mode runs Python programs only; use mode='stdio' for cpp")
+    if not isinstance(program, str):
+        raise JudgeInputError(f"program must be a str, got {type(program).__name__}")
+    if isinstance(time_limit_s, bool) or not isinstance(time_limit_s, (int, float)) or not 0 < time_limit_s <= 600:
+        raise JudgeInputError(f"time_limit_s must be in (0, 600], got {time_limit_s!r}")
+    if isinstance(memory_mb, bool) or not isinstance(memory_mb, int) or memory_mb < 32:
+        raise JudgeInputError(f"memory_mb must be an int >= 32, got {memory_mb!r}")
+    if isinstance(output_bytes, bool) or not isinstance(output_bytes, int) or output_bytes < 1:
+        raise JudgeInputError(f"output_bytes must be an int >= 1, got {output_bytes!r}")
+    for name, tol in (("abs_tol", abs_tol), ("rel_tol", rel_tol)):
+        if not isinstance(tol, (int, float)) or not tol >= 0 or math.isinf(tol):
+            raise JudgeInputError(f"{name} must be a finite number >= 0, got {tol!r}")
+    if isinstance(tests, (str, bytes, dict)) or not hasattr(tests, "__iter__"):
+        raise JudgeInputError("tests must be a list of TestCase")
+    cases = [_as_testcase(t, i) for i, t in enumerate(tests)]
+    if not cases:
+        raise JudgeInputError("tests is empty: give at least one TestCase")
+    payloads = [_test_payload(t, i, mode) for i, t in enumerate(cases)]
+    spec = {
+        "mode": mode, "language": language, "program": program,
+        "tests": payloads, "checker": checker, "abs_tol": float(abs_tol), "rel_tol": float(rel_tol),
+        "checker_program": checker_program, "checker_time_limit_s": 10.0, "time_limit_s": float(time_limit_s),
+        "memory_mb": memory_mb, "output_bytes": output_bytes, "stop_at_first_failure": bool(stop_at_first_failure),
+        "compile_time_limit_s": 60.0,
+    }
+    per_test = time_limit_s + 1.0 + (10.0 if checker == "custom" else 0.0)
+    budget = 2.0 + len(cases) * per_test + (60.0 if language == "cpp" else 0.0)
+    return _Job(spec, cases, budget, memory_mb)
+
+
+def _call(jobs: list[_Job], base: Limits | None) -> tuple[str, dict[str, str], Limits]:
+    """The nonce, files and limits of one sandbox call that judges `jobs`."""
+    base = base or Limits()
+    nonce = secrets.token_hex(16)
+    spec = {"nonce": nonce, "jobs": [j.spec for j in jobs]}
+    budget = 10.0 + sum(j.budget_s for j in jobs)
+    ntests = sum(len(j.cases) for j in jobs)
+    limits = Limits(timeout_s=budget, cpu_s=budget, memory_mb=max(base.memory_mb, max(j.memory_mb for j in jobs) + 128),
+                    pids=max(base.pids, 32), output_bytes=max(base.output_bytes, 8192 + 2048 * ntests),
+                    file_bytes=base.file_bytes)
+    return nonce, {SPEC_FILE: json.dumps(spec), ZYGOTE_FILE: zygote_source()}, limits
+
+
+def _parse(res: ExecResult, nonce: str, jobs: list[_Job], duration_s: float) -> list[JudgeReport | None]:
+    """Reports from the nonce-prefixed lines; None for a job the harness never finished."""
+    if res.status == "sandbox_error":
+        raise JudgeError(f"the sandbox failed while judging: {res.stderr.strip()[-300:]}")
+    prefix = nonce + " "
+    found: dict[tuple[int, int], dict[str, Any]] = {}
+    done: dict[int, dict[str, Any]] = {}
+    for line in res.stdout.splitlines():
+        if not line.startswith(prefix):
+            continue
+        try:
+            obj = json.loads(line[len(prefix):])
+        except ValueError:
+            continue
+        j = obj.get("j")
+        if not isinstance(j, int) or not 0 <= j < len(jobs):
+            continue
+        if obj.get("done"):
+            done.setdefault(j, obj)
+        elif isinstance(obj.get("i"), int) and 0 <= obj["i"] < len(jobs[j].cases):
+            found.setdefault((j, obj["i"]), obj)
+    reports: list[JudgeReport | None] = []
+    for j, job in enumerate(jobs):
+        if j not in done and len(jobs) > 1:
+            reports.append(None)  # judged again on its own
+            continue
+        notes = []
+        if j not in done:
+            notes.append(f"the judge harness ended early (status {res.status}, exit {res.exit_code}): "
+                         f"{res.stderr.strip()[-300:]}")
+        else:
+            notes.extend(f"checker error: {e}" for e in done[j].get("checker_errors") or [])
+        verdicts = []
+        for i, case in enumerate(job.cases):
+            v = found.get((j, i))
+            if v is None:
+                status = "TLE" if res.status == "timeout" else "RE"
+                verdicts.append(Verdict(i, status, 0.0, "no verdict: the judge harness was stopped or killed",
+                                        name=case.name))
+                continue
+            status = v.get("status") if v.get("status") in VERDICTS else "RE"
+            verdicts.append(Verdict(i, status, float(v.get("time_s") or 0.0), str(v.get("message") or ""),
+                                    v.get("expected"), v.get("got"), case.name))
+        reports.append(JudgeReport(verdicts, job.spec["mode"], duration_s=duration_s,
+                                   harness_s=float(done.get(j, {}).get("elapsed_s") or 0.0), notes=notes))
+    return reports
+
+
+def judge_many(sb: Any, jobs: list[_Job]) -> list[JudgeReport]:
+    """Judge several validated jobs in one sandbox call (any the harness did not finish, alone)."""
+    import time
+
+    nonce, files, limits = _call(jobs, getattr(sb, "limits", None))
+    t0 = time.monotonic()
+    res = sb.run(harness_source(), language="python", files=files, limits=limits)
+    reports = _parse(res, nonce, jobs, time.monotonic() - t0)
+    return [r if r is not None else judge_many(sb, [job])[0] for r, job in zip(reports, jobs, strict=True)]
+
+
+async def ajudge_many(sb: Any, jobs: list[_Job]) -> list[JudgeReport]:
+    """`judge_many` through `sb.arun`."""
+    import time
+
+    nonce, files, limits = _call(jobs, getattr(sb, "limits", None))
+    t0 = time.monotonic()
+    res = await sb.arun(harness_source(), language="python", files=files, limits=limits)
+    reports = _parse(res, nonce, jobs, time.monotonic() - t0)
+    out = []
+    for r, job in zip(reports, jobs, strict=True):
+        out.append(r if r is not None else (await ajudge_many(sb, [job]))[0])
+    return out
+
+
+def judge(sb: Any, program: str, tests: Any, mode: str = "stdio", *, language: str = "python",
+          checker: str = "tokens", abs_tol: float = 1e-6, rel_tol: float = 1e-9, checker_program: str | None = None,
+          time_limit_s: float = 2.0, memory_mb: int = 256, output_bytes: int = 1 << 20,
+          stop_at_first_failure: bool = False) -> JudgeReport:
+    """Run `program` against `tests` in one call of sandbox `sb`; see the module docstring.
+
+    language: "python" or "cpp" (stdio only). checker: "tokens" (default, whitespace-insensitive),
+    "exact", "float" (abs_tol/rel_tol; also used for call-form values), "custom" (checker_program).
+    time_limit_s, memory_mb and output_bytes are per test.
+    """
+    job = build_job(program, tests, mode, language=language, checker=checker, abs_tol=abs_tol, rel_tol=rel_tol,
+                    checker_program=checker_program, time_limit_s=time_limit_s, memory_mb=memory_mb,
+                    output_bytes=output_bytes, stop_at_first_failure=stop_at_first_failure)
+    return judge_many(sb, [job])[0]
+
+
+async def ajudge(sb: Any, program: str, tests: Any, mode: str = "stdio", *, language: str = "python",
+                 checker: str = "tokens", abs_tol: float = 1e-6, rel_tol: float = 1e-9,
+                 checker_program: str | None = None, time_limit_s: float = 2.0, memory_mb: int = 256,
+                 output_bytes: int = 1 << 20, stop_at_first_failure: bool = False) -> JudgeReport:
+    """`judge` for asyncio. Concurrent calls on one sandbox are micro-batched: while every pool
+    worker is busy, waiting submissions are packed into the next sandbox call (each still in
+    its own processes), which amortizes the per-call start-up over many submissions."""
+    job = build_job(program, tests, mode, language=language, checker=checker, abs_tol=abs_tol, rel_tol=rel_tol,
+                    checker_program=checker_program, time_limit_s=time_limit_s, memory_mb=memory_mb,
+                    output_bytes=output_bytes, stop_at_first_failure=stop_at_first_failure)
+    return await _batcher(sb).submit(job)
+
+
+# ------------------------------------------------------------------------------ micro-batching
+_BATCHERS: weakref.WeakKeyDictionary[Any, dict[int, _Batcher]] = weakref.WeakKeyDictionary()
+MAX_BATCH = 16
+
+
+class _Batcher:
+    """Keeps at most `slots` sandbox calls in flight; queued jobs ride together in the next one."""
+
+    def __init__(self, sb: Any, slots: int):
+        self.sb = sb
+        self.slots = max(1, slots)
+        self.busy = 0
+        self.queue: list[tuple[_Job, asyncio.Future[JudgeReport]]] = []
+        self.loop: asyncio.AbstractEventLoop | None = None
+
+    async def submit(self, job: _Job) -> JudgeReport:
+        fut: asyncio.Future[JudgeReport] = asyncio.get_running_loop().create_future()
+        self.queue.append((job, fut))
+        self._pump()
+        return await fut
+
+    def _pump(self) -> None:
+        while self.queue and self.busy < self.slots:
+            # Share the queue fairly among free slots, at most MAX_BATCH per call.
+            free = self.slots - self.busy
+            n = max(1, min(MAX_BATCH, -(-len(self.queue) // free)))
+            batch, self.queue = self.queue[:n], self.queue[n:]
+            self.busy += 1
+            asyncio.get_running_loop().create_task(self._run(batch))
+
+    async def _run(self, batch: list[tuple[_Job, asyncio.Future[JudgeReport]]]) -> None:
+        try:
+            reports = await ajudge_many(self.sb, [job for job, _ in batch])
+            for (_, fut), rep in zip(batch, reports, strict=True):
+                if not fut.done():
+                    fut.set_result(rep)
+        except BaseException as e:  # noqa: BLE001 - handed to every waiter
+            for _, fut in batch:
+                if not fut.done():
+                    fut.set_exception(e)
+        finally:
+            self.busy -= 1
+            self._pump()
+
+
+def _slots(sb: Any) -> int:
+    pool = getattr(sb, "_pool", None)
+    for attr in ("size", "pool_size", "_size"):
+        n = getattr(pool, attr, None) or getattr(sb, attr, None)
+        if isinstance(n, int) and n > 0:
+            return n
+    return os.cpu_count() or 1
+
+
+def _batcher(sb: Any) -> _Batcher:
+    loop = asyncio.get_running_loop()
+    per_loop = _BATCHERS.setdefault(sb, {})
+    b = per_loop.get(id(loop))
+    if b is None or b.loop is not loop:
+        per_loop.clear()  # a finished loop's batcher is of no further use
+        b = per_loop[id(loop)] = _Batcher(sb, _slots(sb))
+        b.loop = loop
+    return b
