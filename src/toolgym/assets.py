@@ -25,16 +25,18 @@ Record schemas returned by :func:`load_records` (extra fields may appear):
   defines ``check(candidate)``; run ``test + f"\\ncheck({entry_point})"`` after the program).
 - ``mbpp``: ``{"id", "prompt", "code", "tests": [assert strings], "setup_code", "entry_point",
   "challenge_tests": [assert strings]}``.
-- ``leetcode`` (split ``train``, 1,405 problems): ``{"id" (slug), "title", "number",
-  "prompt" (markdown statement: description, examples, constraints), "starter_code" (class
-  with method stubs and the needed imports), "entry_point" (e.g. ``"Solution.add_binary"``;
-  for design problems the class name, e.g. ``"LRUCache"``), "class_name", "difficulty" ("Easy"
-  | "Medium" | "Hard"), "topics": [str], "test_setup" (code defining the ``run_*``/``assert_*``
-  helpers plus ListNode/TreeNode support where needed), "tests": [code strings]}``. Each test
-  string is self-contained given ``test_setup``: run the program, then ``test_setup``, then the
-  test, in one namespace; it raises (AssertionError or other) on failure. This is exactly
-  ``judge(..., tests=[TestCase(code=record["test_setup"] + "\\n" + t) for t in record["tests"]],
-  mode="function")``.
+- ``leetcode`` (split ``train``, 1,405 problems): ``{"id" (slug, e.g. "add_binary"), "title",
+  "number" (int), "prompt" (markdown: description, examples, constraints), "starter_code" (a
+  complete program skeleton: needed imports, the ListNode/TreeNode/GraphNode classes the
+  problem uses, and the class with method stubs), "entry_point" (``"Solution.add_binary"`` when
+  the class is ``Solution`` with one method, else the class name, e.g. ``"LRUCache"``),
+  "class_name", "difficulty" ("Easy" | "Medium" | "Hard"), "topics": [str], "tags": [str],
+  "test_setup" (code defining the ``run_*``/``assert_*`` helpers and the same support
+  classes), "tests": [code strings]}``. Each test assigns its parameters, calls the helpers
+  and raises (AssertionError or another exception) on failure. Judge a program by running
+  the program, then ``test_setup``, then one test, all in one namespace, i.e.
+  ``judge(sb, program, tests=[TestCase(code=record["test_setup"] + "\\n" + t) for t in
+  record["tests"]], mode="function")``. The starter's stubs fail the tests.
 
 Splits: ``test`` everywhere it exists (the default), ``validation`` for arc_*, openbookqa and
 mmlu (and the only split of sciq), ``dev`` for mmlu, ``train`` for leetcode.
