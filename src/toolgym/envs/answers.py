@@ -14,41 +14,42 @@ _ANSWER_LINE = re.compile(
 MAX_ANSWER_CHARS = 2000
 
 
-def _balanced(text: str, start: int) -> str | None:
-    """Content of the brace group opening at text[start] == '{', or None if unbalanced."""
-    depth = 0
-    for i in range(start, min(len(text), start + 20 * MAX_ANSWER_CHARS)):
-        c = text[i]
+def _brace_matches(text: str) -> dict[int, int]:
+    """Position of each '{' -> position of its matching '}', in one linear pass."""
+    stack: list[int] = []
+    match: dict[int, int] = {}
+    for i, c in enumerate(text):
         if c == "{":
-            depth += 1
-        elif c == "}":
-            depth -= 1
-            if depth == 0:
-                return text[start + 1 : i]
-    return None
+            stack.append(i)
+        elif c == "}" and stack:
+            match[stack.pop()] = i
+    return match
 
 
 def last_boxed(text: str) -> str | None:
-    """Content of the last `\\boxed{...}` (or `\\fbox{...}`, `\\boxed 5`) in text."""
-    best = None
+    """Content of the last complete `\\boxed{...}` (or `\\fbox{...}`, `\\boxed 5`) in text."""
+    if "\\boxed" not in text and "\\fbox" not in text:
+        return None
+    match: dict[int, int] | None = None
+    best: tuple[int, str] | None = None
     for macro in ("\\boxed", "\\fbox"):
         pos = len(text)
         while True:
             i = text.rfind(macro, 0, pos)
-            if i == -1:
+            if i == -1 or (best is not None and i < best[0]):
                 break
             j = i + len(macro)
             if j < len(text) and text[j] == "{":
-                content = _balanced(text, j)
-                if content is not None:
-                    if best is None or i > best[0]:
-                        best = (i, content)
+                if match is None:
+                    match = _brace_matches(text)
+                close = match.get(j)
+                if close is not None:
+                    best = (i, text[j + 1 : close])
                     break
             elif j < len(text) and text[j] == " ":
                 m = re.match(r" +([^\s$]+)", text[j : j + MAX_ANSWER_CHARS])
                 if m:
-                    if best is None or i > best[0]:
-                        best = (i, m.group(1))
+                    best = (i, m.group(1))
                     break
             pos = i
     return None if best is None else best[1].strip()

@@ -226,10 +226,12 @@ def extract_choice(text: Any, labels: list[str] | str | None = None, choices: li
     for pos, s in enumerate(candidates):
         s = _strip_wrappers(s)
         s = _TEXT_CMD.sub(lambda m: m.group(1), s)
-        for rx in (_LETTER_ONLY, _LETTER_LEAD):
-            m = rx.match(s)
-            if m and m.group(1).upper() in label_set:
-                return m.group(1).upper()
+        m = _LETTER_ONLY.match(s)
+        if m and m.group(1).upper() in label_set:
+            return m.group(1).upper()
+        m = _LETTER_LEAD.match(s)
+        if m and m.group(1) in label_set and {h for h in _PAREN_LETTER.findall(s) if h in label_set} <= {m.group(1)}:
+            return m.group(1)
         if choices:
             ns = _norm_text(s)
             for lab, ch in zip(labels, choices, strict=False):

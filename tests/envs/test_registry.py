@@ -1,0 +1,118 @@
+"""Registry: built-ins, make/spec/register, close-match suggestions, third-party entry points."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import gymnasium
+import pytest
+
+import toolgym
+from toolgym.envs import registry
+from toolgym.envs.core import ToolEnv
+from toolgym.errors import ConfigError, ToolgymError
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "plugin_env"
+
+
+def test_builtins_are_listed_and_made_unwrapped():
+    ids = registry.list_envs()
+    for env_id in registry.BUILTIN:
+        assert env_id in ids
+    env = toolgym.make("toolgym/Arith-v0", sandbox=None)
+    try:
+        assert isinstance(env, ToolEnv)  # no Gymnasium wrappers hiding areset/astep
+        assert env.spec.id == "toolgym/Arith-v0"
+    finally:
+        env.close()
+    assert toolgym.spec("toolgym/MathTIR-v0").entry_point == registry.BUILTIN["toolgym/MathTIR-v0"]
+
+
+def test_unknown_id_suggests_close_matches():
+    with pytest.raises(registry.UnknownEnvError) as ei:
+        toolgym.make("toolgym/Arithm-v0")
+    assert "toolgym/Arith-v0" in str(ei.value)
+    assert isinstance(ei.value, ToolgymError)
+    with pytest.raises(registry.UnknownEnvError, match="toolgym/MathTIR-v0"):
+        toolgym.spec("toolgym/mathtir-v0")
+    with pytest.raises(registry.UnknownEnvError, match="envs list"):
+        toolgym.spec("zzz/Qqq-v9")
+
+
+def test_register_custom_env_and_conflicts():
+    env_id = "testns/Custom-v0"
+    try:
+        toolgym.register(env_id, entry_point="toolgym.envs.tasks.arith:ArithEnv", kwargs={"max_digits": 3})
+        toolgym.register(env_id, entry_point="toolgym.envs.tasks.arith:ArithEnv")  # same entry point: no-op
+        env = toolgym.make(env_id, sandbox=None)
+        assert env.config.max_digits == 3
+        env.close()
+        with pytest.raises(ConfigError, match="already registered"):
+            toolgym.register(env_id, entry_point="toolgym.envs.tasks.math_tir:MathTIREnv")
+        toolgym.register(env_id, entry_point="toolgym.envs.tasks.math_tir:MathTIREnv", override=True)
+        assert toolgym.spec(env_id).entry_point.endswith("MathTIREnv")
+    finally:
+        gymnasium.registry.pop(env_id, None)
+
+
+@pytest.mark.parametrize("bad", ["NoNamespace-v0", "ns/NoVersion", "ns/Bad Name-v0", ""])
+def test_ids_must_be_namespaced_and_versioned(bad):
+    with pytest.raises(ConfigError, match="namespace/Name-v0"):
+        toolgym.register(bad, entry_point="x:y")
+
+
+def test_example_plugin_installs_and_is_found_by_entry_point(tmp_path):
+    """pip-install the example package into a folder, put it on sys.path, find it by entry point."""
+    target = tmp_path / "site"
+    proc = subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--no-deps", "--no-build-isolation", "--quiet",
+         "--target", str(target), str(EXAMPLE)],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    sys.path.insert(0, str(target))
+    try:
+        registry.load_plugins(force=True)
+        assert "example/Reverse-v0" in registry.list_envs()
+        assert "example/ReverseHard-v0" in registry.list_envs()  # registered by the hook entry point
+        env = toolgym.make("example/Reverse-v0")
+        obs, info = env.reset(seed=3)
+        assert info["tools"][0]["function"]["name"] == "reverse"
+        word = obs[-1]["content"].split("'")[1]
+        obs, r, term, trunc, info = env.step(
+            '<tool_call>{"name": "reverse", "arguments": {"text": "%s"}}</tool_call>' % word)
+        assert obs[0]["role"] == "tool" and obs[0]["content"] == word[::-1] and r == 0.0 and not term
+        obs, r, term, trunc, info = env.step(f"<answer>{word[::-1]}</answer>")
+        assert term and r == 1.0 and info["reward_components"] == {"correct": 1.0}
+        hard = toolgym.make("example/ReverseHard-v0")
+        assert len(hard.reset(seed=0)[0][-1]["content"].split("'")[1].split()) == 3
+        env.close()
+        hard.close()
+        from toolgym.envs.checker import check_env
+
+        assert all(c.ok for c in check_env(lambda: toolgym.make("example/Reverse-v0")))
+    finally:
+        sys.path.remove(str(target))
+        for k in [k for k in sys.modules if k.startswith("toolgym_reverse_env")]:
+            del sys.modules[k]
+        gymnasium.registry.pop("example/Reverse-v0", None)
+        gymnasium.registry.pop("example/ReverseHard-v0", None)
+        registry._ours.discard("example/Reverse-v0")
+        registry._ours.discard("example/ReverseHard-v0")
+
+
+def test_broken_plugin_is_reported_not_fatal(tmp_path):
+    dist = tmp_path / "broken_plugin-0.1.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: broken-plugin\nVersion: 0.1\n")
+    (dist / "entry_points.txt").write_text("[toolgym.envs]\nhook = no_such_module_xyz:register\n")
+    sys.path.insert(0, str(tmp_path))
+    try:
+        registry.load_plugins(force=True)
+        assert any("no_such_module_xyz" in k for k in registry.plugin_errors)
+        assert "toolgym/Arith-v0" in registry.list_envs()
+    finally:
+        sys.path.remove(str(tmp_path))
+        registry.plugin_errors.clear()
