@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -81,8 +82,8 @@ def test_example_plugin_installs_and_is_found_by_entry_point(tmp_path):
         obs, info = env.reset(seed=3)
         assert info["tools"][0]["function"]["name"] == "reverse"
         word = obs[-1]["content"].split("'")[1]
-        obs, r, term, trunc, info = env.step(
-            '<tool_call>{"name": "reverse", "arguments": {"text": "%s"}}</tool_call>' % word)
+        call = json.dumps({"name": "reverse", "arguments": {"text": word}})
+        obs, r, term, trunc, info = env.step(f"<tool_call>{call}</tool_call>")
         assert obs[0]["role"] == "tool" and obs[0]["content"] == word[::-1] and r == 0.0 and not term
         obs, r, term, trunc, info = env.step(f"<answer>{word[::-1]}</answer>")
         assert term and r == 1.0 and info["reward_components"] == {"correct": 1.0}

@@ -6,7 +6,14 @@ import threading
 
 import pytest
 
-from toolgym.envs.verifiers import choice_equal, extract_choice, extract_code, math_equal, normalize_math, rg_score
+from toolgym.envs.verifiers import (
+    choice_equal,
+    extract_choice,
+    extract_code,
+    math_equal,
+    normalize_math,
+    rg_score,
+)
 
 EQUAL = [
     ("\\frac{1}{2}", "0.5"),
