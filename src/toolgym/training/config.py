@@ -1,0 +1,478 @@
+"""Typed configuration of a training run, loaded from YAML (or a dict).
+
+``load_config(path_or_dict) -> TrainConfig``. Every section is a dataclass; unknown keys and
+invalid values raise :class:`toolgym.errors.ConfigError` naming the dotted field and what is
+allowed. The ``loss`` section's defaults depend on ``algorithm`` (specs/ctpo.md §3.3, §4);
+keys given in the file override them. Torch-free, so ``toolgym train --help`` and config
+checks stay fast.
+
+Other algorithms (MOPD, SDPO, OPD, ...) plug in with :func:`register_algorithm`: their loss
+defaults, and optionally a dataclass for their own ``options:`` section.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import importlib
+import math
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, Union
+
+from toolgym.errors import ConfigError
+
+RATIOS = ("cumulative", "token", "sequence", "gspo")
+AGGS = ("token-mean", "seq-mean-token-mean", "seq-mean-token-sum")
+CLIP_MODES = ("adaptive", "fixed", "none")
+
+
+# ---------------------------------------------------------------- sections
+
+
+@dataclass
+class LossConfig:
+    """Importance ratio, clip and aggregation (defaults come from the algorithm)."""
+
+    ratio: Literal["cumulative", "token", "sequence", "gspo"] = "cumulative"
+    clip_mode: Literal["adaptive", "fixed", "none"] = "adaptive"
+    eps_low: float = 0.025  # adaptive: log space, times t^power; fixed: ratio window [1-eps_low, 1+eps_high]
+    eps_high: float = 0.05
+    power: float = 0.5
+    dual: float | None = 0.05  # adaptive: log-space base; fixed: a ratio > 1; null: no dual clip
+    agg: Literal["token-mean", "seq-mean-token-mean", "seq-mean-token-sum"] = "token-mean"
+    mismatch_weight: bool = False  # §3.8 rollout-vs-trainer weight, per sequence, truncated
+    mismatch_cap: float = 5.0
+
+    def clip_config(self) -> Any:
+        """The ``ClipConfig`` for ``policy_loss`` (None when ``clip_mode`` is ``none``)."""
+        from toolgym.training.losses import ClipConfig
+
+        if self.clip_mode == "none":
+            return None
+        power = self.power if self.clip_mode == "adaptive" else 0.0
+        return ClipConfig(mode=self.clip_mode, eps_low=self.eps_low, eps_high=self.eps_high, power=power, dual=self.dual)
+
+    def _check(self, p: str) -> None:
+        for name in ("eps_low", "eps_high", "power"):
+            _require(getattr(self, name) >= 0, f"{p}.{name}", "a number >= 0", getattr(self, name))
+        if self.clip_mode == "fixed":
+            _require(self.eps_low <= 1, f"{p}.eps_low", "a number in [0, 1] with clip_mode 'fixed'", self.eps_low)
+            _require(self.dual is None or self.dual > 1, f"{p}.dual", "null or a ratio > 1 with clip_mode 'fixed'", self.dual)
+        elif self.clip_mode == "adaptive":
+            _require(self.dual is None or self.dual > 0, f"{p}.dual", "null or a number > 0 with clip_mode 'adaptive'", self.dual)
+        _require(self.mismatch_cap > 0, f"{p}.mismatch_cap", "a number > 0", self.mismatch_cap)
+
+
+@dataclass
+class AdvantageConfig:
+    estimator: Literal["grpo", "drgrpo", "rloo"] = "grpo"
+    eps: float = 1e-6
+
+    def _check(self, p: str) -> None:
+        _require(self.eps >= 0, f"{p}.eps", "a number >= 0", self.eps)
+
+
+@dataclass
+class OptimizerConfig:
+    name: Literal["adamw"] = "adamw"
+    lr: float = 1e-6
+    betas: tuple[float, float] = (0.9, 0.999)
+    eps: float = 1e-8
+    weight_decay: float = 0.01
+    grad_clip: float | None = 1.0  # max global grad norm; null: no clipping
+    warmup_steps: int = 0
+    schedule: Literal["constant", "linear", "cosine"] = "constant"
+    min_lr_ratio: float = 0.0  # final lr / lr for linear and cosine decay
+
+    def _check(self, p: str) -> None:
+        _require(self.lr > 0, f"{p}.lr", "a number > 0", self.lr)
+        _require(all(0 <= b < 1 for b in self.betas), f"{p}.betas", "two numbers in [0, 1)", list(self.betas))
+        _require(self.eps > 0, f"{p}.eps", "a number > 0", self.eps)
+        _require(self.weight_decay >= 0, f"{p}.weight_decay", "a number >= 0", self.weight_decay)
+        _require(self.grad_clip is None or self.grad_clip > 0, f"{p}.grad_clip", "null or a number > 0", self.grad_clip)
+        _require(self.warmup_steps >= 0, f"{p}.warmup_steps", "an integer >= 0", self.warmup_steps)
+        _require(0 <= self.min_lr_ratio <= 1, f"{p}.min_lr_ratio", "a number in [0, 1]", self.min_lr_ratio)
+
+
+@dataclass
+class RolloutConfig:
+    env: str = "toolgym/Arith-v0"
+    env_kwargs: dict[str, Any] = field(default_factory=dict)
+    split: str = "train"
+    group_size: int = 8
+    prompts_per_step: int = 512
+    max_turns: int = 5
+    max_new_tokens: int = 1024  # per assistant turn
+    max_response_tokens: int = 8000  # whole response, tool output included
+    temperature: float = 1.0
+    top_p: float = 1.0
+    sampler: Literal["hf", "vllm", "openai"] = "hf"
+    base_url: str | None = None  # openai sampler
+    sampler_kwargs: dict[str, Any] = field(default_factory=dict)
+
+    def _check(self, p: str) -> None:
+        _require(self.group_size >= 2, f"{p}.group_size", "an integer >= 2 (advantages are group-relative)", self.group_size)
+        for name in ("prompts_per_step", "max_turns", "max_new_tokens", "max_response_tokens"):
+            _require(getattr(self, name) >= 1, f"{p}.{name}", "an integer >= 1", getattr(self, name))
+        _require(self.temperature > 0, f"{p}.temperature", "a number > 0", self.temperature)
+        _require(0 < self.top_p <= 1, f"{p}.top_p", "a number in (0, 1]", self.top_p)
+        _require(self.sampler != "openai" or bool(self.base_url), f"{p}.base_url", "a URL when sampler is 'openai'", self.base_url)
+
+
+@dataclass
+class ModelConfig:
+    name_or_path: str = ""  # asset name, local folder, or hub id
+    tokenizer: str | None = None  # default: the model's own
+    dtype: Literal["fp32", "bf16"] = "fp32"
+    gradient_checkpointing: bool = False
+    model_kwargs: dict[str, Any] = field(default_factory=dict)
+
+    def _check(self, p: str) -> None:
+        _require(bool(self.name_or_path), f"{p}.name_or_path", "a model asset name, folder or id", self.name_or_path)
+
+
+@dataclass
+class EvalConfig:
+    every: int = 20  # steps; 0 disables periodic evaluation
+    tasks: int = 100
+    split: str = "test"
+    env: str | None = None  # default: rollout.env
+    env_kwargs: dict[str, Any] = field(default_factory=dict)
+    samples: int = 1  # samples per task (avg@k)
+    temperature: float = 0.7
+    top_p: float = 1.0
+
+    def _check(self, p: str) -> None:
+        _require(self.every >= 0, f"{p}.every", "an integer >= 0 (0 disables)", self.every)
+        _require(self.tasks >= 1, f"{p}.tasks", "an integer >= 1", self.tasks)
+        _require(self.samples >= 1, f"{p}.samples", "an integer >= 1", self.samples)
+        _require(self.temperature >= 0, f"{p}.temperature", "a number >= 0", self.temperature)
+        _require(0 < self.top_p <= 1, f"{p}.top_p", "a number in (0, 1]", self.top_p)
+
+
+@dataclass
+class CheckpointConfig:
+    every: int = 50  # steps; 0: only at the end
+    keep_last: int = 2
+
+    def _check(self, p: str) -> None:
+        _require(self.every >= 0, f"{p}.every", "an integer >= 0", self.every)
+        _require(self.keep_last >= 1, f"{p}.keep_last", "an integer >= 1", self.keep_last)
+
+
+@dataclass
+class LoggingConfig:
+    jsonl: bool = True
+    tensorboard: bool = False
+    wandb: bool = False
+    wandb_project: str | None = None
+    progress: bool = True
+    plot: bool = True  # PNG of reward and eval curves at the end
+    log_every: int = 1
+    diagnostics_every: int = 0  # per-position log-ratio statistics every N steps; 0 disables
+
+    def _check(self, p: str) -> None:
+        _require(self.log_every >= 1, f"{p}.log_every", "an integer >= 1", self.log_every)
+        _require(self.diagnostics_every >= 0, f"{p}.diagnostics_every", "an integer >= 0", self.diagnostics_every)
+
+
+@dataclass
+class SFTConfig:
+    """Supervised warm start before RL: demonstrations from a JSONL file or generated by the env."""
+
+    enabled: bool = False
+    data: str | None = None  # JSONL of demonstrations
+    demos: int = 0  # number of env-generated demonstrations (when no data file)
+    epochs: int = 1
+    lr: float = 1e-5
+    batch_size: int = 8
+    max_seq_len: int = 1024
+
+    def _check(self, p: str) -> None:
+        if self.enabled:
+            _require(bool(self.data) or self.demos > 0, f"{p}.data", "a JSONL path, or sft.demos > 0", self.data)
+        _require(self.demos >= 0, f"{p}.demos", "an integer >= 0", self.demos)
+        _require(self.epochs >= 1, f"{p}.epochs", "an integer >= 1", self.epochs)
+        _require(self.lr > 0, f"{p}.lr", "a number > 0", self.lr)
+        _require(self.batch_size >= 1, f"{p}.batch_size", "an integer >= 1", self.batch_size)
+        _require(self.max_seq_len >= 1, f"{p}.max_seq_len", "an integer >= 1", self.max_seq_len)
+
+
+@dataclass
+class TrainConfig:
+    """One training run. ``mini_batches`` optimizer steps per rollout batch (the later ones are off-policy)."""
+
+    algorithm: str = "ctpo"
+    model: ModelConfig = field(default_factory=ModelConfig)
+    rollout: RolloutConfig = field(default_factory=RolloutConfig)
+    loss: LossConfig = field(default_factory=LossConfig)
+    advantage: AdvantageConfig = field(default_factory=AdvantageConfig)
+    optimizer: OptimizerConfig = field(default_factory=OptimizerConfig)
+    mini_batches: int = 16
+    update_epochs: int = 1  # passes over the rollout batch
+    grad_accum: int = 1  # micro-batches per mini-batch
+    steps: int = 305
+    seed: int = 0
+    output_dir: str = "runs/toolgym"
+    eval: EvalConfig = field(default_factory=EvalConfig)
+    checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
+    logging: LoggingConfig = field(default_factory=LoggingConfig)
+    sft: SFTConfig = field(default_factory=SFTConfig)
+    options: Any = None  # the algorithm's own section, when it registered one
+
+    def _check(self, p: str) -> None:
+        for name in ("mini_batches", "update_epochs", "grad_accum", "steps"):
+            _require(getattr(self, name) >= 1, name, "an integer >= 1", getattr(self, name))
+        _require(self.rollout.prompts_per_step % self.mini_batches == 0, "mini_batches",
+                 f"a divisor of rollout.prompts_per_step ({self.rollout.prompts_per_step})", self.mini_batches)
+        per_mini = self.rollout.prompts_per_step // self.mini_batches * self.rollout.group_size
+        _require(per_mini % self.grad_accum == 0, "grad_accum",
+                 f"a divisor of the {per_mini} trajectories of one mini-batch", self.grad_accum)
+        _require(bool(self.output_dir), "output_dir", "a folder path", self.output_dir)
+
+
+# ---------------------------------------------------------------- algorithms
+
+
+@dataclass(frozen=True)
+class AlgorithmSpec:
+    name: str
+    loss: dict[str, Any]
+    options: type | str | None = None  # dataclass (or "module:Class") for the ``options:`` section
+    description: str = ""
+
+
+ALGORITHMS: dict[str, AlgorithmSpec] = {}
+
+
+def register_algorithm(name: str, loss: dict[str, Any], options: type | str | None = None, description: str = "") -> None:
+    """Make ``algorithm: NAME`` valid, with its loss defaults and optional options dataclass."""
+    unknown = set(loss) - {f.name for f in dataclasses.fields(LossConfig)}
+    if unknown:
+        raise ValueError(f"unknown loss fields for algorithm {name!r}: {sorted(unknown)}")
+    ALGORITHMS[name] = AlgorithmSpec(name, dict(loss), options, description)
+
+
+register_algorithm("ctpo", dict(ratio="cumulative", clip_mode="adaptive", eps_low=0.025, eps_high=0.05, power=0.5,
+                                dual=0.05, agg="token-mean"),
+                   description="cumulative prefix ratio, sqrt(t)-adaptive log-space clip (specs/ctpo.md)")
+register_algorithm("grpo", dict(ratio="token", clip_mode="fixed", eps_low=0.2, eps_high=0.2, power=0.0,
+                                dual=3.0, agg="token-mean"),
+                   description="token ratio, ratio window [0.8, 1.2], dual clip 3")
+register_algorithm("gspo", dict(ratio="gspo", clip_mode="fixed", eps_low=3e-4, eps_high=4e-4, power=0.0,
+                                dual=None, agg="seq-mean-token-mean"),
+                   description="sequence geometric-mean ratio, window [1-3e-4, 1+4e-4], no dual clip")
+# Full IS is analysed, not trained, in the paper; its clip is toolgym's choice: a uniform log-space
+# window mirroring GRPO's ratio-space one ([log 0.8, log 1.2] ~ ±0.2), dual clip at log 3.
+register_algorithm("full_is", dict(ratio="sequence", clip_mode="adaptive", eps_low=0.2, eps_high=0.2, power=0.0,
+                                   dual=math.log(3.0), agg="token-mean"),
+                   description="full-sequence ratio on every token, uniform log-space clip ±0.2, dual log 3")
+
+
+# ---------------------------------------------------------------- parsing
+
+
+def _require(ok: bool, path: str, allowed: str, got: Any) -> None:
+    if not ok:
+        raise ConfigError(f"{path}: must be {allowed}; got {got!r}")
+
+
+def _type_name(tp: Any) -> str:
+    origin = typing.get_origin(tp)
+    if origin is Literal:
+        return "one of " + ", ".join(repr(a) for a in typing.get_args(tp))
+    if origin in (Union, types.UnionType):
+        parts = [_type_name(a) for a in typing.get_args(tp) if a is not type(None)]
+        return " or ".join(parts) + " or null"
+    if origin is tuple:
+        return f"a list of {len(typing.get_args(tp))} numbers"
+    if origin is dict or tp is dict:
+        return "a mapping"
+    if origin is list:
+        return "a list"
+    return {bool: "true or false", int: "an integer", float: "a number", str: "a string"}.get(tp, getattr(tp, "__name__", str(tp)))
+
+
+def _convert(tp: Any, value: Any, path: str) -> Any:
+    origin = typing.get_origin(tp)
+    if tp is Any:
+        return value
+    if origin is Literal:
+        if value not in typing.get_args(tp):
+            raise ConfigError(f"{path}: must be {_type_name(tp)}; got {value!r}")
+        return value
+    if origin in (Union, types.UnionType):
+        args = typing.get_args(tp)
+        if value is None and type(None) in args:
+            return None
+        for a in args:
+            if a is type(None):
+                continue
+            try:
+                return _convert(a, value, path)
+            except ConfigError:
+                continue
+        raise ConfigError(f"{path}: must be {_type_name(tp)}; got {value!r}")
+    if dataclasses.is_dataclass(tp):
+        return _build(tp, value, path)
+    if tp is bool:
+        if not isinstance(value, bool):
+            raise ConfigError(f"{path}: must be true or false; got {value!r}")
+        return value
+    if tp is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ConfigError(f"{path}: must be an integer; got {value!r}")
+        return value
+    if tp is float:
+        if isinstance(value, str):  # YAML 1.1 reads "1e-6" as a string
+            try:
+                value = float(value)
+            except ValueError:
+                raise ConfigError(f"{path}: must be a number; got {value!r}") from None
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            raise ConfigError(f"{path}: must be a finite number; got {value!r}")
+        return float(value)
+    if tp is str:
+        if not isinstance(value, str):
+            raise ConfigError(f"{path}: must be a string; got {value!r}")
+        return value
+    if origin is tuple:
+        args = typing.get_args(tp)
+        if not isinstance(value, (list, tuple)) or len(value) != len(args):
+            raise ConfigError(f"{path}: must be {_type_name(tp)}; got {value!r}")
+        return tuple(_convert(a, v, f"{path}[{i}]") for i, (a, v) in enumerate(zip(args, value, strict=True)))
+    if origin is list:
+        (arg,) = typing.get_args(tp)
+        if not isinstance(value, list):
+            raise ConfigError(f"{path}: must be a list; got {value!r}")
+        return [_convert(arg, v, f"{path}[{i}]") for i, v in enumerate(value)]
+    if origin is dict or tp is dict:
+        if not isinstance(value, dict):
+            raise ConfigError(f"{path}: must be a mapping; got {value!r}")
+        return dict(value)
+    raise TypeError(f"unsupported config type {tp!r} at {path}")
+
+
+def _build(cls: type, data: Any, path: str) -> Any:
+    where = path or "config"
+    if data is None:
+        data = {}
+    if dataclasses.is_dataclass(data) and not isinstance(data, type):
+        data = dataclasses.asdict(data)
+    if not isinstance(data, dict):
+        raise ConfigError(f"{where}: must be a mapping of {cls.__name__} fields; got {data!r}")
+    hints = typing.get_type_hints(cls)
+    names = [f.name for f in dataclasses.fields(cls) if not (cls is TrainConfig and f.name == "options")]
+    for key in data:
+        if key not in names and not (cls is TrainConfig and key == "options"):
+            close = difflib.get_close_matches(str(key), names, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            dotted = f"{path}.{key}" if path else str(key)
+            raise ConfigError(f"unknown key {dotted!r}{hint}; allowed in {where}: {', '.join(names)}")
+    kwargs = {k: _convert(hints[k], v, f"{path}.{k}" if path else k) for k, v in data.items() if k in names}
+    for k in names:  # absent sections are built from their defaults, and checked like given ones
+        if k not in kwargs and dataclasses.is_dataclass(hints[k]):
+            kwargs[k] = _build(hints[k], {}, f"{path}.{k}" if path else k)
+    obj = cls(**kwargs)
+    check = getattr(obj, "_check", None)
+    if check is not None:
+        check(path)
+    return obj
+
+
+def _options_class(spec: AlgorithmSpec) -> type | None:
+    opt = spec.options
+    if isinstance(opt, str):
+        module, _, name = opt.partition(":")
+        opt = getattr(importlib.import_module(module), name)
+    return opt
+
+
+def _set_dotted(data: dict[str, Any], dotted: str, value: Any) -> None:
+    keys = dotted.split(".")
+    cur = data
+    for k in keys[:-1]:
+        nxt = cur.setdefault(k, {})
+        if not isinstance(nxt, dict):
+            raise ConfigError(f"override {dotted!r}: {k!r} is not a section")
+        cur = nxt
+    cur[keys[-1]] = value
+
+
+def load_config(source: str | Path | dict[str, Any], overrides: list[str] | None = None) -> TrainConfig:
+    """Read a YAML file (or take a dict), apply ``KEY.PATH=VALUE`` overrides, validate, return a TrainConfig."""
+    import yaml
+
+    if isinstance(source, dict):
+        data: Any = _deepcopy(source)
+    else:
+        p = Path(source)
+        try:
+            data = yaml.safe_load(p.read_text())
+        except FileNotFoundError:
+            raise ConfigError(f"config file not found: {p}") from None
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"config file {p} is not valid YAML: {str(exc).splitlines()[0]}") from None
+        if data is None:
+            data = {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"config: the top level must be a mapping of sections; got {type(data).__name__}")
+    for item in overrides or []:
+        key, sep, raw = item.partition("=")
+        if not sep or not key:
+            raise ConfigError(f"override {item!r}: must look like section.key=value")
+        _set_dotted(data, key.strip(), yaml.safe_load(raw))
+
+    algorithm = data.get("algorithm", "ctpo")
+    if algorithm not in ALGORITHMS:
+        raise ConfigError(f"algorithm: must be one of {', '.join(repr(a) for a in ALGORITHMS)}; got {algorithm!r}")
+    spec = ALGORITHMS[algorithm]
+    loss = data.get("loss") or {}
+    if not isinstance(loss, dict):
+        raise ConfigError(f"loss: must be a mapping of LossConfig fields; got {loss!r}")
+    data["loss"] = {**spec.loss, **loss}
+    options = data.pop("options", None)
+    cfg = _build(TrainConfig, data, "")
+    opt_cls = _options_class(spec)
+    if opt_cls is None:
+        if options:
+            raise ConfigError(f"options: algorithm {algorithm!r} takes no options section; got {options!r}")
+    else:
+        cfg.options = _build(opt_cls, options, "options")
+    return cfg
+
+
+def _deepcopy(x: Any) -> Any:
+    if isinstance(x, dict):
+        return {k: _deepcopy(v) for k, v in x.items()}
+    if isinstance(x, list):
+        return [_deepcopy(v) for v in x]
+    return x
+
+
+def config_to_dict(cfg: TrainConfig) -> dict[str, Any]:
+    """Plain, YAML/JSON-ready dict (tuples become lists); ``load_config`` of it gives back an equal config."""
+
+    def plain(x: Any) -> Any:
+        if dataclasses.is_dataclass(x) and not isinstance(x, type):
+            return {f.name: plain(getattr(x, f.name)) for f in dataclasses.fields(x)}
+        if isinstance(x, (list, tuple)):
+            return [plain(v) for v in x]
+        if isinstance(x, dict):
+            return {k: plain(v) for k, v in x.items()}
+        return x
+
+    out = plain(cfg)
+    if out.get("options") is None:
+        out.pop("options", None)
+    return out
+
+
+def dump_config(cfg: TrainConfig, path: str | Path) -> None:
+    """Write the resolved config as YAML (recorded in every run's output folder)."""
+    import yaml
+
+    Path(path).write_text(yaml.safe_dump(config_to_dict(cfg), sort_keys=False))

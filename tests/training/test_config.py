@@ -1,0 +1,210 @@
+"""Training config: YAML -> typed dataclasses, per-algorithm defaults, errors naming the field."""
+
+from __future__ import annotations
+
+import math
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from toolgym.errors import ConfigError, ToolgymError
+from toolgym.training.config import (
+    ALGORITHMS,
+    TrainConfig,
+    config_to_dict,
+    dump_config,
+    load_config,
+    register_algorithm,
+)
+
+MODEL = {"model": {"name_or_path": "smollm2-135m-instruct"}}
+
+FULL_YAML = """
+algorithm: ctpo
+seed: 3
+steps: 40
+mini_batches: 4
+grad_accum: 2
+output_dir: runs/arith-ctpo
+model:
+  name_or_path: smollm2-135m-instruct
+  dtype: bf16
+  gradient_checkpointing: true
+rollout:
+  env: toolgym/Arith-v0
+  env_kwargs: {max_operand: 99}
+  group_size: 4
+  prompts_per_step: 8
+  max_turns: 3
+  max_new_tokens: 128
+  temperature: 1.0
+  sampler: hf
+loss:
+  eps_high: 0.06
+  mismatch_weight: true
+  mismatch_cap: 3
+advantage: {estimator: rloo}
+optimizer:
+  lr: 1e-5
+  betas: [0.9, 0.95]
+  warmup_steps: 5
+  schedule: cosine
+  grad_clip: null
+eval: {every: 10, tasks: 50}
+checkpoint: {every: 20}
+logging: {tensorboard: true, diagnostics_every: 5}
+sft: {enabled: true, demos: 200, epochs: 2, lr: 5e-5}
+"""
+
+
+def test_full_yaml_file(tmp_path: Path) -> None:
+    path = tmp_path / "run.yaml"
+    path.write_text(FULL_YAML)
+    cfg = load_config(path)
+    assert isinstance(cfg, TrainConfig)
+    assert cfg.seed == 3 and cfg.steps == 40 and cfg.mini_batches == 4 and cfg.grad_accum == 2
+    assert cfg.model.dtype == "bf16" and cfg.model.gradient_checkpointing is True
+    assert cfg.rollout.env_kwargs == {"max_operand": 99} and cfg.rollout.group_size == 4
+    # loss: algorithm defaults, with the file's keys on top
+    assert (cfg.loss.ratio, cfg.loss.clip_mode, cfg.loss.eps_low, cfg.loss.eps_high, cfg.loss.power, cfg.loss.dual) == (
+        "cumulative", "adaptive", 0.025, 0.06, 0.5, 0.05)
+    assert cfg.loss.mismatch_weight is True and cfg.loss.mismatch_cap == 3.0
+    assert cfg.advantage.estimator == "rloo"
+    assert cfg.optimizer.lr == 1e-5 and cfg.optimizer.betas == (0.9, 0.95) and cfg.optimizer.grad_clip is None
+    assert cfg.eval.every == 10 and cfg.checkpoint.every == 20 and cfg.logging.tensorboard
+    assert cfg.sft.enabled and cfg.sft.demos == 200
+
+
+@pytest.mark.parametrize(("algorithm", "expected"), [
+    ("ctpo", ("cumulative", "adaptive", 0.025, 0.05, 0.5, 0.05, "token-mean")),
+    ("grpo", ("token", "fixed", 0.2, 0.2, 0.0, 3.0, "token-mean")),
+    ("gspo", ("gspo", "fixed", 3e-4, 4e-4, 0.0, None, "seq-mean-token-mean")),
+    ("full_is", ("sequence", "adaptive", 0.2, 0.2, 0.0, math.log(3), "token-mean")),
+])
+def test_per_algorithm_loss_defaults(algorithm: str, expected: tuple) -> None:
+    cfg = load_config({"algorithm": algorithm, **MODEL})
+    got = (cfg.loss.ratio, cfg.loss.clip_mode, cfg.loss.eps_low, cfg.loss.eps_high, cfg.loss.power, cfg.loss.dual, cfg.loss.agg)
+    assert got == expected
+
+
+def test_defaults_follow_the_spec() -> None:
+    cfg = load_config(MODEL)
+    assert cfg.algorithm == "ctpo"
+    assert cfg.rollout.group_size == 8 and cfg.rollout.prompts_per_step == 512 and cfg.mini_batches == 16
+    assert cfg.rollout.max_turns == 5 and cfg.rollout.temperature == 1.0 and cfg.rollout.top_p == 1.0
+    assert cfg.optimizer.lr == 1e-6 and cfg.optimizer.weight_decay == 0.01 and cfg.optimizer.grad_clip == 1.0
+    assert cfg.optimizer.warmup_steps == 0 and cfg.optimizer.schedule == "constant"
+    assert cfg.advantage.estimator == "grpo" and cfg.advantage.eps == 1e-6
+    assert cfg.loss.mismatch_weight is False and cfg.loss.mismatch_cap == 5.0
+
+
+def test_clip_config_bridge() -> None:
+    from toolgym.training.losses import ClipConfig
+
+    assert load_config(MODEL).loss.clip_config() == ClipConfig.ctpo()
+    assert load_config({"algorithm": "grpo", **MODEL}).loss.clip_config() == ClipConfig.grpo()
+    assert load_config({"algorithm": "gspo", **MODEL}).loss.clip_config() == ClipConfig.gspo()
+    assert load_config({"loss": {"clip_mode": "none"}, **MODEL}).loss.clip_config() is None
+
+
+@pytest.mark.parametrize(("data", "message"), [
+    ({"rollout": {"gruop_size": 4}}, r"unknown key 'rollout.gruop_size' \(did you mean 'group_size'\?\); allowed in rollout: env, "),
+    ({"learning_rate": 1e-5}, r"unknown key 'learning_rate'; allowed in config: algorithm, model, "),
+    ({"algorithm": "ppo"}, r"algorithm: must be one of 'ctpo', 'grpo', 'gspo', 'full_is'"),
+    ({"loss": {"agg": "mean"}}, r"loss.agg: must be one of 'token-mean', 'seq-mean-token-mean', 'seq-mean-token-sum'; got 'mean'"),
+    ({"loss": {"ratio": "prefix"}}, r"loss.ratio: must be one of 'cumulative', 'token', 'sequence', 'gspo'"),
+    ({"loss": {"clip_mode": "log"}}, r"loss.clip_mode: must be one of 'adaptive', 'fixed', 'none'"),
+    ({"loss": {"eps_low": -0.1}}, r"loss.eps_low: must be a number >= 0; got -0.1"),
+    ({"algorithm": "grpo", "loss": {"dual": 0.5}}, r"loss.dual: must be null or a ratio > 1 with clip_mode 'fixed'"),
+    ({"advantage": {"estimator": "ppo"}}, r"advantage.estimator: must be one of 'grpo', 'drgrpo', 'rloo'"),
+    ({"optimizer": {"lr": "fast"}}, r"optimizer.lr: must be a number; got 'fast'"),
+    ({"optimizer": {"betas": [0.9]}}, r"optimizer.betas: must be a list of 2 numbers"),
+    ({"optimizer": {"schedule": "step"}}, r"optimizer.schedule: must be one of 'constant', 'linear', 'cosine'"),
+    ({"rollout": {"group_size": 1}}, r"rollout.group_size: must be an integer >= 2"),
+    ({"rollout": {"group_size": 2.5}}, r"rollout.group_size: must be an integer; got 2.5"),
+    ({"rollout": {"sampler": "tgi"}}, r"rollout.sampler: must be one of 'hf', 'vllm', 'openai'"),
+    ({"rollout": {"sampler": "openai"}}, r"rollout.base_url: must be a URL when sampler is 'openai'"),
+    ({"rollout": {"top_p": 0}}, r"rollout.top_p: must be a number in \(0, 1\]"),
+    ({"model": {"dtype": "fp16"}}, r"model.dtype: must be one of 'fp32', 'bf16'"),
+    ({"model": {"gradient_checkpointing": "yes"}}, r"model.gradient_checkpointing: must be true or false"),
+    ({"mini_batches": 7}, r"mini_batches: must be a divisor of rollout.prompts_per_step \(512\); got 7"),
+    ({"grad_accum": 3}, r"grad_accum: must be a divisor of the 256 trajectories of one mini-batch"),
+    ({"sft": {"enabled": True}}, r"sft.data: must be a JSONL path, or sft.demos > 0"),
+    ({"rollout": [1, 2]}, r"rollout: must be a mapping of RolloutConfig fields"),
+    ({"options": {"x": 1}}, r"options: algorithm 'ctpo' takes no options section"),
+])
+def test_invalid_configs_name_the_field(data: dict, message: str) -> None:
+    merged = {**MODEL, **data} if "model" not in data else {**data, "model": {**MODEL["model"], **data["model"]}}
+    with pytest.raises(ConfigError, match=message):
+        load_config(merged)
+
+
+def test_missing_model_and_bad_files(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="model.name_or_path: must be a model asset name"):
+        load_config({})
+    with pytest.raises(ConfigError, match="config file not found"):
+        load_config(tmp_path / "nope.yaml")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("model: [unclosed\n")
+    with pytest.raises(ConfigError, match="is not valid YAML"):
+        load_config(bad)
+    bad.write_text("- a\n- b\n")
+    with pytest.raises(ConfigError, match="top level must be a mapping"):
+        load_config(bad)
+    assert issubclass(ConfigError, ToolgymError)
+
+
+def test_overrides() -> None:
+    cfg = load_config(MODEL, overrides=["loss.eps_high=0.1", "rollout.group_size=4", "algorithm=grpo", "logging.wandb=true"])
+    assert cfg.algorithm == "grpo" and cfg.loss.eps_high == 0.1 and cfg.loss.ratio == "token"
+    assert cfg.rollout.group_size == 4 and cfg.logging.wandb is True
+    with pytest.raises(ConfigError, match="override 'loss.eps_high': must look like"):
+        load_config(MODEL, overrides=["loss.eps_high"])
+    with pytest.raises(ConfigError, match="unknown key 'loss.eps'"):
+        load_config(MODEL, overrides=["loss.eps=1"])
+
+
+def test_round_trip_through_yaml(tmp_path: Path) -> None:
+    src = tmp_path / "run.yaml"
+    src.write_text(FULL_YAML)
+    cfg = load_config(src)
+    out = tmp_path / "resolved.yaml"
+    dump_config(cfg, out)
+    assert load_config(out) == cfg
+    assert load_config(config_to_dict(cfg)) == cfg
+
+
+@dataclass
+class _DemoOptions:
+    peers: int = 2
+    mode: str = "positive"
+
+    def _check(self, p: str) -> None:
+        if self.peers < 1:
+            raise ConfigError(f"{p}.peers: must be an integer >= 1; got {self.peers!r}")
+
+
+def test_registering_another_algorithm_with_options() -> None:
+    register_algorithm("demo_distill", {"ratio": "token", "clip_mode": "none", "agg": "seq-mean-token-mean"},
+                       options=_DemoOptions)
+    try:
+        cfg = load_config({"algorithm": "demo_distill", "options": {"peers": 3}, **MODEL})
+        assert cfg.options == _DemoOptions(peers=3) and cfg.loss.clip_mode == "none"
+        assert load_config({"algorithm": "demo_distill", **MODEL}).options == _DemoOptions()
+        with pytest.raises(ConfigError, match="unknown key 'options.peer'"):
+            load_config({"algorithm": "demo_distill", "options": {"peer": 3}, **MODEL})
+        with pytest.raises(ConfigError, match="options.peers: must be an integer >= 1"):
+            load_config({"algorithm": "demo_distill", "options": {"peers": 0}, **MODEL})
+        with pytest.raises(ValueError, match="unknown loss fields"):
+            register_algorithm("broken", {"epsilon": 0.1})
+    finally:
+        ALGORITHMS.pop("demo_distill", None)
+
+
+def test_config_import_is_torch_free() -> None:
+    code = "import sys, toolgym.training.config as c; c.load_config({'model': {'name_or_path': 'm'}}); print('torch' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
