@@ -76,3 +76,10 @@ async def test_session_arun(sb):
         await s.arun("a = 5")
         r = await s.arun("print(a * 2)")
         assert r.stdout == "10\n"
+
+
+def test_cpu_limit_applies_per_cell(sb):
+    with sb.session() as s:
+        s.run("y = 1")
+        r = s.run("while True:\n    pass", limits=Limits(timeout_s=30, cpu_s=1))
+        assert r.status == "timeout" and r.duration_s < 20 and s.state_lost

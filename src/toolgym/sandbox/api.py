@@ -170,7 +170,9 @@ class Sandbox:
         lim = limits or self.limits
         req = self._request(code, language, stdin, files, lim, return_files, argv)
         t0 = time.monotonic()
-        slack = 40.0 if language == "cpp" else 10.0
+        # the executor answers by itself at the limit; this host-side bound only catches a
+        # hung sandbox (cleanup of a fork bomb under CPU throttling takes a while)
+        slack = 20.0 + lim.timeout_s + (60.0 if language == "cpp" else 0.0)
         return _result(self._pool.call(req, lim.timeout_s + slack), t0)
 
     async def arun(self, code: str, language: str = "python", stdin: str = "", **kw: Any) -> ExecResult:
@@ -190,7 +192,7 @@ class Sandbox:
         self._pool.wait_ready(timeout)
         return self
 
-    def stats(self) -> dict[str, int]:
+    def stats(self) -> dict[str, Any]:
         return self._pool.stats()
 
     # ---------------------------------------------------------------- lifecycle

@@ -126,10 +126,15 @@ def _reap(keep_pid=None):
     return done
 
 
-def _kill_all(keep=()):
-    """Kill every process of the sandbox but us (and `keep`). True if none is left."""
+def _kill_all(keep=(), patience=10.0):
+    """Kill every process of the sandbox but us (and `keep`). True if none is left.
+
+    Dying processes need CPU time to exit, and they share the sandbox's CPU quota with
+    whatever ran: wait for them (with back-off) up to `patience` seconds."""
     keep = set(keep)
-    for _ in range(50):
+    deadline = time.monotonic() + patience
+    pause = 0.0005
+    while True:
         pids = _other_pids(keep)
         if not pids:
             return True
@@ -145,10 +150,11 @@ def _kill_all(keep=()):
                 except OSError:
                     pass
         _reap()
-        # processes that are dying still show in /proc for a moment
-        time.sleep(0.002)
+        if time.monotonic() > deadline:
+            return not _other_pids(keep)
+        time.sleep(pause)
+        pause = min(pause * 2, 0.05)
         _reap()
-    return not _other_pids(keep)
 
 
 def _safe_path(root, name):
@@ -227,9 +233,20 @@ def _child_common(cwd, stdin_fd, out_w, err_w, lim, address_space=True, keep_fd=
     else:
         os.closerange(3, keep_fd)
         os.closerange(keep_fd + 1, 1 << 16)
-    for sig in (signal.SIGPIPE, signal.SIGXFSZ, signal.SIGCHLD, signal.SIGTERM, signal.SIGHUP):
+    for sig in _RESET_SIGNALS:
         signal.signal(sig, signal.SIG_DFL)
     _set_rlimits(lim, address_space)
+
+
+_RESET_SIGNALS = (signal.SIGPIPE, signal.SIGXFSZ, signal.SIGCHLD, signal.SIGTERM, signal.SIGHUP,
+                  signal.SIGINT, signal.SIGUSR1, signal.SIGUSR2)
+
+
+def _python_signals():
+    """What `python3` sets up at start: SIGPIPE/SIGXFSZ ignored, SIGINT -> KeyboardInterrupt."""
+    signal.signal(signal.SIGPIPE, signal.SIG_IGN)
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def _env(cwd):
@@ -285,6 +302,7 @@ def _python_main(path, argv, cwd):
 
     os.environ.clear()
     os.environ.update(_env(cwd))
+    _python_signals()
     _python_stdio()
     sys.argv = ["main.py", *argv]
     sys.path.insert(0, cwd)
@@ -597,6 +615,7 @@ def _session_loop(ctl):
     import builtins
     import types
 
+    _python_signals()
     _python_stdio()
     ns = types.ModuleType("__main__")
     ns.__builtins__ = builtins
@@ -612,7 +631,7 @@ def _session_loop(ctl):
         cpu_used = resource.getrusage(resource.RUSAGE_SELF).ru_utime + resource.getrusage(resource.RUSAGE_SELF).ru_stime
         soft = int(cpu_used + float(msg.get("cpu_s", 10)) + 1)
         try:
-            resource.setrlimit(resource.RLIMIT_CPU, (soft, resource.RLIM_INFINITY))
+            resource.setrlimit(resource.RLIMIT_CPU, (soft, resource.getrlimit(resource.RLIMIT_CPU)[1]))
         except (ValueError, OSError):
             pass
         stdin = msg.get("stdin") or ""

@@ -37,6 +37,7 @@ class Pool:
         self._closed = False
         self.last_error: str | None = None
         self.discarded = 0
+        self.discard_reasons: dict[str, int] = {}
         if warm:
             for _ in range(size):
                 self._start_async()
@@ -111,8 +112,11 @@ class Pool:
                 if self.last_error and self._starting == 0 and not self._all and not self._idle:
                     raise SandboxUnavailable(f"cannot start a sandbox: {self.last_error}")
 
-    def release(self, worker: Worker, healthy: bool = True) -> None:
+    def release(self, worker: Worker, healthy: bool = True, reason: str = "") -> None:
         with self._cond:
+            if not healthy and not self._closed:
+                key = reason or "unhealthy"
+                self.discard_reasons[key] = self.discard_reasons.get(key, 0) + 1
             self._busy.discard(id(worker))
             if healthy and not self._closed:
                 self._idle.append(worker)
@@ -128,20 +132,24 @@ class Pool:
     def call(self, req: dict[str, Any], timeout: float) -> dict[str, Any]:
         """One request on one worker; discards the worker on a fault or an unhealthy reply."""
         worker = self.acquire()
-        healthy = False
+        healthy, reason = False, "executor fault"
         try:
             resp = worker.call(req, timeout)
-            healthy = bool((resp.get("health") or {"healthy": True}).get("healthy", True)) and not resp.get("fault")
+            health = resp.get("health") or {"healthy": True}
+            healthy = bool(health.get("healthy", True)) and not resp.get("fault")
+            reason = health.get("reason") or ("executor fault" if resp.get("fault") else "")
             return resp
         except ChannelClosed as exc:
+            reason = "channel: " + str(exc)
             return {"ok": False, "error": f"sandbox died: {exc}", "fault": True}
         finally:
-            self.release(worker, healthy)
+            self.release(worker, healthy, reason)
 
-    def stats(self) -> dict[str, int]:
+    def stats(self) -> dict[str, Any]:
         with self._cond:
             return {"size": self.size, "live": len(self._all), "idle": len(self._idle),
-                    "busy": len(self._busy), "starting": self._starting, "discarded": self.discarded}
+                    "busy": len(self._busy), "starting": self._starting, "discarded": self.discarded,
+                    "discard_reasons": dict(self.discard_reasons)}
 
     def close(self) -> None:
         with self._cond:
