@@ -78,8 +78,10 @@ except ImportError:
 if sympy is not None:
     v = sympy.sympify(expr, rational=True)
     v = sympy.simplify(v)
-    n = v.evalf(15)
-    print(v if v == n or not v.free_symbols and str(v) == str(n) else f"{v} = {n}" if not v.free_symbols else v)
+    if v.is_Integer or v.free_symbols or not v.is_number:
+        print(v)
+    else:
+        print(f"{v} = {v.evalf(15)}")
 else:
     ops = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
            ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod, ast.Pow: operator.pow,
@@ -125,34 +127,35 @@ def run_tests_tool(limits: Any = None, max_shown: int = 3) -> Tool:
         Args:
             code: the complete program (or function definitions) to test.
         """
-        from toolgym.envs.tasks._code import public_test_cases, run_judge
+        from toolgym.envs.tasks._code import assemble_program, public_test_cases, run_judge
 
         task = ctx.task
         tests = public_test_cases(task)
         if not tests:
             return "no public tests are available for this problem"
         sb = await ctx.get_sandbox()
-        report = await run_judge(sb, code, tests, task.metadata.get("mode", "stdio"), limits)
+        report = await run_judge(sb, assemble_program(code, task), tests, task.ground_truth.get("mode", "stdio"))
         return summarize_report(report, max_shown)
 
     return Tool(run_tests)
 
 
 def summarize_report(report: Any, max_shown: int = 3) -> str:
-    """A few lines for the model: the count, then the first failing verdicts."""
+    """A few lines for the model: the count, then the first failing verdicts with excerpts."""
     lines = [f"passed {report.passed}/{report.total} public tests"]
     shown = 0
-    for i, v in enumerate(getattr(report, "verdicts", []) or []):
-        status = getattr(v, "status", None) or (v.get("status") if isinstance(v, dict) else None)
-        if status in ("ok", "passed", "pass", "accepted", "AC"):
+    for v in report.verdicts:
+        if v.passed:
             continue
         if shown >= max_shown:
             lines.append("...")
             break
-        detail = getattr(v, "diff", None) or getattr(v, "message", None) or getattr(v, "stderr", None)
-        if detail is None and isinstance(v, dict):
-            detail = v.get("diff") or v.get("message")
-        lines.append(f"test {i + 1}: {status}" + (f": {truncate(str(detail), 400)}" if detail else ""))
+        line = f"test {v.index + 1}: {v.status}"
+        if v.message:
+            line += f": {truncate(v.message, 300)}"
+        if v.expected is not None or v.got is not None:
+            line += f"\n  expected: {truncate(str(v.expected), 200)}\n  got: {truncate(str(v.got), 200)}"
+        lines.append(line)
         shown += 1
     return "\n".join(lines)
 

@@ -7,7 +7,6 @@ metadata, so hidden tests do not travel in `info` to the agent.
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import json
 import zlib
@@ -158,11 +157,8 @@ def assemble_program(code: str, task: Task) -> str:
     return code
 
 
-async def run_judge(sb: Any, program: str, tests: list[Any], mode: str, limits: Any = None) -> Any:
-    """The sandbox judge on a worker thread, so the event loop keeps running."""
-    from toolgym.sandbox import judge
+async def run_judge(sb: Any, program: str, tests: list[Any], mode: str, time_limit_s: float = 2.0) -> Any:
+    """The sandbox judge, async (micro-batched across concurrent episodes on one sandbox)."""
+    from toolgym.sandbox.judge import ajudge
 
-    kw: dict[str, Any] = {"tests": tests, "mode": mode}
-    if limits is not None:
-        kw["limits"] = limits
-    return await asyncio.to_thread(judge, sb, program, **kw)
+    return await ajudge(sb, program, tests, mode, time_limit_s=time_limit_s)

@@ -38,13 +38,15 @@ class CodeContestEnv(ToolEnv):
 
     def __init__(self, dataset: Any = "mbpp", *, split: str | None = None, partition: str | None = None,
                  limit: int | None = None, reward_mode: str = "fraction", feedback_turns: int = 0, tools: bool = False,
-                 max_turns: int | None = None, system_prompt: str | None = None, seed: int = 0, **kwargs: Any) -> None:
+                 max_turns: int | None = None, system_prompt: str | None = None, seed: int = 0,
+                 time_limit_s: float = 2.0, **kwargs: Any) -> None:
         if reward_mode not in ("fraction", "all"):
             raise ConfigError(f"reward_mode must be 'fraction' or 'all', got {reward_mode!r}")
         if feedback_turns < 0:
             raise ConfigError(f"feedback_turns must be >= 0, got {feedback_turns}")
         self.reward_mode = reward_mode
         self.feedback_turns = feedback_turns
+        self.time_limit_s = time_limit_s
         tasks = build_source(dataset, code_adapter, split=split, partition=partition, seed=seed, limit=limit)
         tool_list = [run_tests_tool(limits=kwargs.get("limits"))] if tools else []
         turns = max_turns or (1 + feedback_turns + (3 if tools else 0))
@@ -60,7 +62,7 @@ class CodeContestEnv(ToolEnv):
             return 0.0
         tests = hidden_test_cases(task)
         sb = await self.aget_sandbox()
-        report = await run_judge(sb, assemble_program(code, task), tests, task.ground_truth["mode"], self.limits)
+        report = await run_judge(sb, assemble_program(code, task), tests, task.ground_truth["mode"], self.time_limit_s)
         state["judge"] = {"passed": report.passed, "total": report.total}
         if report.total == 0:
             return 0.0
@@ -78,7 +80,7 @@ class CodeContestEnv(ToolEnv):
         if not tests or code is None:
             return None
         sb = await self.aget_sandbox()
-        report = await run_judge(sb, assemble_program(code, self._task), tests, self._task.ground_truth["mode"], self.limits)
+        report = await run_judge(sb, assemble_program(code, self._task), tests, self._task.ground_truth["mode"], self.time_limit_s)
         if report.passed == report.total:
             return None
         self._ctx.state["feedback_used"] = used + 1
