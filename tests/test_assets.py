@@ -297,17 +297,29 @@ LEETCODE_SOLUTIONS = {
         "        self.d.move_to_end(key)\n        return self.d[key]\n"
         "    def put(self, key, value):\n        self.d[key] = value\n        self.d.move_to_end(key)\n"
         "        if len(self.d) > self.c:\n            self.d.popitem(last=False)\n"),
+    "guess_number_higher_or_lower": (  # the tests inject guess() into the program's globals
+        "class Solution:\n    def guess_number(self, n):\n        lo, hi = 1, n\n        while True:\n"
+        "            mid = (lo + hi) // 2\n            g = guess(mid)\n            if g == 0:\n"
+        "                return mid\n            lo, hi = (mid + 1, hi) if g > 0 else (lo, mid - 1)\n"),
+    "clone_graph": (
+        "class Solution:\n    def clone_graph(self, node):\n        if node is None:\n            return None\n"
+        "        made = {}\n        def go(n):\n            if n.val not in made:\n"
+        "                made[n.val] = GraphNode(n.val)\n"
+        "                made[n.val].neighbors = [go(m) for m in n.neighbors]\n            return made[n.val]\n"
+        "        return go(node)\n"),
     "maximum_depth_of_binary_tree": (
         "class Solution:\n    def max_depth(self, root):\n"
         "        return 0 if root is None else 1 + max(self.max_depth(root.left), self.max_depth(root.right))\n"),
 }
 
 
-def _judge_all(program: str, rec: dict) -> bool:
-    """Function-mode judging as the sandbox does it: program, then setup, then each test."""
-    code = "import sys\n" + f"exec(compile({program!r}, 'program', 'exec'))\n"
-    code += f"exec(compile({rec['test_setup']!r}, 'setup', 'exec'))\n"
-    code += "".join(f"exec(compile({t!r}, 'test', 'exec'))\n" for t in rec["tests"])
+def _judge_all(program: str, rec: dict, shared: bool) -> bool:
+    """Function-mode judging: the program, then setup + each test, either in the program's
+    namespace (``shared``) or, as toolgym's sandbox judge does, in a copy of it."""
+    code = f"ns = {{'__name__': '__main__'}}\nexec(compile({program!r}, 'program', 'exec'), ns)\n"
+    for t in rec["tests"]:
+        target = "ns" if shared else "dict(ns)"
+        code += f"exec(compile({rec['test_setup'] + chr(10) + t!r}, 'test', 'exec'), {target})\n"
     return _python_ok(code).returncode == 0
 
 
@@ -321,8 +333,11 @@ def test_leetcode_tests_accept_right_and_reject_wrong_code(default_home: None) -
         assert rec["prompt"].startswith(f"# {rec['number']}. ") and rec["tests"]
         methods = rec["entry_point"].split(".")[-1]
         assert methods in rec["starter_code"]
-        assert _judge_all(solution, rec), slug
-        assert not _judge_all(rec["starter_code"], rec), slug  # the stub fails
+        # a program keeps the starter's support classes (ListNode, ...) and adds its solution
+        support = rec["starter_code"].split(f"class {rec['class_name']}")[0]
+        for shared in (True, False):
+            assert _judge_all(support + solution, rec, shared), (slug, shared)
+            assert not _judge_all(rec["starter_code"], rec, shared), (slug, shared)  # the stub fails
 
 
 # ----------------------------------------------------------------------------- model side (default cache)

@@ -34,9 +34,11 @@ Record schemas returned by :func:`load_records` (extra fields may appear):
   "test_setup" (code defining the ``run_*``/``assert_*`` helpers and the same support
   classes), "tests": [code strings]}``. Each test assigns its parameters, calls the helpers
   and raises (AssertionError or another exception) on failure. Judge a program by running
-  the program, then ``test_setup``, then one test, all in one namespace, i.e.
+  the program, then ``test_setup`` + one test in the program's namespace or a copy of it, i.e.
   ``judge(sb, program, tests=[TestCase(code=record["test_setup"] + "\\n" + t) for t in
-  record["tests"]], mode="function")``. The starter's stubs fail the tests.
+  record["tests"]], mode="function")``. The program must keep the starter's support classes
+  (the tests build their inputs with their own copies; equality is structural, so both mix).
+  The starter's stubs fail the tests.
 
 Splits: ``test`` everywhere it exists (the default), ``validation`` for arc_*, openbookqa and
 mmlu (and the only split of sciq), ``dev`` for mmlu, ``train`` for leetcode.

