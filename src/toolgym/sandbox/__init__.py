@@ -25,10 +25,13 @@ _LAZY = {
     "doctor_report": "toolgym.sandbox.doctor",
     "judge": "toolgym.sandbox.judge",
     "TestCase": "toolgym.sandbox.judge",
+    "ajudge": "toolgym.sandbox.judge",
+    "JudgeReport": "toolgym.sandbox.judge",
+    "Verdict": "toolgym.sandbox.judge",
 }
 
 __all__ = ["ExecResult", "Limits", "STATUSES", "open_sandbox", "Sandbox", "Session", "SandboxRequestError",
-           "LANGUAGES", "doctor_report", "judge", "TestCase"]
+           "LANGUAGES", "doctor_report", "judge", "TestCase", "ajudge", "JudgeReport", "Verdict"]
 
 if TYPE_CHECKING:  # pragma: no cover
     from toolgym.sandbox.api import LANGUAGES, Sandbox, SandboxRequestError, Session, open_sandbox
