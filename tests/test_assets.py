@@ -361,7 +361,6 @@ def test_qwen3_tokenizer_fixture(default_home: None) -> None:
 @pytest.mark.model
 def test_smollm2_checkpoint(default_home: None) -> None:
     pytest.importorskip("transformers")
-    pytest.importorskip("gguf")
     from toolgym._assets.models import verify_smollm2
 
     path = assets.fetch("smollm2-135m-instruct", progress=_quiet)

@@ -38,6 +38,12 @@ def test_unknown_asset_is_one_line_exit_2(tmp_path: Path) -> None:
     assert not (tmp_path / "gsm9k").exists()
 
 
+def test_fetch_without_names_is_one_line_exit_2(tmp_path: Path) -> None:
+    r = toolgym("assets", "fetch", home=tmp_path)
+    assert r.returncode == 2 and r.stderr.strip().startswith("error: name an asset or pass --all; known: ")
+    assert len(r.stderr.strip().splitlines()) == 1
+
+
 def test_path_of_unfetched_asset_says_how_to_fetch(tmp_path: Path) -> None:
     r = toolgym("assets", "path", "humaneval", home=tmp_path)
     assert r.returncode == 2 and "Traceback" not in r.stderr

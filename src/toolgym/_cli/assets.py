@@ -1,6 +1,6 @@
 """`toolgym assets`: fetch models and datasets into the offline cache.
 
-    toolgym assets fetch NAME [NAME ...] [--force] [--json]
+    toolgym assets fetch NAME [NAME ...] | --all [--force] [--json]
     toolgym assets path NAME
     toolgym assets list [--json]
     toolgym assets verify NAME
@@ -26,13 +26,18 @@ def _fail(exc: Exception) -> None:
 
 @app.command()
 def fetch(
-    names: list[str] = typer.Argument(..., help="asset names (see `toolgym assets list`)"),
+    names: list[str] = typer.Argument(None, help="asset names (see `toolgym assets list`)"),
+    all_: bool = typer.Option(False, "--all", help="fetch every known asset"),
     force: bool = typer.Option(False, "--force", help="rebuild even if the cache entry is good"),
     as_json: bool = typer.Option(False, "--json", help="print a JSON list of fetched assets"),
 ) -> None:
     """Download, extract, verify and cache assets; prints each asset's folder."""
     from toolgym import assets
     from toolgym.errors import AssetError
+
+    names = list(assets.KNOWN_ASSETS) if all_ else list(names or [])
+    if not names:
+        _fail(AssetError(f"name an asset or pass --all; known: {', '.join(assets.KNOWN_ASSETS)}"))
 
     for name in names:  # refuse typos before any download starts
         if name not in assets.KNOWN_ASSETS:
