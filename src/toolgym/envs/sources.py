@@ -211,6 +211,8 @@ def require(row: dict[str, Any], field: str, types: type | tuple[type, ...] = st
     if field not in row or row[field] is None:
         raise TaskValidationError(f"field {field!r} is missing (row has: {', '.join(map(str, list(row)[:12]))})")
     v = row[field]
+    if isinstance(v, str) and not v.strip():
+        raise TaskValidationError(f"field {field!r} is empty")
     if not isinstance(v, types):
         want = types.__name__ if isinstance(types, type) else " or ".join(t.__name__ for t in types)
         raise TaskValidationError(f"field {field!r} must be {want}, got {type(v).__name__}")
