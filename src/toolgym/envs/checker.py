@@ -68,7 +68,11 @@ def check_env(make_env: Callable[[], Any], seed: int = 0, probes: dict[str, str]
     try:
         lo, hi = getattr(env, "reward_range", (-math.inf, math.inf))
         add("documents a finite reward range", math.isfinite(lo) and math.isfinite(hi) and lo <= hi, f"{(lo, hi)}")
-        out = env.reset(seed=seed)
+        try:
+            out = env.reset(seed=seed)
+        except Exception as exc:
+            add("reset returns (obs, info)", False, f"raised {type(exc).__name__}: {exc}")
+            return checks
         ok = isinstance(out, tuple) and len(out) == 2
         add("reset returns (obs, info)", ok, type(out).__name__)
         if not ok:
@@ -123,12 +127,17 @@ def check_env(make_env: Callable[[], Any], seed: int = 0, probes: dict[str, str]
         env.reset(seed=seed)
         steps, done, problem = 0, False, ""
         max_turns = int(getattr(env, "max_turns", 50) or 50)
-        while not done and steps < max_turns + 1:
-            res = env.step('<tool_call>{"name": "no_such_tool_xyz", "arguments": {}}</tool_call>')
-            problem = _step_problem(res, lo, hi) or problem
-            done = bool(res[2] or res[3])
-            steps += 1
+        try:
+            while not done and steps < max_turns + 1:
+                res = env.step('<tool_call>{"name": "no_such_tool_xyz", "arguments": {}}</tool_call>')
+                problem = _step_problem(res, lo, hi) or problem
+                done = bool(res[2] or res[3])
+                steps += 1
+        except Exception as exc:
+            problem = f"step raised {type(exc).__name__}: {exc}"
         add("episodes end within max_turns", done and steps <= max_turns and not problem, problem or f"{steps} steps")
+        if not done:
+            return checks
         try:
             env.step("after the end")
             add("step after the end raises EnvStateError", False, "no error")
