@@ -96,9 +96,12 @@ def _judge_tests(task: EvalTask) -> list[Any]:
 
 
 async def judge_many(
-    sandbox: Any, jobs: Sequence[tuple[EvalTask, str]], *, concurrency: int = 4
+    sandbox: Any, jobs: Sequence[tuple[EvalTask, str]], *, concurrency: int = 4, memory_mb: int = 512
 ) -> list[dict[str, Any]]:
-    """Judge (task, program) pairs concurrently; returns {"passed", "total", "ok", "statuses"} each."""
+    """Judge (task, program) pairs concurrently; returns {"passed", "total", "ok", "statuses"} each.
+
+    Concurrent `ajudge` calls on one pooled sandbox are spread over its workers (and micro-batched
+    by the sandbox), so `concurrency` programs are in flight at once."""
     from toolgym.sandbox import ajudge
 
     sem = asyncio.Semaphore(max(1, concurrency))
@@ -108,7 +111,8 @@ async def judge_many(
             return {"passed": 0, "total": 0, "ok": False, "statuses": [], "error": "task has no tests"}
         async with sem:
             try:
-                rep = await ajudge(sandbox, program, tests=_judge_tests(task), mode=task.test_mode)
+                rep = await ajudge(sandbox, program, tests=_judge_tests(task), mode=task.test_mode,
+                                   time_limit_s=task.time_limit_s, memory_mb=memory_mb)
             except Exception as exc:  # a sandbox failure is a recorded verdict, not a crash
                 return {"passed": 0, "total": len(task.tests), "ok": False, "statuses": [],
                         "error": f"{type(exc).__name__}: {exc}"}

@@ -194,8 +194,7 @@ def _judge_code(jobs: list[tuple[EvalTask, str]], cfg: BenchConfig, log: Log) ->
     from toolgym.sandbox import Limits, open_sandbox
     from toolgym.suites.code import judge_many
 
-    timeout = max([t.time_limit_s for t, _ in jobs] + [10.0])
-    with open_sandbox(backend=cfg.sandbox_backend, limits=Limits(timeout_s=timeout)) as sb:
+    with open_sandbox(backend=cfg.sandbox_backend, limits=Limits(timeout_s=60, memory_mb=1024)) as sb:
         return asyncio.run(judge_many(sb, jobs, concurrency=cfg.concurrency))
 
 

@@ -41,7 +41,7 @@ class EvalTask:
     test_mode: Literal["function", "stdio"] = "function"
     program_prefix: str = ""  # e.g. the HumanEval prompt, prepended when a completion lacks the function
     entry_point: str = ""
-    time_limit_s: float = 10.0
+    time_limit_s: float = 6.0  # per test
     metadata: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:

@@ -1,0 +1,59 @@
+"""Cross-check: toolgym's math grading (math_equal, and the suite's grade_math on whole solutions)
+agrees with math-verify on MATH-500 gold answers. Every disagreement is printed.
+
+Pairs: each gold answer against itself in \\boxed{} (should match), each reference solution against
+its gold (should match), and each gold against the next problem's gold (mostly should not).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("math_verify")
+
+from toolgym.errors import AssetError  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def math500() -> list[dict]:
+    from toolgym import assets
+
+    try:
+        return assets.load_records("math500")
+    except AssetError as exc:
+        pytest.skip(f"math500 asset unavailable: {exc}")
+
+
+def _mv(gold: str, pred: str) -> bool:
+    from math_verify import parse, verify
+
+    try:
+        return bool(verify(parse(f"${gold}$"), parse(pred)))
+    except Exception:  # math-verify errors count as "not equal", as in its own evaluation
+        return False
+
+
+def test_math_equal_agrees_with_math_verify_on_math500(math500: list[dict], capsys) -> None:
+    from toolgym.envs.verifiers import math_equal
+    from toolgym.suites.math import grade_math
+
+    rows = []
+    for i, rec in enumerate(math500):
+        gold = rec["answer"]
+        nxt = math500[(i + 1) % len(math500)]["answer"]
+        rows.append(("self", rec["id"], gold, f"\\boxed{{{gold}}}", math_equal(f"\\boxed{{{gold}}}", gold)))
+        if rec.get("solution"):
+            rows.append(("solution", rec["id"], gold, rec["solution"], grade_math(rec["solution"], gold)[0]))
+        rows.append(("other", rec["id"], gold, f"\\boxed{{{nxt}}}", math_equal(f"\\boxed{{{nxt}}}", gold)))
+    disagreements = []
+    for kind, rid, gold, pred, ours in rows:
+        theirs = _mv(gold, pred)
+        if ours != theirs:
+            disagreements.append((kind, rid, gold, pred if kind != "solution" else "<solution>", ours, theirs))
+    with capsys.disabled():
+        print(f"\nmath-verify cross-check on MATH-500: {len(rows)} pairs, {len(disagreements)} disagreements")
+        for kind, rid, gold, pred, ours, theirs in disagreements:
+            print(f"  DISAGREE [{kind}] {rid}: gold={gold!r} pred={pred[:60]!r} toolgym={ours} math-verify={theirs}")
+    self_ok = [r for r in rows if r[0] == "self"]
+    assert all(r[4] for r in self_ok), "math_equal must accept every gold answer against itself"
+    assert len(disagreements) <= 0.02 * len(rows)
