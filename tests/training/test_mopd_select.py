@@ -7,7 +7,7 @@ from collections import Counter
 
 import pytest
 
-from toolgym.training.mopd import batch_contexts, build_context, peer_rng, select_peers
+from toolgym.training.mopd import batch_contexts, build_context, peer_rng, select_peers, seq_mask
 
 
 def _group(k: int, n: int = 8) -> list[int]:
@@ -138,7 +138,7 @@ def test_seq_mask_zero_exactly_when_no_section() -> None:
             sel = select_peers(rewards, i, mode, 0.5, random.Random(0))
             ctx = build_context("P", texts[:n], sel, feedback=fb)
             assert ctx.seq_mask == mask
-            assert ctx.seq_mask == int(bool(ctx.sections))
+            assert seq_mask([ctx]) == [int(bool(ctx.sections))]
 
 
 def test_feedback_only_without_success_peer() -> None:

@@ -106,6 +106,11 @@ class TeacherContext:
         return any(s.kind == kind for s in self.sections)
 
 
+def seq_mask(contexts: Sequence[TeacherContext]) -> list[int]:
+    """Per-rollout sequence mask: 0 exactly when the teacher context has no section."""
+    return [c.seq_mask for c in contexts]
+
+
 def build_context(
     problem: str,
     responses: Sequence[str],
