@@ -208,3 +208,16 @@ def test_config_import_is_torch_free() -> None:
     code = "import sys, toolgym.training.config as c; c.load_config({'model': {'name_or_path': 'm'}}); print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_lr_schedule_factor() -> None:
+    cfg = load_config({**MODEL, "optimizer": {"warmup_steps": 4, "schedule": "cosine", "min_lr_ratio": 0.1}})
+    f = [cfg.optimizer.lr_factor(s, 14) for s in range(16)]
+    assert f[:4] == [0.25, 0.5, 0.75, 1.0]  # linear warmup
+    assert f[4] == pytest.approx(1.0) and f[9] == pytest.approx(0.55) and f[14] == pytest.approx(0.1)
+    assert f[15] == pytest.approx(0.1)  # stays at the floor past the end
+    assert all(a >= b for a, b in zip(f[4:], f[5:], strict=False))
+    lin = load_config({**MODEL, "optimizer": {"schedule": "linear"}}).optimizer
+    assert [lin.lr_factor(s, 4) for s in range(5)] == [1.0, 0.75, 0.5, 0.25, 0.0]
+    const = load_config(MODEL).optimizer
+    assert {const.lr_factor(s, 10) for s in range(12)} == {1.0}

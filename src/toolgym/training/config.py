@@ -87,6 +87,23 @@ class OptimizerConfig:
     schedule: Literal["constant", "linear", "cosine"] = "constant"
     min_lr_ratio: float = 0.0  # final lr / lr for linear and cosine decay
 
+    def lr_factor(self, step: int, total_steps: int) -> float:
+        """Multiplier of ``lr`` at optimizer step ``step`` (0-based): linear warmup, then the schedule.
+
+        For ``torch.optim.lr_scheduler.LambdaLR(opt, lambda s: cfg.lr_factor(s, total))``.
+        """
+        if step < self.warmup_steps:
+            return (step + 1) / self.warmup_steps
+        if self.schedule == "constant":
+            return 1.0
+        span = max(total_steps - self.warmup_steps, 1)
+        progress = min(max(step - self.warmup_steps, 0) / span, 1.0)
+        if self.schedule == "linear":
+            shape = 1.0 - progress
+        else:
+            shape = 0.5 * (1.0 + math.cos(math.pi * progress))
+        return self.min_lr_ratio + (1.0 - self.min_lr_ratio) * shape
+
     def _check(self, p: str) -> None:
         _require(self.lr > 0, f"{p}.lr", "a number > 0", self.lr)
         _require(all(0 <= b < 1 for b in self.betas), f"{p}.betas", "two numbers in [0, 1)", list(self.betas))
