@@ -217,7 +217,26 @@ def _boot():
     pristine = dct(builtins.__dict__)
     modules = [(m, dct(m.__dict__)) for m in lst(sys.modules.values())
                if m is not None and isinst(getattr(m, "__dict__", None), dict)]
+    classes = []  # Python classes of those modules, whose attributes a program could patch
+    for m, d in modules:
+        for v in d.values():
+            if isinst(v, type) and v.__flags__ & 512 and not v.__flags__ & 256 \
+                    and v.__dict__.get("__module__") == d.get("__name__"):
+                classes.append((v, dct(v.__dict__)))
     sys_modules = dct(sys.modules)
+    stdlib = os.path.dirname(os.__file__) + "/"
+    modtype, getdict = types.ModuleType, types.ModuleType.__dict__["__dict__"].__get__
+    missing = object()
+
+    def third_party(m):
+        """A genuine module from outside the pure-Python standard library."""
+        try:
+            if tp(m) is not modtype:
+                return False
+            f = getdict(m).get("__file__")
+            return tp(f) is strt and (not f.startswith(stdlib) or "-packages/" in f or "/lib-dynload/" in f)
+        except bexc:
+            return False
 
     def hook(event, args):
         if event == "sys.addaudithook":
@@ -244,7 +263,27 @@ def _boot():
             for k, v in d.items():
                 if md.get(k, md) is not v:
                     md[k] = v
-        sys.modules.update(sys_modules)
+        for c, d in classes:
+            cd = c.__dict__
+            for k in lst(cd):
+                if k not in d and k != "__slotnames__":
+                    try:
+                        delattr(c, k)
+                    except bexc:
+                        pass
+            for k, v in d.items():
+                if cd.get(k, missing) is not v:
+                    try:
+                        setattr(c, k, v)
+                    except bexc:
+                        pass
+        sm = sys.modules
+        for name in lst(sm):
+            # the standard library modules the program imported (and could have patched)
+            # are imported afresh by the test; third-party packages cannot always be.
+            if name not in sys_modules and not third_party(sm[name]):
+                del sm[name]
+        sm.update(sys_modules)
         sys.stdin, sys.stdout, sys.stderr = streams
 
     tag, program = recv()
