@@ -208,3 +208,11 @@ def test_batched_shapes_and_values_match_single() -> None:
     assert d[0, 0].item() == pytest.approx(0.134641, abs=1e-6)
     assert d[0, 1].item() == pytest.approx(0.134641, abs=1e-6)  # flipping both keeps the pair
     assert math.isfinite(d.sum().item())
+
+
+def test_half_precision_logits_are_upcast() -> None:
+    zs, zt = _z(False)
+    lp, ids = student_topk(zs.to(torch.bfloat16), 2)
+    lq = gather_logprobs(zt.to(torch.bfloat16), ids)
+    assert lp.dtype == torch.float32 and lq.dtype == torch.float32
+    assert topk_divergence(lp, lq).item() == pytest.approx(0.134641, abs=5e-3)  # bf16 inputs, fp32 math

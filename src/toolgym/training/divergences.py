@@ -70,13 +70,20 @@ def forward_kl(lp: torch.Tensor, lq: torch.Tensor) -> torch.Tensor:
     return divergence(lp, lq, 0.0)
 
 
+def _log_softmax(logits: torch.Tensor) -> torch.Tensor:
+    """Log-softmax in at least fp32 (bf16/fp16 logits lose the tail otherwise)."""
+    if logits.dtype not in (torch.float32, torch.float64):
+        logits = logits.float()
+    return F.log_softmax(logits, dim=-1)
+
+
 def student_topk(student_logits: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
     """Student log-softmax gathered at its own top-k ids.
 
     Returns ``(lp_topk [..., k] with gradient, ids [..., k] without gradient)``. The ids come
     from the student's logits only; the teacher is gathered at these same ids.
     """
-    lp_full = F.log_softmax(student_logits, dim=-1)
+    lp_full = _log_softmax(student_logits)
     k = min(k, student_logits.shape[-1])
     ids = student_logits.detach().topk(k, dim=-1).indices
     return lp_full.gather(-1, ids), ids
@@ -84,7 +91,7 @@ def student_topk(student_logits: torch.Tensor, k: int) -> tuple[torch.Tensor, to
 
 def gather_logprobs(logits: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
     """Full-vocabulary log-softmax of ``logits`` gathered at ``ids`` (same leading shape)."""
-    return F.log_softmax(logits, dim=-1).gather(-1, ids)
+    return _log_softmax(logits).gather(-1, ids)
 
 
 def topk_divergence(
@@ -98,7 +105,7 @@ def topk_divergence(
 
 def full_divergence(student_logits: torch.Tensor, teacher_logits: torch.Tensor, alpha: float = 0.5) -> torch.Tensor:
     """Divergence over the whole vocabulary (the reference the top-K form approximates)."""
-    return divergence(F.log_softmax(student_logits, -1), F.log_softmax(teacher_logits.detach(), -1), alpha)
+    return divergence(_log_softmax(student_logits), _log_softmax(teacher_logits.detach()), alpha)
 
 
 def sampled_token_reverse_kl(logp: torch.Tensor, teacher_logp: torch.Tensor) -> torch.Tensor:
