@@ -44,7 +44,9 @@ def test_partial_credit_and_all_or_nothing(local_sandbox):
     cheat = "def square(x):\n    return {2: 4, 3: 9}.get(x, 7)"
     frac = toolgym.make("toolgym/CodeContest-v0", dataset=[row], sandbox=local_sandbox)
     frac.reset(seed=0)
-    assert frac.step(block(cheat))[1] == pytest.approx(0.5)
+    _, r, _, _, info = frac.step(block(cheat))
+    assert r == pytest.approx(0.5)
+    assert info["judge"]["passed"] == 2 and info["judge"]["total"] == 4
     allnone = toolgym.make("toolgym/CodeContest-v0", dataset=[row], sandbox=local_sandbox, reward_mode="all")
     allnone.reset(seed=0)
     assert allnone.step(block(cheat))[1] == 0.0

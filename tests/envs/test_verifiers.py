@@ -189,3 +189,25 @@ def test_rg_score_never_raises():
 
     assert rg_score(Boom(), "x", {}) == 0.0
     assert rg_score(Half(), "x", {}) == 0.5
+
+
+def test_verify_worker_recovers_after_its_process_dies():
+    """The off-main-thread worker is restarted when its child interpreter has died."""
+    from toolgym.envs import verifiers
+
+    def compare():
+        out["v"] = math_equal("2x+2x", "4x")
+
+    out: dict = {}
+    t = threading.Thread(target=compare)
+    t.start()
+    t.join(120)
+    assert out["v"] is True
+    proc = verifiers._WORKER._proc
+    proc.kill()
+    proc.wait()
+    out.clear()
+    t = threading.Thread(target=compare)
+    t.start()
+    t.join(120)
+    assert out["v"] is True and verifiers._WORKER._proc is not proc

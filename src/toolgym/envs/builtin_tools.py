@@ -51,10 +51,9 @@ def python_tool(stateful: bool = False, limits: Any = None) -> Tool:
         if stateful:
             session = ctx.state.get("python_session")
             if session is None:
-                cm = sb.session()
-                session = await asyncio.to_thread(cm.__enter__)
+                session = await asyncio.to_thread(sb.session)  # acquiring a worker may wait: off the loop
                 ctx.state["python_session"] = session
-                ctx.state.setdefault("closers", []).append(cm)
+                ctx.state.setdefault("closers", []).append(session)
             kw = {"limits": limits} if limits is not None else {}
             result = await _run_in(session, code, **kw)
         else:

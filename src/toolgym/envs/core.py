@@ -132,12 +132,20 @@ class ToolEnv(gymnasium.Env):
         return self._sandbox
 
     def _close_episode(self) -> None:
-        for cm in reversed(self._ctx.state.get("closers", [])):
+        for obj in reversed(self._ctx.state.get("closers", [])):
             try:
-                cm.__exit__(None, None, None)
+                closer = getattr(obj, "close", None)
+                closer() if closer is not None else obj.__exit__(None, None, None)
             except Exception:
                 pass
         self._ctx.state.clear()
+
+    async def _aclose_episode(self) -> None:
+        """Release per-episode resources (sessions) off the event loop."""
+        if self._ctx.state.get("closers"):
+            await asyncio.to_thread(self._close_episode)
+        else:
+            self._ctx.state.clear()
 
     def close(self) -> None:
         """End the episode's sessions; close the sandbox only if this env opened it."""
@@ -194,7 +202,7 @@ class ToolEnv(gymnasium.Env):
     # ------------------------------------------------------------------ async API
     async def areset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
         super().reset(seed=seed)
-        self._close_episode()
+        await self._aclose_episode()
         task = self.sample_task(options or {})
         self._task = task
         self._ctx.task = task
@@ -249,7 +257,7 @@ class ToolEnv(gymnasium.Env):
             if truncated:
                 result = await self._score(text, None)
                 reward += result.total
-                self._finish(info, result, None)
+                await self._finish(info, result, None)
             return obs, reward, False, truncated, info
 
         if self._turn < self.max_turns:
@@ -260,7 +268,7 @@ class ToolEnv(gymnasium.Env):
                 return follow_up, 0.0, False, False, info
         result = await self._score(text, parsed.answer)
         info["finish_reason"] = "answer" if parsed.answer is not None else "no_answer"
-        self._finish(info, result, parsed.answer)
+        await self._finish(info, result, parsed.answer)
         return [], result.total, True, False, info
 
     async def on_final(self, text: str, parsed: ParsedTurn) -> list[dict[str, Any]] | None:
@@ -287,7 +295,7 @@ class ToolEnv(gymnasium.Env):
         return await self.rubric.ascore(completion=completion, answer=answer, task=self._task,
                                         messages=self._messages, state=self._ctx.state)
 
-    def _finish(self, info: dict[str, Any], result: RubricResult, answer: str | None) -> None:
+    async def _finish(self, info: dict[str, Any], result: RubricResult, answer: str | None) -> None:
         self._done = True
         info["answer"] = answer
         info["reward_components"] = dict(result.components)
@@ -295,7 +303,10 @@ class ToolEnv(gymnasium.Env):
         if result.errors:
             info["reward_errors"] = dict(result.errors)
         info["tool_calls_total"] = self._calls_used
-        self._close_episode()
+        extra = self._ctx.state.get("info")  # details reward functions left for the agent (e.g. judge counts)
+        if isinstance(extra, dict):
+            info.update(jsonable(extra))
+        await self._aclose_episode()
 
     # ------------------------------------------------------------------ sync API
     def _run(self, coro: Any) -> Any:

@@ -3,7 +3,7 @@
 
 `math_equal` tries an exact numeric comparison first and falls back to math-verify (+ sympy).
 math-verify's timeout uses signal.alarm, which only works in the main thread: off the main
-thread the check runs in a small worker process that is killed on timeout.
+thread the check runs in a small child interpreter that is killed on timeout.
 """
 
 from __future__ import annotations
@@ -127,50 +127,63 @@ def _mv_compare(gold: str, pred: str, timeout_s: int) -> bool:
 
 
 class _VerifyWorker:
-    """One spawned process that runs math-verify with alarms; killed and restarted on timeout."""
+    """One child interpreter that runs math-verify with alarms (in its main thread), spoken to in
+    JSON lines over pipes; killed and restarted when a comparison overruns. A plain subprocess
+    (not multiprocessing) so the user's __main__ module is never re-imported."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._proc: Any = None
-        self._conn: Any = None
 
     def _start(self) -> None:
-        import multiprocessing as mp
+        import subprocess
+        import sys
 
-        ctx = mp.get_context("spawn")
-        parent, child = ctx.Pipe()
-        proc = ctx.Process(target=_worker_main, args=(child,), daemon=True, name="toolgym-math-verify")
-        proc.start()
-        child.close()
-        self._proc, self._conn = proc, parent
+        self._proc = subprocess.Popen(
+            [sys.executable, "-c", "from toolgym.envs.verifiers import _serve; _serve()"],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, bufsize=1,
+        )
 
     def _stop(self) -> None:
         if self._proc is not None:
             self._proc.kill()
-            self._proc.join(timeout=5)
-        self._proc = self._conn = None
+            self._proc.wait(timeout=10)
+        self._proc = None
 
     def compare(self, gold: str, pred: str, timeout_s: float) -> bool:
+        import json
+        import selectors
+
         with self._lock:
-            if self._proc is None or not self._proc.is_alive():
+            if self._proc is None or self._proc.poll() is not None:
                 self._start()
             try:
-                self._conn.send((gold, pred, max(1, int(timeout_s))))
-                if self._conn.poll(timeout_s + 30.0):  # + start-up and import time of the first call
-                    return bool(self._conn.recv())
-            except (OSError, EOFError):
+                self._proc.stdin.write(json.dumps([gold, pred, max(1, int(timeout_s))]) + "\n")
+                self._proc.stdin.flush()
+                with selectors.DefaultSelector() as sel:
+                    sel.register(self._proc.stdout, selectors.EVENT_READ)
+                    if sel.select(timeout_s + 30.0):  # + start-up and import time of the first call
+                        line = self._proc.stdout.readline()
+                        if line:
+                            return bool(json.loads(line))
+            except (OSError, ValueError):
                 pass
             self._stop()
             return False
 
 
-def _worker_main(conn: Any) -> None:  # pragma: no cover - runs in the child process
-    while True:
+def _serve() -> None:  # pragma: no cover - runs in the child interpreter
+    import json
+    import sys
+
+    for line in sys.stdin:
         try:
-            gold, pred, t = conn.recv()
-        except (EOFError, OSError):
-            return
-        conn.send(_mv_compare(gold, pred, t))
+            gold, pred, t = json.loads(line)
+            ok = _mv_compare(gold, pred, t)
+        except Exception:
+            ok = False
+        sys.stdout.write("true\n" if ok else "false\n")
+        sys.stdout.flush()
 
 
 _WORKER = _VerifyWorker()

@@ -58,12 +58,13 @@ class CodeContestEnv(ToolEnv):
         """Judge the last ```python block on the hidden tests."""
         code = extract_code(completion)
         if code is None:
-            state["judge"] = {"passed": 0, "total": 0, "error": "no ```python block in the final message"}
+            state.setdefault("info", {})["judge"] = {"passed": 0, "total": 0, "error": "no ```python block in the final message"}
             return 0.0
         tests = hidden_test_cases(task)
         sb = await self.aget_sandbox()
         report = await run_judge(sb, assemble_program(code, task), tests, task.ground_truth["mode"], self.time_limit_s)
-        state["judge"] = {"passed": report.passed, "total": report.total}
+        state.setdefault("info", {})["judge"] = {"passed": report.passed, "total": report.total,
+                                                 "statuses": [v.status for v in report.verdicts][:50]}
         if report.total == 0:
             return 0.0
         if self.reward_mode == "all":
