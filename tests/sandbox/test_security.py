@@ -49,12 +49,17 @@ def test_unknown_language_raises_with_the_list(sb):
 
 
 def test_malformed_requests_get_error_replies_and_the_sandbox_survives(sb):
+    discarded = sb.stats()["discarded"]
     for req in ({"op": "nope"}, {"op": "run", "code": 5}, {"op": "run", "code": "1", "language": "cobol"},
                 {"op": "run", "code": "1", "files": {"../escape": "eA=="}},
                 {"op": "run", "code": "1", "files": {"/etc/x": "eA=="}},
-                {"op": "run", "code": "1", "limits": {"timeout_s": "soon"}}):
+                {"op": "run", "code": "1", "limits": {"timeout_s": "soon"}},
+                {"op": "run", "code": "1", "files": ["not", "a", "dict"]},
+                {"op": "run", "code": "1", "files": {"a": "not base64!"}},
+                {"op": "session_run", "code": "1", "limits": "fast"}):
         resp = sb.raw_call(req)
         assert resp["ok"] is False and resp["error"], req
+    assert sb.stats()["discarded"] == discarded  # refused cleanly, no sandbox was lost
     # bytes that are not JSON at all, straight onto the worker's stream
     pool = sb._pool
     worker = pool.acquire()

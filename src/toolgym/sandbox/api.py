@@ -172,7 +172,7 @@ class Sandbox:
         t0 = time.monotonic()
         # the executor answers by itself at the limit; this host-side bound only catches a
         # hung sandbox (cleanup of a fork bomb under CPU throttling takes a while)
-        slack = 20.0 + lim.timeout_s + (60.0 if language == "cpp" else 0.0)
+        slack = 60.0 + lim.timeout_s + (60.0 if language == "cpp" else 0.0)
         return _result(self._pool.call(req, lim.timeout_s + slack), t0)
 
     async def arun(self, code: str, language: str = "python", stdin: str = "", **kw: Any) -> ExecResult:

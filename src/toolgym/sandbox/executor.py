@@ -538,8 +538,11 @@ def op_run(req):
     code = req.get("code")
     if not isinstance(code, str):
         return {"ok": False, "error": "malformed request: 'code' must be a string"}
-    lim = _limits(req)
-    argv = [str(a) for a in (req.get("argv") or [])]
+    try:
+        lim = _limits(req)
+        argv = [str(a) for a in (req.get("argv") or [])]
+    except (TypeError, ValueError, AttributeError) as exc:
+        return {"ok": False, "error": f"malformed request: {exc}"}
     if _SESSION is not None:
         _session_kill()
     _SEQ[0] += 1
@@ -583,10 +586,10 @@ def op_run(req):
         finally:
             os.close(fd)
         return _finish(res, cwd, req, oom)
-    except ValueError as exc:
+    except (ValueError, TypeError, AttributeError) as exc:  # bad files: nothing ran yet
         _rmtree(cwd)
         os.rmdir(cwd)
-        return {"ok": False, "error": str(exc)}
+        return {"ok": False, "error": f"malformed request: {exc}"}
 
 
 def _finish(res, cwd, req, oom):
@@ -703,7 +706,10 @@ def op_session_run(req):
     code = req.get("code")
     if not isinstance(code, str):
         return {"ok": False, "error": "malformed request: 'code' must be a string"}
-    lim = _limits(req)
+    try:
+        lim = _limits(req)
+    except (TypeError, ValueError, AttributeError) as exc:
+        return {"ok": False, "error": f"malformed request: {exc}"}
     restarted = False
     if _SESSION is None or req.get("reset"):
         restarted = _SESSION is not None
