@@ -3,11 +3,12 @@ asset cache, and small environments defined here (the real ones come from toolgy
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+from tests.agents.helpers import need
 
 CHATML_TEMPLATE = (
     "{%- if tools %}{{ '<|im_start|>system\\n' }}{% if messages[0].role == 'system' %}{{ messages[0].content + '\\n\\n' }}{% endif %}"
@@ -28,18 +29,6 @@ CORPUS = [
     "<think>I should add the numbers.</think> result 1 result 2 tool system user assistant",
     "The quick brown fox jumps over the lazy dog. 0123456789 + - * / = ( ) { } [ ] : , \" '",
 ] * 20
-
-
-def _ci() -> bool:
-    return os.environ.get("CI", "").lower() == "true"
-
-
-def need(cond: bool, why: str) -> None:
-    """Skip locally when a part is missing; under CI=true the test must fail instead."""
-    if not cond:
-        if _ci():
-            pytest.fail(f"CI=true but {why}")
-        pytest.skip(why)
 
 
 @pytest.fixture(scope="session")

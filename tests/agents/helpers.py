@@ -3,6 +3,22 @@
 from __future__ import annotations
 
 import asyncio
+import os
+
+import pytest
+
+
+def _ci() -> bool:
+    return os.environ.get("CI", "").lower() == "true"
+
+
+def need(cond: bool, why: str) -> None:
+    """Skip locally when a part is missing; under CI=true the test must fail instead."""
+    if not cond:
+        if _ci():
+            pytest.fail(f"CI=true but {why}")
+        pytest.skip(why)
+
 
 CALC_TOOL = {
     "type": "function",

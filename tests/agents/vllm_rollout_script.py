@@ -73,7 +73,9 @@ def main() -> None:
                 report["max_logprob_diff"] = max(report["max_logprob_diff"], d)
                 report["model_tokens"] += 1
     # In-place weight update without a restart: a zero final norm makes every logit 0 -> uniform.
-    sampler.update_weights({"model.norm.weight": torch.zeros_like(hf.model.norm.weight)})
+    new = dict(hf.state_dict())
+    new["model.norm.weight"] = torch.zeros_like(hf.model.norm.weight)
+    sampler.update_weights(new)
     s = sampler.generate([group[0].prompt_ids], SamplingParams(max_tokens=3, seed=0))[0][0]
     report["after_update_logprobs"] = s.logprobs
     report["uniform_logprob"] = -math.log(hf.config.vocab_size)

@@ -31,6 +31,7 @@ class BatchQueue:
         self._lock = threading.Lock()
         self._busy = False
         self._engine_lock = threading.Lock()  # one engine call at a time, across event loops too
+        self.batch_sizes: list[int] = []  # requests per engine call, most recent last (observability)
 
     async def submit(self, prompt: list[int], params: SamplingParams) -> list[Sample]:
         loop = asyncio.get_running_loop()
@@ -54,6 +55,7 @@ class BatchQueue:
                     return
                 batch = self._pending[: self._max_batch]
                 self._pending = self._pending[self._max_batch :]
+            self.batch_sizes = (self.batch_sizes + [len(batch)])[-1000:]
             try:
                 with self._engine_lock:
                     results = self._run_batch([r for r, _, _ in batch])

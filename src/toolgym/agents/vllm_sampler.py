@@ -3,7 +3,7 @@
 Prompts go in as token ids (`TokensPrompt`); each sample comes back with its token ids and the
 log-prob of each sampled token. The engine is created with `logprobs_mode="processed_logprobs"`, so
 those are log-probs of the distribution the token was drawn from (after temperature and top-k/top-p).
-New trainer weights are loaded in place with the worker's `reload_weights` through `collective_rpc`
+New trainer weights are loaded in place with the workers' `reload_weights` through `collective_rpc`
 (no restart), then the prefix cache is reset so no KV computed with old weights is reused.
 
 Scripts that create a VLLMSampler must guard their entry point with `if __name__ == "__main__":`
@@ -86,9 +86,28 @@ class VLLMSampler(Sampler):
         return out
 
     def update_weights(self, state_dict: dict[str, Any]) -> None:
-        """Load trainer weights (HF checkpoint names) into the running engine, in place, without a restart."""
-        items = [(k, v.detach().cpu().contiguous()) for k, v in state_dict.items()]
-        self.llm.collective_rpc("reload_weights", kwargs={"weights_iterator": items, "is_checkpoint_format": True})
+        """Load trainer weights (HF checkpoint names, normally the full state dict) into the running engine,
+        in place, without a restart.
+
+        The engine's workers may live in other processes, and vLLM's RPC channel is meant for control
+        messages (tensors do not survive it as tensors), so the weights travel through a safetensors file
+        in shared memory and the workers' `reload_weights` reads them from there.
+        """
+        import os
+        import shutil
+        import tempfile
+
+        from safetensors.torch import save_file
+
+        base = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
+        folder = tempfile.mkdtemp(prefix="toolgym-weights-", dir=base)
+        try:
+            # clone: tied parameters share storage, which safetensors refuses to save twice
+            tensors = {k: v.detach().to("cpu").clone().contiguous() for k, v in state_dict.items()}
+            save_file(tensors, os.path.join(folder, "model.safetensors"))
+            self.llm.collective_rpc("reload_weights", kwargs={"weights_path": folder, "is_checkpoint_format": True})
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
         self.llm.reset_prefix_cache()
 
     def sleep(self, level: int = 1) -> None:

@@ -1,0 +1,89 @@
+"""RolloutRunner scheduling: generation overlaps tool execution, concurrent episodes share engine
+batches, groups stay whole, and per-episode seeds make runs reproducible."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+from tests.agents.helpers import AsyncToolEchoEnv, ToolEchoEnv
+from toolgym.agents.chat import ChatTemplate
+from toolgym.agents.hf_sampler import HFSampler
+from toolgym.agents.runner import EpisodeLimits, RolloutRunner
+from toolgym.agents.sampling import Sampler, SamplingParams
+
+
+@pytest.fixture(scope="module")
+def hf(tiny_dir):
+    return HFSampler(str(tiny_dir))
+
+
+class Intervals:
+    def __init__(self) -> None:
+        self.gen: list[tuple[float, float]] = []
+        self.tool: list[tuple[float, float]] = []
+
+    def overlaps(self) -> bool:
+        return any(a < d and c < b for a, b in self.gen for c, d in self.tool)
+
+
+class TimedSampler(Sampler):
+    def __init__(self, inner: Sampler, iv: Intervals) -> None:
+        self.inner, self.iv, self.max_model_len, self.name = inner, iv, inner.max_model_len, inner.name
+
+    async def agenerate(self, prompts, params):
+        t = time.perf_counter()
+        try:
+            return await self.inner.agenerate(prompts, params)
+        finally:
+            self.iv.gen.append((t, time.perf_counter()))
+
+
+class TimedEnv(AsyncToolEchoEnv):
+    def __init__(self, iv: Intervals) -> None:
+        super().__init__(turns=3, tool_latency_s=0.05)
+        self.iv = iv
+
+    async def astep(self, text):
+        t = time.perf_counter()
+        try:
+            return await super().astep(text)
+        finally:
+            self.iv.tool.append((t, time.perf_counter()))
+
+
+@pytest.mark.parametrize("serial", [False, True])
+def test_generation_overlaps_tool_execution_only_when_concurrent(hf, serial):
+    iv = Intervals()
+    runner = RolloutRunner(TimedSampler(hf, iv), ChatTemplate(hf.tokenizer), lambda: TimedEnv(iv),
+                           SamplingParams(max_tokens=6), EpisodeLimits(max_turns=4), seed=0)
+    groups = asyncio.run(runner.arun([1, 2], group_size=3, serial=serial))
+    assert [len(g) for g in groups] == [3, 3]
+    assert all(t.finish_reason == "answer" for g in groups for t in g)
+    assert iv.overlaps() is (not serial)
+    assert 0.0 <= runner.stats.outside_generation_share <= 1.0
+
+
+def test_concurrent_episodes_share_engine_batches(tiny_dir):
+    hf = HFSampler(str(tiny_dir))
+    runner = RolloutRunner(hf, ChatTemplate(hf.tokenizer), lambda: ToolEchoEnv(turns=2), SamplingParams(max_tokens=6),
+                           EpisodeLimits(max_turns=3), seed=0)
+    runner.run([0], group_size=4)
+    assert max(hf._queue.batch_sizes) > 1  # the four first turns went to the model together
+
+
+def test_same_seed_same_rollouts_and_groups_keep_their_task(hf):
+    def run():
+        r = RolloutRunner(hf, ChatTemplate(hf.tokenizer), lambda: ToolEchoEnv(turns=2), SamplingParams(max_tokens=6),
+                          EpisodeLimits(max_turns=3), seed=42)
+        return r.run([3, 8], group_size=2)
+
+    a, b = run(), run()
+    assert [[t.response_ids for t in g] for g in a] == [[t.response_ids for t in g] for g in b]
+    assert [g[0].task_id for g in a] == ["echo-3", "echo-8"]
+    assert a[0][0].response_ids != a[0][1].response_ids  # episodes of a group are distinct samples
+    for g in a:
+        assert {t.metadata["episode_index"] for t in g} == {0, 1}
+        assert len({t.group_id for t in g}) == 1
