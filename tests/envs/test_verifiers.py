@@ -49,6 +49,7 @@ EQUAL = [
     ("<answer>7</answer>", "7"),
     ("0.3333333333", "1/3"),  # within the default relative tolerance of 1e-6
     ("−5", "-5"),  # Unicode minus
+    ("Yes", "yes"),
 ]
 
 NOT_EQUAL = [
@@ -68,6 +69,7 @@ NOT_EQUAL = [
     ("no answer here at all, just words and more words", "7"),
     ("12", "1,2"),
     ("\\frac{1}{0}", "0"),
+    ("no", "yes"),
 ]
 
 

@@ -200,7 +200,7 @@ def math_equal(pred: Any, gold: Any, *, rel_tol: float = 1e-6, timeout_s: int = 
     p, g = normalize_math(pred), normalize_math(gold)
     if not p or not g:
         return False
-    if p == g:
+    if p == g or (p.replace(" ", "").isalpha() and p.lower() == g.lower()):  # "Yes" / "yes"
         return True
     pn, gn = _as_number(p), _as_number(g)
     if pn is not None and gn is not None:
