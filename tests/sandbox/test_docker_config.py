@@ -1,0 +1,38 @@
+"""The containers of the docker backend are locked down as documented (read back from
+the engine, not from our own settings)."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from tests.sandbox.conftest import require_backend
+from toolgym.sandbox import Limits, open_sandbox
+
+
+@pytest.fixture(scope="module")
+def container_attrs():
+    require_backend("docker")
+    with open_sandbox("docker", Limits(timeout_s=5, memory_mb=300, pids=40), pool_size=1) as sb:
+        sb.wait_ready(120)
+        worker = sb._pool._idle[0]
+        worker.container.reload()
+        yield worker.container.attrs, sb.run("import os\nprint(os.getuid(), os.getgid())").stdout
+
+
+def test_container_is_locked_down(container_attrs):
+    attrs, ids = container_attrs
+    host, cfg = attrs["HostConfig"], attrs["Config"]
+    assert host["NetworkMode"] == "none"
+    assert host["CapDrop"] == ["ALL"] and not host.get("CapAdd")
+    assert "no-new-privileges" in host["SecurityOpt"]
+    assert host["ReadonlyRootfs"] is True
+    assert not host.get("Privileged")
+    assert not host.get("Binds") and not attrs.get("Mounts")
+    assert set(host["Tmpfs"]) == {"/work", "/tmp"} and all("size=" in v for v in host["Tmpfs"].values())
+    assert host["Memory"] > 300 << 20 and host["MemorySwap"] == host["Memory"]
+    assert host["PidsLimit"] and host["PidsLimit"] < 64
+    assert host["NanoCpus"] > 0
+    assert cfg["User"] == "65534:65534" and ids == "65534 65534\n"
+    assert cfg["Labels"]["toolgym.sandbox"] == "1" and cfg["Labels"]["toolgym.pid"] == str(os.getpid())
