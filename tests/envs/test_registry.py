@@ -117,3 +117,10 @@ def test_broken_plugin_is_reported_not_fatal(tmp_path):
     finally:
         sys.path.remove(str(tmp_path))
         registry.plugin_errors.clear()
+
+
+def test_readme_example_script_runs():
+    script = Path(__file__).resolve().parents[2] / "examples" / "register_env.py"
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "reward: 1.0" in proc.stdout
