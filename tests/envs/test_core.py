@@ -176,3 +176,11 @@ def test_sandbox_tool_without_sandbox_is_an_observation():
     env.reset(seed=0)
     obs, *_ = env.step("```python\nprint(1)\n```")
     assert obs[0]["content"].startswith("error:") and "sandbox" in obs[0]["content"]
+
+
+def test_reward_range_follows_the_rubric():
+    env = ToolEnv(GeneratorSource(make_task), rubric=Rubric([correct, (correct, 2.0)]), sandbox=None)
+    assert env.reward_range == (0.0, 3.0)
+    env.reset(seed=1)
+    *_, r, _, _, info = env.step(f"Answer: {env.task.ground_truth}")
+    assert r == 3.0 and info["reward_breakdown"] == {"correct": 1.0, "correct_1": 2.0}

@@ -74,6 +74,19 @@ class ToolEnv(gymnasium.Env):
         turn_reward: Callable[..., float] | None = None,
         split: str | None = None,
     ) -> None:
+        """Args:
+        tasks: a TaskSource, a list of Tasks or records, a file/folder path, or an asset name.
+        tools: Tool objects (see `@tool` and builtin_tools); their schemas go to info["tools"].
+        parser: "hermes", "python", "hermes+python", "none", or a ToolCallParser instance.
+        rubric: a Rubric or a list of reward functions (default: exact match with the ground truth);
+            the env's reward_range is the rubric's unless a subclass documents its own.
+        max_turns / max_tool_calls / max_tokens: episode budgets (truncation, or an error observation
+            for calls over budget); token_counter counts tokens of each action (default ~4 chars/token).
+        sandbox: a sandbox object to borrow (never closed here), a backend name ("auto", "local",
+            "docker") opened on first tool use and closed by close(), or None for no sandbox.
+        limits: sandbox Limits for owned sandboxes and built-in tools.
+        turn_reward: optional shaping hook called after each tool turn with (parsed, observations, turn, task, state).
+        """
         if max_turns < 1:
             raise ConfigError(f"max_turns must be >= 1, got {max_turns}")
         self.source: TaskSource | None = None if tasks is None else load_source(tasks, split=split)
@@ -86,7 +99,7 @@ class ToolEnv(gymnasium.Env):
         if rubric is None:
             rubric = Rubric([exact_match])
         self.rubric = rubric if isinstance(rubric, Rubric) else Rubric(list(rubric))
-        if "reward_range" not in type(self).__dict__:  # a subclass that documents its own range keeps it
+        if type(self) is ToolEnv or "reward_range" not in type(self).__dict__:  # subclasses may document their own
             self.reward_range = self.rubric.range
         self.system_prompt = system_prompt
         self.max_turns = max_turns
