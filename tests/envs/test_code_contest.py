@@ -101,6 +101,21 @@ def test_stdio_formats_from_local_files(tmp_path, local_sandbox, row):
     assert 0.0 < r < 1.0
 
 
+def test_livecodebench_functional_tests(local_sandbox):
+    tests = [{"input": "[1, 2, 3]\n2", "output": "12", "testtype": "functional"},
+             {"input": "[5]\n3", "output": "15", "testtype": "functional"}]
+    row = {"question_id": "f1", "question_content": "Return sum(nums) * k.", "starter_code": "class Solution:\n    def scaled(self, nums, k):\n        pass",
+           "public_test_cases": json.dumps(tests[:1]), "private_test_cases": json.dumps(tests[1:]),
+           "metadata": json.dumps({"func_name": "scaled"})}
+    env = toolgym.make("toolgym/CodeContest-v0", dataset=[row], sandbox=local_sandbox)
+    obs, info = env.reset(seed=0)
+    assert info["metadata"]["mode"] == "function" and "def scaled" in obs[-1]["content"]
+    good = "class Solution:\n    def scaled(self, nums, k):\n        return sum(nums) * k"
+    assert env.step(block(good))[1] == 1.0
+    env.reset(seed=0)
+    assert env.step(block(good.replace("* k", "* 2")))[1] == 0.5
+
+
 def test_feedback_turns_show_public_results(local_sandbox):
     env = toolgym.make("toolgym/CodeContest-v0", dataset=[codecontests_row()], sandbox=local_sandbox, feedback_turns=1)
     env.reset(seed=0)
@@ -122,7 +137,7 @@ def test_run_tests_tool_uses_public_tests_only(local_sandbox):
 def test_bad_code_records():
     with pytest.raises(TaskValidationError, match="row 0: field 'public_tests'"):
         toolgym.make("toolgym/CodeContest-v0", dataset=[{"name": "x", "description": "d", "public_tests": {"input": ["1"], "output": []}}], sandbox=None)
-    with pytest.raises(TaskValidationError, match="row 0: .*only stdin"):
+    with pytest.raises(TaskValidationError, match="row 0: .*no func_name"):
         toolgym.make("toolgym/CodeContest-v0", sandbox=None, dataset=[{"question_content": "q", "public_test_cases": [{"input": "1", "output": "1", "testtype": "functional"}]}])
     with pytest.raises(TaskValidationError, match="no hidden tests"):
         toolgym.make("toolgym/CodeContest-v0", dataset=[{"prompt": "p", "tests": []}], sandbox=None)

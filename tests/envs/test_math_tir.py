@@ -53,6 +53,15 @@ def test_custom_file_with_a_bad_row(tmp_path):
         toolgym.make("toolgym/MathTIR-v0", dataset=str(p), sandbox=None)
 
 
+def test_aime_style_field_names(tmp_path):
+    p = tmp_path / "aime.jsonl"
+    p.write_text('{"id": "a1", "Problem": "Find 2+3.", "Answer": 5}\n')
+    env = toolgym.make("toolgym/MathTIR-v0", dataset=str(p), sandbox=None)
+    obs, _ = env.reset(seed=0)
+    assert obs[-1]["content"] == "Find 2+3."
+    assert env.step("\\boxed{5}")[1] == 1.0
+
+
 def test_tir_episode_with_python(local_sandbox):
     env = toolgym.make("toolgym/MathTIR-v0", sandbox=local_sandbox, stateful=True,
                        dataset=[{"id": "p", "question": "What is 2^64 mod 1000007?", "answer": str(pow(2, 64, 1000007))}])

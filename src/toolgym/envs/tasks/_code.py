@@ -69,19 +69,46 @@ def _decode_lcb_tests(value: Any, field: str) -> list[dict[str, Any]]:
                                   "(pickled LiveCodeBench tests are not loaded: convert them to JSON)") from None
 
 
-def _stdio(cases: list[dict[str, Any]], field: str) -> list[dict[str, str]]:
-    out = []
+def _lcb_cases(cases: list[dict[str, Any]], field: str, func: str | None) -> list[dict[str, Any]]:
+    """LiveCodeBench tests: stdin ones as input/output, functional ones as call-form tests
+    (`Solution().func(*args) == expected`, arguments one JSON value per input line)."""
+    out: list[dict[str, Any]] = []
     for j, c in enumerate(cases):
-        if c.get("testtype", "stdin") != "stdin":
-            raise TaskValidationError(f"field {field!r} test {j}: only stdin tests are supported, got {c.get('testtype')!r}")
-        out.append({"input": str(c.get("input", "")), "output": str(c.get("output", ""))})
+        kind = c.get("testtype", "stdin")
+        if kind == "stdin":
+            out.append({"input": str(c.get("input", "")), "output": str(c.get("output", ""))})
+        elif kind == "functional":
+            if not func:
+                raise TaskValidationError(f"field {field!r} test {j}: functional test but metadata has no func_name")
+            try:
+                args = [json.loads(line) for line in str(c.get("input", "")).split("\n") if line.strip()]
+                expected = json.loads(str(c.get("output", "")))
+            except ValueError as exc:
+                raise TaskValidationError(f"field {field!r} test {j}: functional input/output is not JSON ({exc})") from None
+            out.append({"call": f"Solution().{func}", "args": args, "expected": expected})
+        else:
+            raise TaskValidationError(f"field {field!r} test {j}: unknown testtype {kind!r}")
     return out
 
 
 def _livecodebench(row: dict[str, Any], i: int) -> Task:
     text = require(row, "question_content")
-    public = _stdio(_decode_lcb_tests(row.get("public_test_cases", []), "public_test_cases"), "public_test_cases")
-    private = _stdio(_decode_lcb_tests(row.get("private_test_cases", []), "private_test_cases"), "private_test_cases")
+    meta = row.get("metadata") or {}
+    if isinstance(meta, str):
+        try:
+            meta = json.loads(meta) if meta.strip() else {}
+        except ValueError:
+            meta = {}
+    func = meta.get("func_name") if isinstance(meta, dict) else None
+    public = _lcb_cases(_decode_lcb_tests(row.get("public_test_cases", []), "public_test_cases"), "public_test_cases", func)
+    private = _lcb_cases(_decode_lcb_tests(row.get("private_test_cases", []), "private_test_cases"), "private_test_cases", func)
+    functional = any("call" in t for t in public + private)
+    if functional and not all("call" in t for t in public + private):
+        raise TaskValidationError("mixes stdin and functional tests")
+    starter = row.get("starter_code") or ""
+    if functional:
+        prompt = f"{text}\n\nStart from:\n```python\n{starter}\n```\n{FUNCTION_HINT}"
+        return _task(str(row.get("question_id", i)), prompt, "function", public, public + private, "livecodebench", func)
     return _task(str(row.get("question_id", i)), f"{text}\n\n{STDIO_HINT}", "stdio", public, public + private, "livecodebench")
 
 
@@ -131,8 +158,7 @@ def code_adapter(row: dict[str, Any], index: int) -> Task:
 def _cases(specs: list[dict[str, Any]]) -> list[Any]:
     from toolgym.sandbox import TestCase
 
-    return [TestCase(code=s["code"]) if "code" in s else TestCase(input=s.get("input", ""), output=s.get("output", ""))
-            for s in specs]
+    return [TestCase(**s) for s in specs]
 
 
 def public_test_cases(task: Task) -> list[Any]:

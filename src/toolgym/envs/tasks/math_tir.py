@@ -25,8 +25,9 @@ SYSTEM_PROMPT = (
 
 def math_adapter(row: dict[str, Any], index: int) -> Task:
     """A math record (`question`, `answer`) -> Task; the reference answer is kept as a string."""
-    question = require(row, "question", str)
-    answer = row.get("answer")
+    qfield = next((k for k in ("question", "problem", "Problem") if k in row), "question")
+    question = require(row, qfield, str)
+    answer = next((row[k] for k in ("answer", "Answer", "expected_answer") if row.get(k) is not None), None)
     if answer is None or (isinstance(answer, str) and not answer.strip()):
         raise TaskValidationError("field 'answer' is missing or empty")
     if not isinstance(answer, (str, int, float)):
