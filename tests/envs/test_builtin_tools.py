@@ -105,3 +105,31 @@ def test_concurrent_async_episodes_share_one_sandbox(local_sandbox):
         return await asyncio.gather(*(episode(i) for i in range(4)))
 
     assert asyncio.run(main()) == [str(i * 1000) for i in range(4)]
+
+
+def test_tool_calls_do_not_block_the_event_loop(local_sandbox):
+    """While the sandbox sleeps, other coroutines on the loop keep running."""
+    ticks = 0
+
+    async def ticker(stop):
+        nonlocal ticks
+        while not stop.is_set():
+            ticks += 1
+            await asyncio.sleep(0.02)
+
+    async def main():
+        env = env_with([python_tool()], local_sandbox)
+        await env.areset(seed=0)
+        stop = asyncio.Event()
+        t = asyncio.create_task(ticker(stop))
+        await asyncio.sleep(0)
+        before = ticks
+        obs, *_ = await env.astep("```python\nimport time\ntime.sleep(1.0)\nprint('done')\n```")
+        during = ticks - before
+        stop.set()
+        await t
+        return obs[0]["content"], during
+
+    content, during = asyncio.run(main())
+    assert content == "done"
+    assert during >= 5  # about 50 expected; a blocked loop gives 0 or 1
