@@ -23,7 +23,7 @@ def _v2() -> bool:
 
 def controllers() -> dict[str, Path | None]:
     """Parent dirs we may create sandbox cgroups in, per controller (None: unavailable)."""
-    out: dict[str, Path | None] = {"memory": None, "pids": None}
+    out: dict[str, Path | None] = {"memory": None, "pids": None, "cpu": None}
     if os.geteuid() != 0:
         return out
     if _v2():
@@ -37,6 +37,9 @@ def controllers() -> dict[str, Path | None]:
         return out
     for c in out:
         base = ROOT / c
+        if not (base / "cgroup.procs").exists():
+            base = next((p for p in ROOT.glob(f"*{c}*") if (p / "cgroup.procs").exists()
+                         and c in p.name.split(",")), base)  # e.g. cpu,cpuacct
         if (base / "cgroup.procs").exists() and os.access(base, os.W_OK):
             out[c] = base / PREFIX
     return out
@@ -45,7 +48,7 @@ def controllers() -> dict[str, Path | None]:
 class SandboxCgroup:
     """Memory and pids limits for one local sandbox; `kill` and `remove` clean it up."""
 
-    def __init__(self, memory_bytes: int, pids: int):
+    def __init__(self, memory_bytes: int, pids: int, cpus: float = 1.0):
         self.name = f"{os.getpid()}-{next(_SEQ)}"
         self.dirs: dict[str, Path] = {}
         v2 = _v2()
@@ -58,7 +61,7 @@ class SandboxCgroup:
                 parent.mkdir(exist_ok=True)
                 if v2:
                     try:
-                        (parent / "cgroup.subtree_control").write_text("+memory +pids")
+                        (parent / "cgroup.subtree_control").write_text("+memory +pids +cpu")
                     except OSError:
                         pass
                 d = parent / self.name
@@ -67,6 +70,17 @@ class SandboxCgroup:
             except OSError:
                 continue
         self._set_limits(memory_bytes, pids, v2)
+        self._set_cpu(cpus, v2)
+
+    def _set_cpu(self, cpus: float, v2: bool) -> None:
+        """A CPU quota (like docker's --cpus), so one sandbox cannot take the whole machine."""
+        period = 100_000
+        quota = str(max(1000, int(cpus * period)))
+        if v2:
+            self.cpu = self._write("memory", "cpu.max", f"{quota} {period}")
+        else:
+            self.cpu = self._write("cpu", "cpu.cfs_period_us", str(period)) and \
+                self._write("cpu", "cpu.cfs_quota_us", quota)
 
     def _write(self, ctl: str, name: str, value: str) -> bool:
         d = self.dirs.get(ctl) or (next(iter(self.dirs.values())) if self.dirs and _v2() else None)

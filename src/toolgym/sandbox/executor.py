@@ -224,6 +224,13 @@ def _child_common(cwd, stdin_fd, out_w, err_w, lim, address_space=True, keep_fd=
             fh.write("1000")
     except OSError:
         pass
+    try:
+        # Lowest CPU weight inside the sandbox's own cgroup: a fork bomb then cannot starve
+        # the executor that has to kill it. It costs nothing when the executor is idle, and
+        # the sandbox's share of the machine is set by its cgroup, not by this nice value.
+        os.setpriority(os.PRIO_PROCESS, 0, 19)
+    except OSError:
+        pass
     os.chdir(cwd)
     os.dup2(stdin_fd if stdin_fd is not None else os.open(os.devnull, os.O_RDONLY), 0)
     os.dup2(out_w, 1)
