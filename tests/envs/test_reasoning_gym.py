@@ -33,6 +33,17 @@ def test_seeded_unbounded_and_config():
     assert c.unwrapped.task.metadata["rg_config"]["max_terms"] == 2
 
 
+def test_list_valued_config_and_bad_config():
+    env = toolgym.make("toolgym/ReasoningGym-v0", dataset="basic_arithmetic", sandbox=None,
+                       config={"operators": ["+"], "min_terms": 2, "max_terms": 2})
+    env.reset(seed=0)
+    assert "-" not in env.unwrapped.task.metadata.get("rg_config", {}).get("operators", [])
+    *_, r, _, _, _ = env.step(f"<answer>{env.unwrapped.task.ground_truth}</answer>")
+    assert r == 1.0
+    with pytest.raises(ConfigError, match="bad config"):
+        toolgym.make("toolgym/ReasoningGym-v0", dataset="basic_arithmetic", sandbox=None, config={"no_such_knob": 1})
+
+
 def test_unknown_dataset_suggests():
     with pytest.raises(ConfigError, match="basic_arithmetic"):
         toolgym.make("toolgym/ReasoningGym-v0", dataset="basic_arithmetik", sandbox=None)

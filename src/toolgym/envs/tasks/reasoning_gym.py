@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import difflib
 import functools
+import json
 from typing import Any
 
 from toolgym.envs.builtin_tools import python_tool
@@ -24,7 +25,7 @@ _TEST_SALT = 1_000_003  # the "test" partition draws from a disjoint seed
 
 
 @functools.lru_cache(maxsize=32)
-def _dataset(name: str, seed: int, config_items: tuple[tuple[str, Any], ...]) -> Any:
+def _dataset(name: str, seed: int, config_json: str) -> Any:
     import reasoning_gym
     from reasoning_gym.factory import DATASETS
 
@@ -33,14 +34,18 @@ def _dataset(name: str, seed: int, config_items: tuple[tuple[str, Any], ...]) ->
         hint = f"; did you mean {', '.join(close)}?" if close else ""
         raise ConfigError(f"unknown reasoning-gym dataset {name!r}{hint}")
     try:
-        return reasoning_gym.create_dataset(name, seed=seed, size=2**31 - 1, **dict(config_items))
+        return reasoning_gym.create_dataset(name, seed=seed, size=2**31 - 1, **json.loads(config_json))
     except (TypeError, ValueError, AssertionError) as exc:
-        raise ConfigError(f"reasoning-gym dataset {name!r}: bad config {dict(config_items)}: {exc}") from None
+        raise ConfigError(f"reasoning-gym dataset {name!r}: bad config {config_json}: {exc}") from None
 
 
 def get_dataset(name: str, seed: int = 0, config: dict[str, Any] | None = None) -> Any:
     """A cached reasoning-gym dataset object for (name, seed, config)."""
-    return _dataset(name, seed, tuple(sorted((config or {}).items())))
+    try:
+        key = json.dumps(config or {}, sort_keys=True)
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"reasoning-gym config must be JSON data: {exc}") from None
+    return _dataset(name, seed, key)
 
 
 def rg_source(name: str, seed: int = 0, config: dict[str, Any] | None = None, partition: str | None = None) -> GeneratorSource:
