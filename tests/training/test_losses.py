@@ -624,3 +624,14 @@ def test_entropy_from_logits() -> None:
     assert ent.shape == (3, 5) and torch.isfinite(ent).all()
     assert torch.allclose(ent.double(), ref, atol=1e-5)
     assert entropy_from_logits(logits.to(torch.bfloat16)).dtype == torch.float32
+
+
+@pytest.mark.parametrize(("ratio", "clip"), CASES)
+def test_loss_without_metrics_is_identical(ratio: str, clip: ClipConfig | None) -> None:
+    """compute_metrics=False reuses buffers in place; loss and gradient must not change."""
+    logp, old, adv, mask = random_batch(21)
+    old_copy = old.clone()
+    a, ga, _ = loss_and_grad(logp, old, adv, mask, ratio=ratio, clip=clip)
+    b, gb, m = loss_and_grad(logp, old, adv, mask, ratio=ratio, clip=clip, compute_metrics=False)
+    assert m == {} and torch.equal(a, b) and torch.equal(ga, gb)
+    assert torch.equal(old, old_copy)  # inputs are never modified

@@ -178,9 +178,9 @@ class TokenTerms:
 class _Core:
     """Intermediate tensors shared by the loss, the per-token view and the metrics."""
 
-    def __init__(self, rho_c: Tensor, x: Tensor, delta: Tensor, mf: Tensor, adv: Tensor, scale: Tensor | None) -> None:
+    def __init__(self, rho_c: Tensor, x: Tensor | None, delta: Tensor, mf: Tensor, adv: Tensor, scale: Tensor | None) -> None:
         self.rho_c = rho_c  # clipped weight exp(clamp(log w, lower, upper)), with gradient
-        self.x = x  # detached log ratio before the cap
+        self.x = x  # detached log ratio before the cap (None when its buffer was reused)
         self.delta = delta  # clamped Δ, 0 at mask-0 positions
         self.mf = mf  # float mask
         self.adv = adv  # [B, 1], or [B, T] with 0 at mask-0 positions
@@ -195,6 +195,7 @@ class _Core:
 
     @property
     def log_w(self) -> Tensor:
+        assert self.x is not None, "built with keep=False"
         return self.x.clamp(max=LOG_RATIO_CAP)
 
 
@@ -229,7 +230,10 @@ def _core(
     mask: Tensor,
     ratio: str,
     clip: ClipConfig | None,
+    keep: bool = True,
 ) -> _Core:
+    """The clipped weight with its graph; ``keep=False`` lets detached buffers be overwritten
+    in place (fewer fresh allocations) when no metrics will read them."""
     dt = torch.promote_types(logp.dtype, torch.float32)  # float32 math for bf16/fp16, float64 kept
     mf = mask.to(dt) if mask.dtype == torch.bool else (mask != 0).to(dt)
     lp = logp.to(dt)
@@ -255,7 +259,7 @@ def _core(
     if ratio == "token":
         x = delta
     elif ratio == "cumulative":
-        x = delta.cumsum(dim=-1)
+        x = delta.cumsum(dim=-1) if keep else delta.cumsum_(dim=-1)
     else:
         total = delta.sum(dim=-1, keepdim=True)
         if ratio == "gspo":
@@ -263,7 +267,10 @@ def _core(
         x = total.expand_as(delta)
 
     # Stop-gradient form: value x, gradient only through this token's own log-prob.
-    log_w_live = lp + (x - lp_det)
+    if keep or ratio in ("sequence", "gspo"):  # (those x are broadcast views)
+        log_w_live = lp + (x - lp_det)
+    else:
+        log_w_live = lp + x.sub_(lp_det)
 
     adv = advantages.detach().to(dt)
     if adv.dim() == 1:
@@ -298,9 +305,18 @@ def _core(
             if clip.power != 0:
                 t = mf.cumsum(dim=-1)
                 scale = t.sqrt_() if clip.power == 0.5 else t.pow_(clip.power)
-                lower = lower * scale
+                if keep or ratio != "cumulative":
+                    lower = lower * scale
+                else:  # x's buffer is dead once log_w_live exists: reuse it (fewer fresh pages)
+                    lower = torch.mul(lower, scale, out=x)
+                    x = None
                 # with the defaults (dual == eps_high) the upper bound is the same for both signs
-                upper = scale * clip.eps_high if hi_neg_base == clip.eps_high else upper * scale
+                if hi_neg_base != clip.eps_high:
+                    upper = upper * scale
+                elif keep:
+                    upper = scale * clip.eps_high
+                else:
+                    upper, scale = scale.mul_(clip.eps_high), None
                 # The cap at 10 only matters where a bound can exceed it (t^p large or no dual clip).
                 if max(clip.eps_high, hi_neg_base) * float(mask.shape[-1]) ** clip.power >= LOG_RATIO_CAP:
                     upper = upper.clamp_(max=LOG_RATIO_CAP)
@@ -337,9 +353,10 @@ def _flags(lw: Tensor, scale: Tensor | float, adv: Tensor, m: Tensor | None, cli
         low = neg & (lw < lo)
         dual = neg & (lw > math.log(clip.dual)) if clip.dual is not None else none
         return high, low, dual
-    high = pos & (lw > clip.eps_high * scale)
-    low = neg & (lw < -clip.eps_low * scale)
-    dual = neg & (lw > clip.dual * scale) if clip.dual is not None else none
+    z = lw / scale if isinstance(scale, Tensor) else lw  # log ρ in units of t^p: scalar comparisons
+    high = pos & (z > clip.eps_high)
+    low = neg & (z < -clip.eps_low)
+    dual = neg & (z > clip.dual) if clip.dual is not None else none
     return high, low, dual
 
 
@@ -447,9 +464,11 @@ def policy_loss(
     """
     _validate(ratio, agg, clip)
     _check_shapes(logp, old_logp, advantages, mask, seq_weight)
-    core = _core(logp, old_logp, advantages, mask, ratio, clip)
+    core = _core(logp, old_logp, advantages, mask, ratio, clip, keep=compute_metrics)
     coef = _row_coefficients(core, agg, seq_weight, global_token_count, global_seq_count)
-    k = (-core.adv * coef.unsqueeze(-1)) * core.mf
+    row = -core.adv * coef.unsqueeze(-1)
+    # mf is a fresh tensor owned by this call; without metrics nothing reads it again
+    k = row * core.mf if compute_metrics else core.mf.mul_(row)
     loss = (core.rho_c * k).sum()
     if not compute_metrics:
         return loss, {}
@@ -474,7 +493,7 @@ def _metrics(core: _Core, clip: ClipConfig | None, loss: Tensor) -> dict[str, fl
         low.sum() / denom,
         dual.sum() / denom,
         -d.sum() / denom,
-        ((d.exp() - 1.0 - d) * core.mf).sum() / denom,
+        torch.dot(d.exp().sub_(1.0).sub_(d).view(-1), core.mf.view(-1)) / denom,
     ]
     keys = ["loss", "tokens", "seqs", "clip_frac_high", "clip_frac_low", "clip_frac_dual", "approx_kl", "kl_k3"]
     out = dict(zip(keys, torch.stack(scalars).tolist(), strict=True))
@@ -491,9 +510,10 @@ def _metrics(core: _Core, clip: ClipConfig | None, loss: Tensor) -> dict[str, fl
         if clip is not None and clip.mode == "adaptive":
             if core.scale is None:
                 out.update(scale_mean=1.0, scale_min=1.0, scale_max=1.0)
-            else:
-                s = core.scale[m]
-                vals = torch.stack([s.mean(), s.min(), s.max()]).tolist()
-                out.update(zip(("scale_mean", "scale_min", "scale_max"), vals, strict=True))
+            else:  # t^p over policy tokens: t runs 1..n_i in row i, so min is 1 and max is (max n_i)^p
+                mean = torch.dot(core.scale.view(-1), core.mf.view(-1)) / denom
+                top = core.mf.sum(dim=-1).max().pow(clip.power)
+                vals = torch.stack([mean, top]).tolist()
+                out.update(scale_mean=vals[0], scale_min=1.0, scale_max=vals[1])
     return out
 
