@@ -8,13 +8,22 @@ alone (``compute_metrics=False``, what the trainer's backward pass costs) and on
 metrics dictionary (quantiles included).
 
     .venv/bin/python benchmarks/losses.py [--repeats 30] [--threads N] [--json]
+
+glibc gives large freed blocks back to the kernel, so each call's fresh ~1 MB tensors page-fault
+again; that penalises whichever loss keeps more tensors alive and is noisy on a loaded machine.
+The script therefore also reruns itself with ``MALLOC_TRIM_THRESHOLD_``/``MALLOC_MMAP_THRESHOLD_``
+raised (memory kept in the process, as jemalloc/tcmalloc would) and prints both; the
+second line isolates the arithmetic CTPO adds (the cumulative sum, the positions and t^p).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
+import subprocess
+import sys
 import time
 
 import torch
@@ -103,6 +112,7 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=30)
     ap.add_argument("--threads", type=int, default=0, help="torch intra-op threads (0: torch default)")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--no-malloc-variant", action="store_true", help="skip the rerun with glibc trimming disabled")
     args = ap.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -115,15 +125,28 @@ def main() -> None:
         print(json.dumps({"B": args.batch, "T": args.tokens, "threads": torch.get_num_threads(), **results,
                           "ctpo_extra_ops_cpu_ms": extra}))
         return
+    tuned = "MALLOC_TRIM_THRESHOLD_" in os.environ
     print(f"policy_loss forward+backward, B={args.batch} T={args.tokens} float32 CPU, "
-          f"{torch.get_num_threads()} thread(s), {args.repeats} interleaved repeats, medians")
+          f"{torch.get_num_threads()} thread(s), {args.repeats} interleaved repeats, medians"
+          + (", glibc trimming disabled" if tuned else ""))
+    report(results)
+    print("  CPU ms of the work CTPO adds (no autograd): "
+          + ", ".join(f"{k} {v:.3f}" for k, v in extra.items()))
+    if not tuned and not args.no_malloc_variant:
+        env = dict(os.environ, MALLOC_TRIM_THRESHOLD_="1000000000", MALLOC_MMAP_THRESHOLD_="1000000000")
+        cmd = [sys.executable, __file__, "--batch", str(args.batch), "--tokens", str(args.tokens),
+               "--repeats", str(args.repeats), "--threads", str(args.threads), "--json"]
+        child = json.loads(subprocess.run(cmd, env=env, capture_output=True, text=True, check=True).stdout)
+        print("same, rerun with glibc trimming disabled (MALLOC_TRIM_THRESHOLD_/MALLOC_MMAP_THRESHOLD_=1e9):")
+        report({k: child[k] for k in ("loss_only", "with_metrics")})
+
+
+def report(results: dict[str, dict[str, float]]) -> None:
     for key, r in results.items():
         verdict = "ok" if r["ratio"] <= 1.15 else "ABOVE TARGET"
         print(f"  {key:13s} wall: CTPO {r['ctpo_ms']:7.2f} ms  GRPO {r['grpo_ms']:7.2f} ms  "
               f"ratio {r['ratio']:.3f} (target <= 1.15: {verdict})   "
               f"CPU time: CTPO {r['ctpo_cpu_ms']:7.2f} ms  GRPO {r['grpo_cpu_ms']:7.2f} ms  ratio {r['cpu_ratio']:.3f}")
-    print("  CPU ms of the work CTPO adds (no autograd): "
-          + ", ".join(f"{k} {v:.3f}" for k, v in extra.items()))
 
 
 if __name__ == "__main__":
