@@ -174,6 +174,8 @@ def _rmtree(path):
     except OSError:
         return
     for e in entries:
+        if e.path == WORKROOT:
+            continue  # never wipe the work root itself (it may live under /tmp)
         try:
             if e.is_dir(follow_symlinks=False):
                 _rmtree(e.path)

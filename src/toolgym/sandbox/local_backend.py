@@ -66,11 +66,18 @@ def _hidden_dirs(python: str, rebind: bool = True) -> list[str]:
     return out
 
 
-@functools.lru_cache(maxsize=1)
 def probe() -> dict[str, Any]:
-    """Which namespace tool works here (cached): {'tool': 'bwrap'|'unshare'|None, 'why': str}."""
+    """Which namespace tool works here: {'tool': 'bwrap'|'unshare'|None, 'why': str}.
+
+    TOOLGYM_LOCAL_TOOL=unshare skips bubblewrap (to test or use the fallback)."""
+    return _probe(os.environ.get("TOOLGYM_LOCAL_TOOL", ""))
+
+
+@functools.lru_cache(maxsize=4)
+def _probe(prefer: str) -> dict[str, Any]:
     root = os.geteuid() == 0
-    bwrap = shutil.which("bwrap")
+    bwrap = shutil.which("bwrap") if prefer != "unshare" else None
+    why = "bwrap not installed" if prefer != "unshare" else "TOOLGYM_LOCAL_TOOL=unshare"
     if bwrap:
         args = [bwrap, "--ro-bind", "/", "/", "--unshare-net", "--unshare-pid", "--die-with-parent"]
         if not root:
@@ -82,8 +89,6 @@ def probe() -> dict[str, Any]:
             why = r.stderr.decode(errors="replace").strip()[:200]
         except (OSError, subprocess.TimeoutExpired) as exc:
             why = str(exc)
-    else:
-        why = "bwrap not installed"
     unshare = shutil.which("unshare")
     if unshare and root:
         r = subprocess.run([unshare, "--net", "--pid", "--mount", "--fork", "true"], capture_output=True, timeout=20)
@@ -94,59 +99,86 @@ def probe() -> dict[str, Any]:
             "why": f"no namespace tool: {why} (install bubblewrap: apt-get install bubblewrap)"}
 
 
+def _rebinds(hidden: list[str], keep: list[str]) -> list[tuple[str, str]]:
+    """(hidden dir, keep dir) for every keep dir that a hidden dir would cover."""
+    out = []
+    for k in keep:
+        for d in hidden:
+            if k.startswith(d.rstrip("/") + "/"):
+                out.append((d, k))
+                break
+    return out
+
+
+def _workroot(keep: list[str]) -> str:
+    # /work unless the interpreter lives there; /run is always hidden under a tmpfs
+    return "/run/toolgym-work" if any(k == "/work" or k.startswith("/work/") for k in keep) else "/work"
+
+
+def bwrap_command(path: str, root: bool, python: str, exec_args: list[str], tmp_mb: int, work_mb: int,
+                  cgroup: cgroups.SandboxCgroup | None) -> list[str]:
+    hidden, keep = _hidden_dirs(python), _keep_dirs(python)
+    workroot = _workroot(keep)
+    cmd = [path, "--die-with-parent", "--new-session", "--as-pid-1", "--unshare-net", "--unshare-pid",
+           "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
+           "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
+    if not root:
+        cmd.append("--unshare-user")
+    for d in hidden:
+        cmd += ["--perms", "0755", "--tmpfs", d]
+    cmd += ["--size", str(tmp_mb << 20), "--perms", "1777", "--tmpfs", "/tmp",
+            "--size", str(work_mb << 20), "--perms", "1777", "--tmpfs", workroot, "--tmpfs", "/sys"]
+    for d, k in _rebinds(hidden, keep):  # re-expose the interpreter's own prefix, read-only
+        parts = Path(k).relative_to(d).parts[:-1]
+        for i in range(len(parts)):  # traversable parents (bwrap would make them 0700)
+            cmd += ["--perms", "0755", "--dir", str(Path(d, *parts[:i + 1]))]
+        cmd += ["--ro-bind", k, k]
+    args = list(exec_args)
+    if cgroup is not None and cgroup.oom_file:
+        cmd += ["--ro-bind", str(Path(cgroup.oom_file).parent), "/sys/fs/cgroup/memory"]
+        args += ["--oom-file", "/sys/fs/cgroup/memory/" + Path(cgroup.oom_file).name]
+    return [*cmd, "--chdir", workroot, *args, "--workroot", workroot]
+
+
+def unshare_command(path: str, python: str, exec_args: list[str], tmp_mb: int, work_mb: int,
+                    cgroup: cgroups.SandboxCgroup | None) -> list[str]:
+    """The fallback without bubblewrap (root only): unshare + mounts done by a shell prelude."""
+    hidden, keep = _hidden_dirs(python), _keep_dirs(python)
+    workroot = "/run/toolgym-work"
+    moves = _rebinds(hidden, keep)
+    stash = " ".join(f"mkdir -p /tmp/.k{i} && mount --bind '{k}' /tmp/.k{i} &&" for i, (_, k) in enumerate(moves))
+    hide = " ".join(f"mount -t tmpfs -o size=1m,mode=755 tmpfs '{d}' &&" for d in hidden)
+    back = " ".join(f"mkdir -p '{k}' && mount --move /tmp/.k{i} '{k}' && mount -o remount,bind,ro '{k}' && "
+                    f"rmdir /tmp/.k{i} &&" for i, (_, k) in enumerate(moves))
+    prelude = (f"mount --make-rprivate / && mount -t tmpfs -o size={tmp_mb}m,mode=1777 tmpfs /tmp && {stash} "
+               f"{hide} mount -t tmpfs -o size=1m,mode=755 tmpfs /run && mkdir -p {workroot} && "
+               f"mount -t tmpfs -o size={work_mb}m,mode=1777 tmpfs {workroot} && {back} "
+               f"mount -o remount,bind,ro / && cd {workroot} && exec \"$@\"")
+    cmd = [path, "--net", "--pid", "--ipc", "--uts", "--mount", "--fork", "--kill-child", "--mount-proc",
+           "/bin/sh", "-c", prelude, "sh", *exec_args, "--workroot", workroot]
+    if cgroup is not None and cgroup.oom_file:
+        cmd += ["--oom-file", cgroup.oom_file]
+    return cmd
+
+
 class LocalWorker:
     """One namespace sandbox with a live executor, talking over its stdin/stdout pipes."""
 
-    def __init__(self, limits: Limits, tool: dict[str, Any], work_mb: int = 128, tmp_mb: int = 64):
+    def __init__(self, limits: Limits, tool: dict[str, Any], work_mb: int = 128, tmp_mb: int = 64,
+                 cpus: float = 1.0):
         self._lock = threading.Lock()
         self.proc: subprocess.Popen | None = None
         root = os.geteuid() == 0
         mem = (limits.memory_mb + work_mb + tmp_mb + 64) << 20
-        self.cgroup = cgroups.SandboxCgroup(mem, limits.pids + 8) if root else None
+        self.cgroup = cgroups.SandboxCgroup(mem, limits.pids + 8, cpus) if root else None
         python = sandbox_python()
-        workroot = "/work"
         exec_args = [python, "-I", "-c", executor_source(), "--wipe-tmp"]
         if root:
             exec_args += ["--drop", NOBODY]
         if tool["tool"] == "bwrap":
-            cmd = [tool["path"], "--die-with-parent", "--new-session", "--as-pid-1", "--unshare-net",
-                   "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
-                   "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
-            if not root:
-                cmd.append("--unshare-user")
-            hidden = _hidden_dirs(python)
-            keep = _keep_dirs(python)
-            if any(k.startswith("/work/") for k in keep):
-                workroot = "/run/toolgym-work"  # /run is hidden under a tmpfs below
-            for d in hidden:
-                cmd += ["--perms", "0755", "--tmpfs", d]
-            cmd += ["--size", str(tmp_mb << 20), "--perms", "1777", "--tmpfs", "/tmp",
-                    "--size", str(work_mb << 20), "--perms", "1777", "--tmpfs", workroot,
-                    "--tmpfs", "/sys"]
-            for k in keep:  # re-expose the interpreter's own prefix, read-only
-                for d in hidden:
-                    if k.startswith(d.rstrip("/") + "/"):
-                        parts = Path(k).relative_to(d).parts[:-1]
-                        for i in range(len(parts)):  # traversable parents (bwrap makes them 0700)
-                            cmd += ["--perms", "0755", "--dir", str(Path(d, *parts[:i + 1]))]
-                        cmd += ["--ro-bind", k, k]
-                        break
-            if self.cgroup is not None and self.cgroup.oom_file:
-                mdir = str(Path(self.cgroup.oom_file).parent)
-                cmd += ["--ro-bind", mdir, "/sys/fs/cgroup/memory"]
-                exec_args += ["--oom-file", "/sys/fs/cgroup/memory/" + Path(self.cgroup.oom_file).name]
-            cmd += ["--chdir", workroot, *exec_args, "--workroot", workroot]
-        elif tool["tool"] == "unshare":
-            workroot = "/tmp/work"
-            hide = " ".join(_hidden_dirs(python, rebind=False))
-            prelude = ("mount --make-rprivate / && "
-                       f"mount -t tmpfs -o size={tmp_mb}m,mode=1777 tmpfs /tmp && mkdir -m 1777 {workroot} && "
-                       f"for d in {hide}; do mount -t tmpfs -o size=1m,mode=755 tmpfs $d || exit 96; done && "
-                       "mount -o remount,bind,ro / && cd / && exec \"$@\"")
-            cmd = [tool["path"], "--net", "--pid", "--ipc", "--uts", "--mount", "--fork", "--kill-child",
-                   "--mount-proc", "/bin/sh", "-c", prelude, "sh", *exec_args, "--workroot", workroot]
-            if self.cgroup is not None and self.cgroup.oom_file:
-                cmd += ["--oom-file", self.cgroup.oom_file]
+            cmd = bwrap_command(tool["path"], root, python, exec_args, tmp_mb, work_mb, self.cgroup)
+        elif tool["tool"] == "unshare" and root:
+            cmd = unshare_command(tool["path"], python, exec_args, tmp_mb, work_mb, self.cgroup)
         else:
             raise SandboxUnavailable(tool["why"])
         env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "LANG": "C.UTF-8"}
