@@ -7,68 +7,19 @@ from __future__ import annotations
 import pytest
 import torch
 
-from tests.agents.helpers import CALC_TOOL, AsyncToolEchoEnv, ToolEchoEnv
+from tests.agents.helpers import (
+    CALC_TOOL,
+    AsyncToolEchoEnv,
+    RecordingSampler,
+    ToolEchoEnv,
+    check_sampled_verbatim,
+    recompute_logprobs,
+    segments,
+)
 from toolgym.agents.chat import ChatTemplate
 from toolgym.agents.hf_sampler import HFSampler
 from toolgym.agents.runner import EpisodeLimits, RolloutRunner
-from toolgym.agents.sampling import Sample, Sampler, SamplingParams
-
-
-class RecordingSampler(Sampler):
-    """Passes every call to a real sampler and remembers what it sampled for which context."""
-
-    def __init__(self, inner: Sampler) -> None:
-        self.inner = inner
-        self.max_model_len = inner.max_model_len
-        self.name = inner.name
-        self.calls: dict[tuple[int, ...], list[Sample]] = {}
-
-    async def agenerate(self, prompts, params):
-        out = await self.inner.agenerate(prompts, params)
-        for p, group in zip(prompts, out, strict=False):
-            self.calls.setdefault(tuple(p), []).extend(group)
-        return out
-
-
-def segments(mask: list[int]) -> list[tuple[int, int, int]]:
-    """(start, end, mask value) runs of the loss mask."""
-    out, start = [], 0
-    for i in range(1, len(mask) + 1):
-        if i == len(mask) or mask[i] != mask[start]:
-            out.append((start, i, mask[start]))
-            start = i
-    return out
-
-
-def check_sampled_verbatim(traj, rec: RecordingSampler) -> list[Sample]:
-    """Every mask==1 run is exactly what the sampler returned for the context before it."""
-    seq = traj.prompt_ids + traj.response_ids
-    P = len(traj.prompt_ids)
-    used = []
-    for s, e, m in segments(traj.loss_mask):
-        if m == 1:
-            # episodes of a group share their first prompt: the run must be one of that context's samples
-            match = [c for c in rec.calls[tuple(seq[: P + s])] if c.token_ids == traj.response_ids[s:e]]
-            assert match, "a model-token run is not what the sampler returned for its context"
-            sample = match[0]
-            assert traj.behavior_logprobs[s:e] == sample.logprobs
-            used.append(sample)
-        else:
-            assert all(lp == 0.0 for lp in traj.behavior_logprobs[s:e])
-    return used
-
-
-def recompute_logprobs(model, traj) -> tuple[list[float], list[float]]:
-    seq = torch.tensor([traj.prompt_ids + traj.response_ids])
-    with torch.no_grad():
-        logp = torch.log_softmax(model(seq).logits[0].float(), -1)
-    P = len(traj.prompt_ids)
-    got, want = [], []
-    for i, m in enumerate(traj.loss_mask):
-        if m:
-            got.append(float(logp[P + i - 1, traj.response_ids[i]]))
-            want.append(traj.behavior_logprobs[i])
-    return got, want
+from toolgym.agents.sampling import SamplingParams
 
 
 @pytest.fixture(scope="module")

