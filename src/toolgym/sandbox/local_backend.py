@@ -119,7 +119,10 @@ def bwrap_command(path: str, root: bool, python: str, exec_args: list[str], tmp_
                   cgroup: cgroups.SandboxCgroup | None) -> list[str]:
     hidden, keep = _hidden_dirs(python), _keep_dirs(python)
     workroot = _workroot(keep)
-    cmd = [path, "--die-with-parent", "--new-session", "--as-pid-1", "--unshare-net", "--unshare-pid",
+    # No --die-with-parent: its PDEATHSIG is tied to the *thread* that spawned bwrap (a pool
+    # starter thread that soon exits). Host death closes the executor's stdin instead; the
+    # executor (PID 1) then kills everything and exits, which ends the namespace.
+    cmd = [path, "--new-session", "--as-pid-1", "--unshare-net", "--unshare-pid",
            "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
            "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
     if not root:
