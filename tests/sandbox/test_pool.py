@@ -129,7 +129,20 @@ def test_orphans_of_a_crash_are_reaped(backend):
         reap_orphans(docker.from_env())
         assert _wait_for(lambda: not _containers_of(pid))
     else:
-        assert glob.glob(f"/sys/fs/cgroup/*/toolgym/{pid}-*"), "a crash leaves its cgroups (reaped below)"
+        left = glob.glob(f"/sys/fs/cgroup/*/toolgym/{pid}-*")
+        assert left, "a crash leaves its cgroups (reaped below)"
+
+        def procs() -> int:
+            n = 0
+            for d in left:
+                try:
+                    n += len(open(os.path.join(d, "cgroup.procs")).read().split())
+                except OSError:
+                    pass
+            return n
+
+        # the executor sees EOF on its stdin and takes its whole sandbox down by itself
+        assert _wait_for(lambda: procs() == 0), "sandbox processes outlived their crashed owner"
         cgroups.reap_orphans()
         assert not glob.glob(f"/sys/fs/cgroup/*/toolgym/{pid}-*")
     assert our_cgroups() == our_cgroups()  # ours untouched
