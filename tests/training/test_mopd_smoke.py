@@ -179,3 +179,21 @@ def test_positive_mode_all_fail_group_trains_nothing_and_sampled_rkl_option() ->
     _, m2 = mopd_forward_loss(student, teacher, batch.inputs, old_logp=logp, rollout_logp=rollout_lp)
     assert m2["mopd/ratio_mean"] == pytest.approx(1.0, abs=1e-5)
     assert m2["mopd/rollout_weight_mean"] == pytest.approx(1.0, abs=1e-4)
+
+
+def test_presets_and_opd_context() -> None:
+    from toolgym.training.mopd_step import preset
+
+    assert preset("mopd").mode == "contrastive" and preset("mopd").k == 100 and preset("mopd").alpha == 0.5
+    assert preset("sdpo").mode == "sdpo" and preset("sdpo").divergence == "jsd"
+    assert preset("opd").divergence == "sampled_rkl" and preset("opd").ema_rate == 0.0
+    with pytest.raises(ValueError):
+        preset("ppo")  # type: ignore[arg-type]
+    tok = tiny_tokenizer()
+    student = tiny_lm(seed=0)
+    trajs = _rollouts(student, tok)
+    batch = build_mopd_batch(trajs, tok, context="none")
+    assert batch.inputs.seq_mask.tolist() == [1.0] * len(trajs)
+    assert torch.equal(batch.inputs.student.input_ids, batch.inputs.teacher.input_ids)
+    sdpo = build_mopd_batch(trajs, tok, mode="sdpo")
+    assert sdpo.stats["mopd/second_frac"] == 0.0 and sdpo.stats["mopd/failure_frac"] == 0.0

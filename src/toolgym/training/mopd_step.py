@@ -26,6 +26,41 @@ from toolgym.training.mopd_batch import MOPDInputs, mopd_step_inputs, student_fo
 from toolgym.training.mopd_loss import Agg, distill_divergence, mopd_loss
 
 
+@dataclass(frozen=True)
+class MOPDSettings:
+    """The knobs of one distillation algorithm (record them with the run).
+
+    ``context="none"`` is standard on-policy distillation: a separate teacher scores the
+    student's prompt as is, and every rollout trains (``seq_mask = 1``).
+    """
+
+    mode: Mode = "contrastive"
+    context: Literal["peers", "none"] = "peers"
+    divergence: Literal["jsd", "topk", "sampled_rkl"] = "jsd"
+    k: int = 100
+    alpha: float = 0.5
+    tail: bool = True
+    threshold: float = 0.5
+    use_feedback: bool = True
+    ema_rate: float = 0.05
+    max_teacher_tokens: int = 10240
+    ratio_cap: float = 2.0
+    weight_cap: float = 2.0
+    agg: Agg = "seq-mean-token-mean"
+
+
+def preset(algorithm: Literal["mopd", "sdpo", "opd"]) -> MOPDSettings:
+    """MOPD (2S1F, top-100 + tail JSD, EMA 0.05); SDPO as MOPD with the 1-success context (only the
+    context differs, spec §11); OPD: no context, sampled-token reverse KL, frozen teacher."""
+    if algorithm == "mopd":
+        return MOPDSettings()
+    if algorithm == "sdpo":
+        return MOPDSettings(mode="sdpo")
+    if algorithm == "opd":
+        return MOPDSettings(context="none", divergence="sampled_rkl", ema_rate=0.0, use_feedback=False)
+    raise ValueError(f"unknown distillation algorithm {algorithm!r}: use 'mopd', 'sdpo' or 'opd'")
+
+
 def prompt_messages(traj: Trajectory) -> list[dict[str, Any]]:
     """The prompt messages of a trajectory: its turns before the first assistant message."""
     out = []
@@ -56,12 +91,14 @@ def build_mopd_batch(
     max_teacher_tokens: int = 10240,
     template_kwargs: dict[str, Any] | None = None,
     messages: Sequence[Sequence[dict[str, Any]]] | None = None,
+    context: Literal["peers", "none"] = "peers",
 ) -> MOPDBatch:
     """Peer contexts per group (``group_id``), teacher prompt ids, padded student/teacher batches.
 
     Peers are the decoded response ids with special tokens skipped. The student prompt and the
     response ids are the trajectory's own (token-in/token-out); a rollout with an empty context
-    keeps the student prompt as its teacher prompt and gets ``seq_mask = 0``.
+    keeps the student prompt as its teacher prompt and gets ``seq_mask = 0``. ``context="none"``
+    (standard OPD) gives every rollout the student prompt and ``seq_mask = 1``.
     """
     msgs = [list(m) for m in messages] if messages is not None else [prompt_messages(t) for t in trajectories]
     texts = [tokenizer.decode(list(t.response_ids), skip_special_tokens=True) for t in trajectories]
@@ -69,6 +106,8 @@ def build_mopd_batch(
         [problem_of(m) for m in msgs], texts, [t.reward for t in trajectories], [t.group_id for t in trajectories],
         mode=mode, threshold=threshold, feedbacks=feedbacks, use_feedback=use_feedback, seed=seed, step=step,
     )
+    if context == "none":
+        ctxs = [TeacherContext(c.problem) for c in ctxs]
     teacher_prompts: list[list[int]] = []
     for k, (t, ctx) in enumerate(zip(trajectories, ctxs, strict=True)):
         if ctx.seq_mask:
@@ -80,7 +119,8 @@ def build_mopd_batch(
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else (tokenizer.eos_token_id or 0)
     inputs = mopd_step_inputs(
         [list(t.prompt_ids) for t in trajectories], teacher_prompts, [list(t.response_ids) for t in trajectories],
-        [list(t.loss_mask) for t in trajectories], [c.seq_mask for c in ctxs], pad,
+        [list(t.loss_mask) for t in trajectories],
+        [1] * len(ctxs) if context == "none" else [c.seq_mask for c in ctxs], pad,
     )
     stats = context_stats(ctxs, [t.reward for t in trajectories], [t.group_id for t in trajectories], threshold)
     return MOPDBatch(inputs, ctxs, stats)
