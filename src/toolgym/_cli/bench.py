@@ -69,7 +69,11 @@ def run(
                           temperature=temperature, top_p=top_p, max_tokens=max_tokens, sampler=sampler,
                           base_url=base_url, tokenizer=tokenizer, batch=batch, concurrency=concurrency,
                           sandbox_backend=sandbox, trust_pickle=trust_pickle, completions=completions)
-        log = (lambda m: print(m, file=sys.stderr)) if as_json else print
+        stream = sys.stderr if as_json else sys.stdout
+
+        def log(msg: str) -> None:
+            print(msg, file=stream, flush=True)
+
         report = run_benchmark(cfg, out_dir, log=log)
     except ToolgymError as exc:
         _err(str(exc))
