@@ -419,7 +419,11 @@ def analyze(
                     continue
                 rows.append({"task_id": g.task_id, "index": i, "condition": cond, "reward": g.rewards[i]})
                 pairs.append((render_teacher_text(ctx), text))
-    scores = score_fn(pairs)
+    uniq: dict[tuple[str, str], int] = {}
+    for pr in pairs:
+        uniq.setdefault(pr, len(uniq))
+    unique_scores = score_fn(list(uniq))  # identical (context, response) pairs are scored once
+    scores = [unique_scores[uniq[pr]] for pr in pairs]
     for row, sc in zip(rows, scores, strict=True):
         row.update(score=sc.mean_logprob, sum_logprob=sc.sum_logprob, n_tokens=sc.n_tokens,
                    context_truncated=sc.context_truncated)
