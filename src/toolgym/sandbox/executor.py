@@ -112,7 +112,7 @@ def _other_pids(keep):
     return out
 
 
-def _reap(keep_pid=None):
+def _reap():
     """Collect zombies (we are PID 1, orphans land here). Returns {pid: status}."""
     done = {}
     while True:
@@ -411,11 +411,8 @@ def _supervise(pid, fds, deadline, cap, ctl=None):
                     got, st = os.waitpid(pid, os.WNOHANG)
                     if got == pid:
                         wstatus = st
-                if wstatus is not None and (not open_fds or pidfd == -2):
-                    break
-                if wstatus is None and not open_fds and pidfd is None:
-                    # output closed: wait for the exit (bounded by the deadline)
-                    continue
+                if wstatus is not None:
+                    break  # the program ended; daemons still holding its pipes die next
             elif ctl_msg is not None:
                 break
         # drain what is already in the pipes, without waiting for daemons holding them
