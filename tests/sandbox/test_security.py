@@ -219,3 +219,21 @@ def test_cpp_and_bash(sb):
 def test_argv_reaches_python(sb):
     r = sb.run("import sys\nprint(sys.argv[1:])", argv=["a", "b c"])
     assert r.stdout == "['a', 'b c']\n"
+
+
+def test_nothing_passes_from_one_call_to_the_next(sb):
+    discarded = sb.stats()["discarded"]
+    plant = ("import os\nfor d in ['/tmp', '/var/tmp', '/dev/shm', '/dev/mqueue', '.']:\n    try:\n"
+             "        open(os.path.join(d, 'planted'), 'w').write('secret')\n    except OSError:\n        pass\n"
+             "os.makedirs('locked/inner')\nopen('locked/inner/f', 'w').write('x')\n"
+             "os.chmod('locked/inner', 0)\nos.chmod('locked', 0)\nos.chmod('.', 0)\nprint('planted')")
+    assert sb.run(plant).stdout == "planted\n"
+    look = ("import os\nfor d in ['/tmp', '/var/tmp', '/dev/shm', '/dev/mqueue', '..']:\n    try:\n"
+            "        print(d, sorted(os.listdir(d)))\n    except OSError as e:\n        print(d, type(e).__name__)\n"
+            "print('cwd', os.path.basename(os.getcwd()))")
+    r = sb.run(look)
+    assert r.status == "ok", r
+    lines = dict(line.split(" ", 1) for line in r.stdout.splitlines())
+    assert "planted" not in r.stdout, r.stdout
+    assert lines[".."] == f"['{lines['cwd']}']", r.stdout  # only this call's own work dir
+    assert sb.stats()["discarded"] == discarded

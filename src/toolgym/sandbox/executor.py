@@ -169,8 +169,15 @@ def _safe_path(root, name):
 
 
 def _rmtree(path):
+    """Empty `path` (not removing it), also through dirs the program made unreadable."""
     try:
         entries = list(os.scandir(path))
+    except PermissionError:
+        try:
+            os.chmod(path, 0o700)  # ours (same uid): make it listable again
+            entries = list(os.scandir(path))
+        except OSError:
+            return
     except OSError:
         return
     for e in entries:
@@ -178,6 +185,10 @@ def _rmtree(path):
             continue  # never wipe the work root itself (it may live under /tmp)
         try:
             if e.is_dir(follow_symlinks=False):
+                try:
+                    os.chmod(e.path, 0o700)
+                except OSError:
+                    pass
                 _rmtree(e.path)
                 os.rmdir(e.path)
             else:
@@ -518,11 +529,18 @@ def _run_one(cwd, stdin_fd, lim, argv, oom_before, py_path=None):
 
 def _health(oom, keep=()):
     clean = _kill_all(keep)
-    if WIPE_TMP:
-        _rmtree("/tmp")
+    if WIPE_TMP:  # writable places outside the work dir: nothing may pass to the next call
+        for d in ("/tmp", "/var/tmp", "/dev/shm", "/dev/mqueue"):
+            _rmtree(d)
     reasons = []
     if not clean:
         reasons.append("leftover processes")
+    try:
+        stale = [n for n in os.listdir(WORKROOT) if not (n == "session" and keep)]
+    except OSError:
+        stale = []
+    if stale:
+        reasons.append("work dir not clean")
     if oom:
         reasons.append("out of memory")
     for path in (WORKROOT, "/tmp"):
@@ -593,13 +611,12 @@ def op_run(req):
             os.close(fd)
         return _finish(res, cwd, req, oom)
     except (ValueError, TypeError, AttributeError) as exc:  # bad files: nothing ran yet
-        _rmtree(cwd)
-        os.rmdir(cwd)
+        _remove_dir(cwd)
         return {"ok": False, "error": f"malformed request: {exc}"}
 
 
 def _finish(res, cwd, req, oom):
-    health = _health(oom)
+    _kill_all()  # nothing may still write to the files we read back
     files = {}
     cap = int((req.get("limits") or {}).get("output_bytes", 1 << 20))
     for name in req.get("return_files") or []:
@@ -610,12 +627,20 @@ def _finish(res, cwd, req, oom):
         except (OSError, ValueError):
             continue
     res["files"] = files
-    _rmtree(cwd)
+    _remove_dir(cwd)
+    return {"ok": True, "result": res, "health": _health(oom)}
+
+
+def _remove_dir(path):
     try:
-        os.rmdir(cwd)
+        os.chmod(path, 0o700)
     except OSError:
         pass
-    return {"ok": True, "result": res, "health": health}
+    _rmtree(path)
+    try:
+        os.rmdir(path)
+    except OSError:
+        pass
 
 
 # ----------------------------------------------------------------------------- sessions
@@ -704,7 +729,7 @@ def _session_kill():
         except OSError:
             pass
     _kill_all()
-    _rmtree(os.path.join(WORKROOT, "session"))
+    _remove_dir(os.path.join(WORKROOT, "session"))
 
 
 def op_session_run(req):
