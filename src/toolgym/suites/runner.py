@@ -156,7 +156,7 @@ def make_sampler(cfg: BenchConfig) -> tuple[Any, Any]:
     if cfg.sampler == "vllm":
         from toolgym.agents import vllm_sampler
 
-        return vllm_sampler.VLLMSampler(path), template
+        return vllm_sampler.VLLMSampler(path, seed=cfg.seed), template
     if cfg.sampler == "openai":
         if not cfg.base_url:
             raise ConfigError("--sampler openai needs --base-url (an OpenAI-compatible server)")
