@@ -318,3 +318,16 @@ def test_exported_from_the_sandbox_package():
 
     with pytest.raises(JudgeInputError, match="empty"):
         imported(None, "print(1)", [], mode="stdio")
+
+
+async def test_batched_jobs_keep_solo_verdicts(sb):
+    """While the pool is busy, waiting submissions share a sandbox call and run side by side;
+    a time-out there is re-judged alone, so the verdicts are those of solo runs."""
+    spin = "def add(a, b):\n    while True:\n        pass\n"
+    progs = [ADD_FN, spin, ADD_FN, "def add(a, b):\n    return a * b\n", ADD_FN, spin]
+    reports = await asyncio.gather(*(ajudge(sb, p, [TestCase(code="assert add(1, 2) == 3")], mode="function",
+                                            time_limit_s=0.5) for p in progs))
+    assert [statuses(r) for r in reports] == [["AC"], ["TLE"], ["AC"], ["WA"], ["AC"], ["TLE"]]
+    solo = [judge(sb, p, [TestCase(code="assert add(1, 2) == 3")], mode="function", time_limit_s=0.5)
+            for p in progs[:4]]
+    assert [statuses(r) for r in solo] == [statuses(r) for r in reports[:4]]

@@ -328,3 +328,14 @@ def test_rigged_eq_is_caught_by_the_call_form(sb):
                                        "with a rigged __eq__ passes `assert add(1, 2) == 3`; use the call form")
 def test_rigged_eq_in_assert_form_is_a_known_gap(sb):
     assert_failed(run_fn(sb, ALWAYS_EQUAL))
+
+
+async def test_a_daemon_batched_with_others_fails_alone(sb):
+    daemon = WRONG.replace("a - b", "a + b") + (
+        "import os, time\nif os.fork() == 0:\n    os.setsid()\n    if os.fork() == 0:\n"
+        "        time.sleep(30)\n    os._exit(0)\nos.wait()\n")
+    jobs = [ajudge(sb, RIGHT, [TEST], mode="function"), ajudge(sb, RIGHT, [TEST], mode="function"),
+            ajudge(sb, daemon, [TEST], mode="function"), ajudge(sb, RIGHT, [TEST], mode="function")]
+    reports = await asyncio.gather(*jobs)
+    assert [r.passed for r in reports] == [1, 1, 0, 1]
+    assert "threads or processes" in reports[2].verdicts[0].message

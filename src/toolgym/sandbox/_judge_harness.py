@@ -32,11 +32,16 @@ def _excerpt(text, limit=EXCERPT):
 
 
 class Harness:
-    def __init__(self, nonce, libc=None):
+    def __init__(self, nonce, libc=None, zygote=None, lock=None):
+        import threading
+
         self.spec = None
         self.nonce = nonce
-        self.zygote = None
-        self.zsock = None
+        self.zygote = zygote
+        self.zsock = zygote.sock if zygote is not None else None
+        self.zygote_pids = {zygote.pid} if zygote is not None else set()
+        self.concurrent = False
+        self.lock = lock or threading.Lock()
         self.pid = os.getpid()
         self.drop_uid = os.geteuid() == 0
         self.libc = libc
@@ -45,13 +50,14 @@ class Harness:
     def emit(self, obj):
         line = self.nonce + " " + json.dumps(obj) + "\n"
         data = line.encode()
-        while data:
-            data = data[os.write(1, data):]
+        with self.lock:
+            while data:
+                data = data[os.write(1, data):]
 
     # ---- process plumbing ----------------------------------------------------------
     def children(self, pid):
         try:
-            with open("/proc/%d/task/%d/children" % (pid, pid)) as f:
+            with open(f"/proc/{pid}/task/{pid}/children") as f:
                 return [int(x) for x in f.read().split()]
         except OSError:
             return []
@@ -59,7 +65,7 @@ class Harness:
     def sweep(self):
         """Kill and reap every process left under the harness (a subreaper) but the zygote."""
         for _ in range(50):
-            kids = [k for k in self.children(self.pid) if k != self.zygote.pid]
+            kids = [k for k in self.children(self.pid) if k not in self.zygote_pids]
             if not kids:
                 return
             for k in kids:
@@ -76,12 +82,16 @@ class Harness:
     def lone(self, pid):
         """True if `pid` runs one thread and no process but it exists under the harness."""
         try:
-            if len(os.listdir("/proc/%d/task" % pid)) != 1:
+            if len(os.listdir(f"/proc/{pid}/task")) != 1:
                 return False
         except OSError:
             return False
-        return (not self.children(pid) and self.children(self.zygote.pid) == [pid]
-                and self.children(self.pid) == [self.zygote.pid])
+        if self.children(pid) or self.children(self.zygote.pid) != [pid]:
+            return False
+        if any(k not in self.zygote_pids for k in self.children(self.pid)):
+            # an orphan under the harness: whose, when jobs run side by side, is unknown
+            return AMBIGUOUS if self.concurrent else False
+        return True
 
     def make_dir(self):
         d = os.path.join(self.rundir, "t" + os.urandom(6).hex())
@@ -249,21 +259,24 @@ class Harness:
     def crash_verdict(self, r, stderr_text):
         """Verdict for a run that did not end normally; None if it ended normally."""
         if r["timed_out"]:
+            r["contended"] = True
             return "TLE", f"time limit exceeded ({self.limit_s:.2f}s)"
         if r["ole"]:
-            return "OLE", "output limit exceeded (%d bytes)" % self.output_bytes
+            return "OLE", f"output limit exceeded ({self.output_bytes} bytes)"
         sig = self.signal_of(r["status"])
         if sig == signal.SIGXCPU:
+            r["contended"] = True
             return "TLE", "CPU time limit exceeded"
         if "MemoryError" in stderr_text[-2000:] or "bad_alloc" in stderr_text[-2000:]:
-            return "MLE", "memory limit exceeded (%d MiB)" % self.memory_mb
+            return "MLE", f"memory limit exceeded ({self.memory_mb} MiB)"
         if sig == signal.SIGKILL and not r["killed_by_us"]:
+            r["contended"] = True
             return "MLE", "killed (likely out of memory)"
         if sig is not None:
-            return "RE", "killed by signal %d" % sig
+            return "RE", f"killed by signal {sig}"
         code = os.WEXITSTATUS(r["status"])
         if code != 0:
-            return "RE", "exit code %d: %s" % (code, _excerpt(stderr_text.strip()[-300:]))
+            return "RE", f"exit code {code}: {_excerpt(stderr_text.strip()[-300:])}"
         return None
 
     # ---- checkers ------------------------------------------------------------------
@@ -284,26 +297,26 @@ class Harness:
         import math
 
         if len(et) != len(gt):
-            return False, "expected %d tokens, got %d" % (len(et), len(gt))
+            return False, f"expected {len(et)} tokens, got {len(gt)}"
         for i, (a, b) in enumerate(zip(et, gt, strict=False)):
             if a == b:
                 continue
             try:
                 fa, fb = float(a), float(b)
             except ValueError:
-                return False, "token %d: expected %r, got %r" % (i + 1, _excerpt(a, 40), _excerpt(b, 40))
+                return False, f"token {i + 1}: expected {_excerpt(a, 40)!r}, got {_excerpt(b, 40)!r}"
             if not math.isclose(fa, fb, rel_tol=self.spec["rel_tol"], abs_tol=self.spec["abs_tol"]):
-                return False, "token %d: expected %s, got %s (abs_tol=%g, rel_tol=%g)" % (
-                    i + 1, a, b, self.spec["abs_tol"], self.spec["rel_tol"])
+                return False, (f"token {i + 1}: expected {a}, got {b} "
+                               f"(abs_tol={self.spec['abs_tol']:g}, rel_tol={self.spec['rel_tol']:g})")
         return True, ""
 
     @staticmethod
     def first_diff(exp, got, unit):
         for i, (a, b) in enumerate(zip(exp, got, strict=False)):
             if a != b:
-                return "%s %d: expected %r, got %r" % (unit, i + 1, _excerpt(a, 60), _excerpt(b, 60))
+                return f"{unit} {i + 1}: expected {_excerpt(a, 60)!r}, got {_excerpt(b, 60)!r}"
         if len(exp) != len(got):
-            return "expected %d %ss, got %d" % (len(exp), unit, len(got))
+            return f"expected {len(exp)} {unit}s, got {len(got)}"
         return "outputs differ"
 
     def custom_check(self, inp, expected, got):
@@ -387,6 +400,7 @@ class Harness:
         v = {"time_s": r["time_s"], "got": _excerpt(got), "expected": _excerpt(test["output"])}
         if crash is not None:
             v["status"], v["message"] = crash
+            v["contended"] = r.get("contended", False)
             return v
         ok, msg = self.compare(test["input"], test["output"], got)
         v["status"], v["message"] = ("AC", "") if ok else ("WA", msg)
@@ -400,8 +414,9 @@ class Harness:
         def on_message(tag, payload, pid, out):
             if tag == b"L" and "loaded" not in state:
                 state["loaded"] = True
-                if not self.lone(pid):
-                    out["violation"] = "the program left threads or processes running after it loaded"
+                lone = self.lone(pid)
+                if lone is not True:
+                    out["violation"] = lone or "the program left threads or processes running after it loaded"
                     return None
                 msg = token + body
                 return b"T" + len(msg).to_bytes(4, "big") + msg
@@ -418,6 +433,8 @@ class Harness:
             v["expected"] = _excerpt(json.dumps(test["expected"]))
         msgs = r["messages"]
         tags = [t for t, _ in msgs]
+        if r["violation"] == AMBIGUOUS:
+            raise Abandon()
         if r["violation"]:
             v["status"], v["message"] = "RE", r["violation"]
             return v
@@ -440,7 +457,7 @@ class Harness:
                 return v
             first = next(((t, p) for t, p in msgs if t != b"L"), None)
             if first is not None and first[0] == b"M":
-                v["status"], v["message"] = "MLE", "memory limit exceeded (%d MiB)" % self.memory_mb
+                v["status"], v["message"] = "MLE", f"memory limit exceeded ({self.memory_mb} MiB)"
                 return v
             if first is not None and first[0] == b"E":
                 v["status"], v["message"] = "RE", "program failed to load: " + first[1].decode("utf-8", "replace")
@@ -453,6 +470,7 @@ class Harness:
         crash = self.crash_verdict(r, stderr)
         if crash is not None:
             v["status"], v["message"] = crash
+            v["contended"] = r.get("contended", False)
             return v
         v["status"], v["message"] = "RE", "the process exited before the test finished"
         return v
@@ -479,7 +497,7 @@ class Harness:
         self.output_bytes = int(job["output_bytes"])
         self.checker_errors = []
         start = time.monotonic()
-        self.rundir = os.path.join(self.root, "j%d" % j)
+        self.rundir = os.path.join(self.root, f"j{j}")
         os.mkdir(self.rundir, 0o711)
         try:
             how, ce = self.prepare()
@@ -495,31 +513,27 @@ class Harness:
                     v = self.run_stdio(how, test)
                 else:
                     v = self.run_function(how, test)
+                if self.concurrent and v.pop("contended", False):
+                    raise Abandon()
+                v.pop("contended", None)
                 v["j"], v["i"] = j, i
                 failed = failed or v["status"] != "AC"
                 self.emit(v)
+        except Abandon:
+            # Running side by side with other jobs made this verdict uncertain (a time-out,
+            # an out-of-memory kill, an orphan of unknown origin): no done line, so the host
+            # judges this job again on its own.
+            return
         finally:
             self.rmdir(self.rundir)
         self.emit({"done": True, "j": j, "elapsed_s": round(time.monotonic() - start, 4),
                    "checker_errors": self.checker_errors[:3]})
 
-    def main(self, jobs):
-        import tempfile
+AMBIGUOUS = "ambiguous"
 
-        # In the call's work dir (where binaries may run: /tmp can be noexec). A root
-        # harness runs tests as nobody, who must be able to traverse it.
-        if self.drop_uid:
-            os.chmod(".", 0o711)
-        self.root = tempfile.mkdtemp(prefix="tgjudge-", dir=os.getcwd())
-        os.chmod(self.root, 0o711)
-        try:
-            if self.zygote_recv().get("ready") is not True:
-                raise RuntimeError("the judge zygote did not start")
-            for j, job in enumerate(jobs):
-                self.run_job(j, job)
-        finally:
-            self.rmdir(self.root)
-        self.emit({"all_done": True})
+
+class Abandon(Exception):
+    """This job's verdict cannot be trusted while other jobs ran beside it."""
 
 
 def load_spec(path=SPEC_FILE):
@@ -571,6 +585,48 @@ class Zygote:
         self.pid, self.sock = pid, parent
 
 
+def run_all(nonce, libc, zygotes, jobs):
+    """Judge `jobs`, len(zygotes) at a time (one thread and zygote each), then say all_done."""
+    import tempfile
+    import threading
+
+    lock = threading.Lock()
+    runners = [Harness(nonce, libc, z, lock) for z in zygotes]
+    pids = {z.pid for z in zygotes}
+    if runners[0].drop_uid:
+        os.chmod(".", 0o711)  # a root harness runs tests as nobody, who must traverse this
+    # In the call's work dir: binaries may run there (/tmp can be noexec).
+    root = tempfile.mkdtemp(prefix="tgjudge-", dir=os.getcwd())
+    os.chmod(root, 0o711)
+    todo = list(enumerate(jobs))
+    todo.reverse()
+
+    def work(h):
+        if h.zygote_recv().get("ready") is not True:
+            raise RuntimeError("the judge zygote did not start")
+        while True:
+            with lock:
+                if not todo:
+                    return
+                j, job = todo.pop()
+            h.run_job(j, job)
+
+    for h in runners:
+        h.root, h.zygote_pids, h.concurrent = root, pids, len(runners) > 1
+    try:
+        if len(runners) == 1:
+            work(runners[0])
+        else:
+            threads = [threading.Thread(target=work, args=(h,), daemon=True) for h in runners]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+    finally:
+        runners[0].rmdir(root)
+    runners[0].emit({"all_done": True})
+
+
 def main():
     libc = _libc()
     if libc is not None:
@@ -579,19 +635,22 @@ def main():
         # Subreaper: orphans of a test (double-forked daemons) become ours, to be killed.
         libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
     signal.signal(signal.SIGPIPE, signal.SIG_IGN)
-    zygote = Zygote()
+    zygotes = [Zygote()]
     spec = load_spec(sys.argv[1] if len(sys.argv) > 1 else SPEC_FILE)
-    h = Harness(spec["nonce"], libc)
-    h.zygote, h.zsock = zygote, zygote.sock
+    jobs = spec["jobs"]
+    width = max(1, min(int(spec.get("concurrency") or 1), len(jobs)))
     try:
-        h.main(spec["jobs"])
+        while len(zygotes) < width:
+            zygotes.append(Zygote())  # fork + exec at once: no memory of ours survives
+        run_all(spec["nonce"], libc, zygotes, jobs)
     finally:
-        zygote.sock.close()
-        try:
-            os.kill(zygote.pid, signal.SIGKILL)
-            os.waitpid(zygote.pid, 0)
-        except OSError:
-            pass
+        for z in zygotes:
+            z.sock.close()
+            try:
+                os.kill(z.pid, signal.SIGKILL)
+                os.waitpid(z.pid, 0)
+            except OSError:
+                pass
 
 
 if __name__ == "__main__":

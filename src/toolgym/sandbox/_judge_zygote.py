@@ -35,6 +35,7 @@ import socket
 import string  # noqa: F401
 import sys
 import types
+import typing  # noqa: F401
 
 PR_SET_PDEATHSIG = 1
 NOBODY = 65534
@@ -59,14 +60,6 @@ def _setup(req, fds, sock_fd):
     for target, fd in enumerate(high):
         os.dup2(fd, target)
     os.closerange(len(high), 1 << 16)
-    for sig in range(1, signal.NSIG):
-        if sig in (signal.SIGKILL, signal.SIGSTOP):
-            continue
-        try:
-            signal.signal(sig, signal.SIG_DFL)
-        except (OSError, ValueError):
-            pass
-    signal.signal(signal.SIGINT, signal.default_int_handler)
 
     def clamp(which, value):
         hard = resource.getrlimit(which)[1]
@@ -170,11 +163,68 @@ def _run_checker():
 
 
 # ----------------------------------------------------------------------------- function mode
+def _version_reader():
+    """A reader of CPython's dict version tag (PEP 509), which changes on every write to the
+    dict: restore() skips the dicts whose tag did not move, without touching (and so copying
+    after fork) their items. None where the layout is not the known one."""
+    try:
+        import ctypes
+
+        if sys.implementation.name != "cpython" or not (3, 11) <= sys.version_info[:2] <= (3, 13) \
+                or ctypes.sizeof(ctypes.c_void_p) != 8 or "free-threading" in sys.version:
+            return None
+        at = ctypes.c_uint64.from_address
+
+        def read(d):
+            return at(id(d) + 24).value  # ob_refcnt, ob_type, ma_used, then ma_version_tag
+
+        probe, mod = {}, types.ModuleType("probe")
+        seen = [read(probe), read(mod.__dict__)]
+        probe["x"] = 1
+        mod.x = 1
+        seen += [read(probe), read(mod.__dict__)]
+        probe["x"] = 2
+        seen.append(read(probe))
+        return read if seen[0] != seen[2] != seen[4] and seen[1] != seen[3] else None
+    except Exception:
+        return None
+
+
+def _snapshot():
+    """The pristine state restored before every test; taken once, in the zygote, then frozen."""
+    ver = _version_reader()
+    tag = ver if ver is not None else (lambda d: None)
+    pristine = dict(builtins.__dict__)
+    modules = [(m, dict(m.__dict__), m.__dict__, tag(m.__dict__)) for m in list(sys.modules.values())
+               if m is not None and isinstance(getattr(m, "__dict__", None), dict)]
+    classes = []  # Python classes of those modules, whose attributes a program could patch
+    for _m, d, _real, _t in modules:
+        for v in d.values():
+            if isinstance(v, type) and v.__flags__ & 512 and not v.__flags__ & 256 \
+                    and v.__dict__.get("__module__") == d.get("__name__"):
+                real = gc.get_referents(v.__dict__)
+                real = real[0] if len(real) == 1 and type(real[0]) is dict else None
+                classes.append((v, dict(v.__dict__), real, tag(real) if real is not None else None))
+    return pristine, modules, classes, dict(sys.modules), ver, tag(builtins.__dict__)
+
+
+SNAPSHOT = None
+
+
 def _boot():
     """Function mode. Everything needed later is captured in locals before the program runs."""
     rd, wr, ex, bexc, aexc, mexc = os.read, os.write, os._exit, BaseException, AssertionError, MemoryError
-    tp, isinst, strt, dct, lst, ln, rep = type, isinstance, str, dict, list, len, repr
-    dumps, loads, setitimer, setsig = json.dumps, json.loads, signal.setitimer, signal.signal
+    tp, strt, dct, lst, ln, rep = type, str, dict, list, len, repr
+    dumps, loads, setitimer, setsig, getsig = json.dumps, json.loads, signal.setitimer, signal.signal, \
+        signal.getsignal
+    handlers = {}
+    for sig in range(1, signal.NSIG):
+        try:
+            h = getsig(sig)
+        except (ValueError, OSError):
+            continue
+        if h is not None:
+            handlers[sig] = h  # as a fresh interpreter has them
     settrace, setprofile, gccb = sys.settrace, sys.setprofile, gc.callbacks
     ctl, res = 3, 4
     streams = (sys.stdin, sys.stdout, sys.stderr)
@@ -214,16 +264,11 @@ def _boot():
             msg = ""
         return (name + (": " + msg if msg else ""))[:400].encode("utf-8", "replace")
 
-    pristine = dct(builtins.__dict__)
-    modules = [(m, dct(m.__dict__)) for m in lst(sys.modules.values())
-               if m is not None and isinst(getattr(m, "__dict__", None), dict)]
-    classes = []  # Python classes of those modules, whose attributes a program could patch
-    for m, d in modules:
-        for v in d.values():
-            if isinst(v, type) and v.__flags__ & 512 and not v.__flags__ & 256 \
-                    and v.__dict__.get("__module__") == d.get("__name__"):
-                classes.append((v, dct(v.__dict__)))
-    sys_modules = dct(sys.modules)
+    pristine, modules, classes, sys_modules, ver, builtins_tag = SNAPSHOT
+    for m, d, _real, _t in modules:
+        if m is sys:  # this child's own streams, set up after the snapshot was taken
+            d.update({k: getattr(sys, k) for k in ("stdin", "stdout", "stderr", "__stdin__", "__stdout__",
+                                                    "__stderr__")})
     stdlib = os.path.dirname(os.__file__) + "/"
     modtype, getdict = types.ModuleType, types.ModuleType.__dict__["__dict__"].__get__
     missing = object()
@@ -249,21 +294,27 @@ def _boot():
         setprofile(None)
         for which in (signal.ITIMER_REAL, signal.ITIMER_VIRTUAL, signal.ITIMER_PROF):
             setitimer(which, 0)
-        for sig in range(1, signal.NSIG):
-            try:
-                setsig(sig, signal.default_int_handler if sig == signal.SIGINT else signal.SIG_DFL)
-            except bexc:
-                pass
+        for sig, h in handlers.items():
+            if getsig(sig) is not h:
+                try:
+                    setsig(sig, h)
+                except bexc:
+                    pass
         del gccb[:]
         bd = builtins.__dict__
-        bd.clear()
-        bd.update(pristine)
-        for m, d in modules:
+        if ver is None or ver(bd) != builtins_tag:
+            bd.clear()
+            bd.update(pristine)
+        for m, d, real, t in modules:
+            if ver is not None and ver(real) == t:
+                continue
             md = m.__dict__
             for k, v in d.items():
                 if md.get(k, md) is not v:
                     md[k] = v
-        for c, d in classes:
+        for c, d, real, t in classes:
+            if ver is not None and real is not None and ver(real) == t:
+                continue
             cd = c.__dict__
             for k in lst(cd):
                 if k not in d and k != "__slotnames__":
@@ -392,6 +443,10 @@ def main():
     if LIBC is not None:
         LIBC.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     sock = socket.socket(fileno=sock_fd)
+    global SNAPSHOT
+    SNAPSHOT = _snapshot()
+    gc.collect()
+    gc.freeze()  # children never scan (and so never copy) the zygote's objects
     sock.send(b'{"ready": true}')
     _serve(sock)
 

@@ -298,7 +298,10 @@ def _call(jobs: list[_Job], base: Limits | None) -> tuple[str, dict[str, str], L
     """The nonce, files and limits of one sandbox call that judges `jobs`."""
     base = base or Limits()
     nonce = secrets.token_hex(16)
-    spec = {"nonce": nonce, "jobs": [j.spec for j in jobs]}
+    # CONCURRENCY jobs at a time: it overlaps their process start-ups. A verdict that running side by
+    # side could have caused (time-out, OOM kill) makes the harness drop that job, which is
+    # then judged again alone.
+    spec = {"nonce": nonce, "jobs": [j.spec for j in jobs], "concurrency": min(CONCURRENCY, len(jobs))}
     budget = 10.0 + sum(j.budget_s for j in jobs)
     ntests = sum(len(j.cases) for j in jobs)
     limits = Limits(timeout_s=budget, cpu_s=budget, memory_mb=max(base.memory_mb, max(j.memory_mb for j in jobs) + 128),
@@ -411,7 +414,8 @@ async def ajudge(sb: Any, program: str, tests: Any, mode: str = "stdio", *, lang
 
 # ------------------------------------------------------------------------------ micro-batching
 _BATCHERS: weakref.WeakKeyDictionary[Any, dict[int, _Batcher]] = weakref.WeakKeyDictionary()
-MAX_BATCH = 16
+MAX_BATCH = 32
+CONCURRENCY = 2  # jobs judged side by side within one sandbox call
 
 
 class _Batcher:
