@@ -29,10 +29,10 @@ class SlowTools:
     def __init__(self, env: Any, latency_s: float) -> None:
         self.env, self.latency_s = env, latency_s
 
-    async def areset(self, *, seed=None, options=None):  # noqa: ANN001
+    async def areset(self, *, seed=None, options=None):
         return await self.env.areset(seed=seed, options=options)
 
-    async def astep(self, text: str):  # noqa: ANN201
+    async def astep(self, text: str):
         await asyncio.sleep(self.latency_s)
         return await self.env.astep(text)
 

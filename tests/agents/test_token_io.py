@@ -160,6 +160,8 @@ def test_qwen3_multi_turn_group_token_exact_and_logprobs(qwen3_tokenizer):
 
 
 @pytest.mark.model
+@pytest.mark.slow
+@pytest.mark.timeout(1800)
 def test_smollm2_multi_turn_group_token_exact_and_logprobs(smollm2_dir):
     sampler = HFSampler(str(smollm2_dir))
     tok = sampler.tokenizer

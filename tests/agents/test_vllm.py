@@ -31,7 +31,7 @@ from toolgym.agents.runner import EpisodeLimits, RolloutRunner
 from toolgym.agents.sampling import SamplingParams
 from toolgym.agents.storage import read_jsonl
 
-pytestmark = [pytest.mark.vllm, pytest.mark.slow]
+pytestmark = [pytest.mark.vllm, pytest.mark.slow, pytest.mark.timeout(1800)]
 
 ROOT = Path(__file__).resolve().parents[2]
 VENV = ROOT / ".venv-vllm"
