@@ -60,3 +60,23 @@ def test_generate_with_hf_and_openai_samplers(tmp_path: Path, tiny_dir: Path) ->
                       log=lambda m: None, suite=_suite(tmp_path))
         assert srv.requests >= 3
     assert _texts(tmp_path / "oa") == _texts(tmp_path / "hf")
+
+
+def test_tools_mode_runs_episodes_in_the_environment(tmp_path: Path, tiny_dir: Path) -> None:
+    data = tmp_path / "mc.jsonl"
+    rows = [{"id": f"s{i}", "question": f"Pick {i}?", "choices": ["red", "blue"], "labels": ["A", "B"],
+             "answer": "A"} for i in range(2)]
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    suite = suite_from_dict({"name": "t", "entries": [{"name": "sci", "env": "toolgym/ScienceQA-v0",
+                                                       "source": f"asset:{data}", "metric": "acc",
+                                                       "options": {"dataset": "arc_easy"}}]})
+    cfg = BenchConfig(suite="t", model=str(tiny_dir), mode="tools", samples=2, temperature=1.0, max_tokens=8)
+    rep = run_benchmark(cfg, tmp_path / "tools", log=lambda m: None, suite=suite)
+    sci = rep["entries"]["sci"]
+    assert sci["n"] == 2 and sci["samples"] == 2
+    recs = [json.loads(x) for x in (tmp_path / "tools" / "records.jsonl").read_text().splitlines()]
+    assert sorted(r["id"] for r in recs) == ["s0", "s1"]
+    for r in recs:
+        assert len(r["samples"]) == 2 and all(s["turns"] for s in r["samples"])
+        # a sample counts only with full reward
+        assert r["correct"] == [s["reward"] >= 1.0 and not s["error"] for s in r["samples"]]
