@@ -52,6 +52,7 @@ def run(
     batch: int = typer.Option(8, help="prompts (or questions) per forward batch"),
     concurrency: int = typer.Option(4, help="programs judged at once in the sandbox"),
     sandbox: str = typer.Option("auto", help="sandbox backend: auto | docker | local"),
+    max_turns: int = typer.Option(4, help="turns per episode in tools mode"),
     seed: int = typer.Option(0),
     completions: str = typer.Option(None, help="score completions from this JSONL instead of sampling"),
     trust_pickle: bool = typer.Option(False, "--trust-pickle",
@@ -68,7 +69,8 @@ def run(
         cfg = BenchConfig(suite=suite, model=model, mode=mode, subset=subset, limit=limit, seed=seed, samples=samples,
                           temperature=temperature, top_p=top_p, max_tokens=max_tokens, sampler=sampler,
                           base_url=base_url, tokenizer=tokenizer, batch=batch, concurrency=concurrency,
-                          sandbox_backend=sandbox, trust_pickle=trust_pickle, completions=completions)
+                          sandbox_backend=sandbox, trust_pickle=trust_pickle, completions=completions,
+                          max_turns=max_turns)
         stream = sys.stderr if as_json else sys.stdout
 
         def log(msg: str) -> None:
