@@ -45,6 +45,19 @@ def controllers() -> dict[str, Path | None]:
     return out
 
 
+def _weigh_parent(parent: Path, v2: bool) -> None:
+    """All sandboxes together weigh as much as `cores` ordinary processes (the default parent
+    weight, one process's, would starve them, executors included, on a busy host)."""
+    cores = os.cpu_count() or 1
+    try:
+        if v2:
+            (parent / "cpu.weight").write_text(str(min(10000, 100 * cores)))
+        else:
+            (parent / "cpu.shares").write_text(str(1024 * cores))
+    except OSError:
+        pass
+
+
 class SandboxCgroup:
     """Memory and pids limits for one local sandbox; `kill` and `remove` clean it up."""
 
@@ -59,6 +72,8 @@ class SandboxCgroup:
                 continue  # one unified dir
             try:
                 parent.mkdir(exist_ok=True)
+                if ctl == "cpu":
+                    _weigh_parent(parent, v2)
                 if v2:
                     try:
                         (parent / "cgroup.subtree_control").write_text("+memory +pids +cpu")
