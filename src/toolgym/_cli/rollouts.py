@@ -61,7 +61,8 @@ def show(
             label = {"assistant": "assistant", "tool": "tool result", "user": "user", "system": "system"}.get(role, role)
             if role == "system" and not full:
                 content = _clip(content, 120)
-            typer.echo(f"   [{label}] {_clip(content, n)}".replace("\n", "\n      "))
+            cut = "  [cut at max tokens]" if m.get("finish_reason") == "length" else ""
+            typer.echo(f"   [{label}] {_clip(content, n)}{cut}".replace("\n", "\n      "))
             for call in m.get("tool_calls") or []:
                 fn = call.get("function", call)
                 typer.echo(f"      -> call {fn.get('name')}({_clip(json.dumps(fn.get('arguments'), ensure_ascii=False), 200)})")

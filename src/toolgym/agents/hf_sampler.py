@@ -54,6 +54,7 @@ class HFSampler(Sampler):
         # transformers 5.x renamed the KV-cache argument from past_key_values to cache
         fwd = inspect.signature(self.model.forward).parameters
         self._cache_kw = "cache" if "cache" in fwd else "past_key_values"
+        self._fwd_extra = {"logits_to_keep": 1} if "logits_to_keep" in fwd else {}
 
     async def agenerate(self, prompts: list[list[int]], params: SamplingParams) -> list[list[Sample]]:
         import asyncio
@@ -129,7 +130,7 @@ class HFSampler(Sampler):
         with torch.inference_mode():
             while True:
                 out = self.model(input_ids=cur_ids, attention_mask=attn, position_ids=cur_pos, use_cache=True,
-                                 logits_to_keep=1, **{cache_kw: past})
+                                 **self._fwd_extra, **{cache_kw: past})
                 past = getattr(out, cache_kw)
                 logits = out.logits[:, -1, :].float().cpu()
                 nxt, lp = _sample_rows(logits, temps, top_k, top_p, gens, finish)
