@@ -339,3 +339,60 @@ async def test_a_daemon_batched_with_others_fails_alone(sb):
     reports = await asyncio.gather(*jobs)
     assert [r.passed for r in reports] == [1, 1, 0, 1]
     assert "threads or processes" in reports[2].verdicts[0].message
+
+
+SPY = r'''
+import os, time
+
+def ppid_of(pid):
+    with open(f"/proc/{pid}/stat") as fh:
+        return int(fh.read().rsplit(")", 1)[1].split()[1])
+
+def is_zygote(pid):
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as fh:
+            return b"judge zygote" in fh.read()
+    except OSError:
+        return False
+
+reached = []
+deadline = time.time() + 1.5
+while time.time() < deadline and not reached:
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or int(name) == os.getpid():
+            continue
+        pid = int(name)
+        try:
+            parent = ppid_of(pid)
+            if not is_zygote(parent) or is_zygote(ppid_of(parent)):
+                continue  # only test processes: children of a zygote (whose own parent is the harness)
+        except OSError:
+            continue
+        for path in (f"/proc/{pid}/mem", f"/proc/{pid}/environ"):
+            try:
+                open(path, "rb").close()
+                reached.append(path)
+            except OSError:
+                pass
+        try:
+            reached += os.listdir(f"/proc/{pid}/fd")
+        except OSError:
+            pass
+    time.sleep(0.01)
+
+def add(a, b):
+    return a + b if reached else a - b
+'''
+SLOW_WRONG = "import time\ndef add(a, b):\n    time.sleep(1.0)\n    return a - b\n"
+
+
+async def test_jobs_side_by_side_cannot_reach_each_other(sb):
+    """Batched function-mode jobs run two at a time. A spy job that could open another job's
+    test process (its memory, environment or pipes) would pass; it must not."""
+    reports = await asyncio.gather(
+        ajudge(sb, RIGHT, [TEST], mode="function"),
+        ajudge(sb, SLOW_WRONG, [TEST], mode="function", time_limit_s=5.0),
+        ajudge(sb, SPY, [TEST], mode="function", time_limit_s=5.0),
+        ajudge(sb, SLOW_WRONG, [TEST], mode="function", time_limit_s=5.0),
+        ajudge(sb, SPY, [TEST], mode="function", time_limit_s=5.0))
+    assert [r.passed for r in reports] == [1, 0, 0, 0, 0]

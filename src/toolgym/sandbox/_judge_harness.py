@@ -273,6 +273,7 @@ class Harness:
             r["contended"] = True
             return "MLE", "killed (likely out of memory)"
         if sig is not None:
+            r["contended"] = not r["killed_by_us"]  # another job of the call may have sent it
             return "RE", f"killed by signal {sig}"
         code = os.WEXITSTATUS(r["status"])
         if code != 0:

@@ -38,6 +38,7 @@ import types
 import typing  # noqa: F401
 
 PR_SET_PDEATHSIG = 1
+PR_SET_DUMPABLE = 4
 NOBODY = 65534
 
 
@@ -80,6 +81,9 @@ def _setup(req, fds, sock_fd):
         os.setuid(NOBODY)
     if LIBC is not None:
         LIBC.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        # Non-dumpable (inherited from the zygote; set again to be sure): other processes of
+        # the same uid (another job's test) cannot open this one's /proc/<pid>/mem or fd/.
+        LIBC.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
     os.environ.clear()
     os.environ.update({"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": req["cwd"], "LANG": "C.UTF-8",
                        "LC_ALL": "C.UTF-8", "TMPDIR": "/tmp", "PYTHONHASHSEED": "0"})
@@ -442,6 +446,9 @@ def main():
     sys.path[:] = [p for p in path if isinstance(p, str)]
     if LIBC is not None:
         LIBC.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        # Non-dumpable from the start, so every child is too from its first instruction: no
+        # window in which another job's process could open its /proc/<pid>/mem or fd/.
+        LIBC.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
     sock = socket.socket(fileno=sock_fd)
     global SNAPSHOT
     SNAPSHOT = _snapshot()

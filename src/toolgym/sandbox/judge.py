@@ -301,7 +301,11 @@ def _call(jobs: list[_Job], base: Limits | None) -> tuple[str, dict[str, str], L
     # CONCURRENCY jobs at a time: it overlaps their process start-ups. A verdict that running side by
     # side could have caused (time-out, OOM kill) makes the harness drop that job, which is
     # then judged again alone.
-    spec = {"nonce": nonce, "jobs": [j.spec for j in jobs], "concurrency": min(CONCURRENCY, len(jobs))}
+    # Function mode only: there nothing of a job is on disk (programs and tests travel over
+    # pipes) and test processes are non-dumpable, so jobs cannot reach each other's state.
+    side_by_side = all(j.spec["mode"] == "function" for j in jobs)
+    spec = {"nonce": nonce, "jobs": [j.spec for j in jobs],
+            "concurrency": min(CONCURRENCY, len(jobs)) if side_by_side else 1}
     budget = 10.0 + sum(j.budget_s for j in jobs)
     ntests = sum(len(j.cases) for j in jobs)
     limits = Limits(timeout_s=budget, cpu_s=budget, memory_mb=max(base.memory_mb, max(j.memory_mb for j in jobs) + 128),
