@@ -1,13 +1,21 @@
-"""The judge harness: runs INSIDE the sandbox, standard library only.
+"""The judge harness: runs INSIDE the sandbox, as the program of one call. Stdlib only.
 
-It reads the judge spec (program, tests, limits, and a per-call nonce) from
-``judge_spec.json`` in the working directory, deletes that file before any
-submission code runs, makes itself non-dumpable, then runs every test in a fresh
-child process (fork + exec, so no harness memory is inherited). Verdicts are
-written to the harness's own stdout, which no child shares, one line per test,
-each prefixed by the nonce. See toolgym/sandbox/judge.py for the threat model.
+Order of events: make itself non-dumpable and a child subreaper; start the zygote (a
+fresh `python -I -S`, see _judge_zygote.py); only then read ``judge_spec.json`` (the
+jobs: programs, tests, limits, and the per-call nonce) into memory and delete it. Each
+test runs in a child forked by a zygote, under a wall-clock limit (the child's process
+group, then every orphan left under the harness, is killed), RLIMIT_AS/CPU/FSIZE and an
+output cap. The harness compares outputs (stdio mode) and return values (call form)
+itself; in assert form it accepts only the exact "loaded, passed+token" message sequence
+and a clean exit. Verdicts go to the harness's own stdout, which no child shares, one
+JSON line per test prefixed by the nonce, then a done line per job and an all_done line.
 
-This file is sent as source code to the sandbox; it must not import toolgym.
+Jobs of one call run `concurrency` at a time (one thread and one zygote each). A verdict
+that running side by side could have caused (a time-out, a kill by a signal we did not
+send, an orphan of unknown origin) drops that job without a done line; the host then
+judges it again alone. See toolgym/sandbox/judge.py for the threat model.
+
+This file is sent as source to the sandbox; it must not import toolgym.
 """
 
 import json

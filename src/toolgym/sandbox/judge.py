@@ -8,51 +8,62 @@
                           TestCase(call="add", args=[1, 2], expected=3)], mode="function")
     report.passed, report.total, report.fraction, report.all_or_nothing, report.verdicts
 
-How it works. The harness (``_judge_harness.py``, standard library only) is sent as the
-program of one sandbox call; the program and tests travel as a spec file with a
-per-call random nonce. The harness makes itself non-dumpable (``prctl(PR_SET_DUMPABLE,
-0)``: ``/proc/<harness>/mem``, ``environ`` and ``fd`` are closed to the submission),
-becomes a child subreaper, reads the spec into memory and deletes the file before any
-submission code runs. Each test then runs in a fresh child (fork + exec: no harness
-memory is inherited) in its own session, with RLIMIT_AS/CPU/FSIZE, an output cap and a
-wall-clock limit at which the child's whole process group, and every process left
-under the harness, is killed. Verdicts go to the harness's stdout, which no child
-shares, as lines prefixed by the nonce; everything else on that stream is ignored.
+How it works. One sandbox call per submission (or per micro-batch of submissions, see
+`ajudge`). The harness (``_judge_harness.py``, standard library only) is the program of
+that call; the program and tests travel as a spec file with a per-call random nonce.
+The harness makes itself non-dumpable (``prctl(PR_SET_DUMPABLE, 0)``: its
+``/proc/<pid>/mem``, ``environ`` and ``fd`` are closed to the submission) and a child
+subreaper, starts a zygote (``_judge_zygote.py``: a fresh ``python -I -S``, so none of
+the harness's memory, nor the executor's, which held the request), and only then reads
+the spec and deletes the file. The zygote preloads the modules tests commonly use,
+snapshots builtins, every loaded module's and class's dict, then forks one child per
+test (~1 ms instead of a new interpreter). Each child: own session, RLIMIT_AS/CPU/FSIZE,
+non-dumpable, an output cap, a wall-clock limit at which its process group and every
+orphan under the harness are killed. Verdicts go to the harness's stdout, which no child
+shares, as lines prefixed by the nonce; anything else on that stream is ignored.
 
-stdio mode: the parent feeds the input and compares the output with a checker
-(``exact``, ``tokens`` = whitespace-insensitive, the default; ``float`` with
+stdio mode: the harness feeds the input and compares the output with a checker
+(``exact``; ``tokens`` = whitespace-insensitive, the default; ``float`` with
 ``abs_tol``/``rel_tol``; ``custom``: a trusted Python ``check(input, expected, got)``
-run in its own process). The expected output never enters the submission's process,
-so a pass cannot be forged; exiting early only ever fails (non-zero exit is RE).
+run in its own process). The expected output never enters the submission's process;
+exiting early only ever fails (a non-zero exit is RE). Python runs as ``python -I
+main.py`` would; C++ is compiled once (g++ -O2 -std=c++17; CE on failure).
 
 function mode, call form (``TestCase(call="f", args=[...], expected=...)``): the child
-returns the value as JSON and the PARENT compares it; the expected value never enters
+returns the value as JSON and the HARNESS compares it; the expected value never enters
 the child. Assert form (``TestCase(code=...)``, as HumanEval, MBPP and LeetCode): the
-child (a fresh ``python -I``) receives the program over a pipe, runs it, restores the
-builtins module and every module it had imported to a pristine snapshot, resets trace
-and profile hooks, signal handlers, interval timers and gc callbacks, and reports
-"loaded". The parent then checks that the child runs one thread and has no other
-process under it, and only then sends the test code with a fresh random token. The
-test runs in a copy of the program's namespace whose builtins are a pristine copy and
-where program names that shadow builtins are dropped. The pass message (the token)
-is written only after the test code returned normally, and the parent also requires
-a clean exit status and exactly the "loaded, passed" message sequence. So ``exit(0)``,
-``os._exit(0)``, ``sys.exit`` in atexit hooks (atexit never runs), SystemExit from
-the candidate, patched builtins/modules/helpers, fake markers or JSON on stdout,
-reading the deleted spec or the harness's memory, writing files, and killing the
-harness (every unreported test fails) all leave the test failed. Further audit hooks
-are refused (``sys.addaudithook`` is vetoed by the harness's own hook).
+child receives the program over a pipe and runs it; then restores builtins, every
+module and class dict that changed (dict version tags say which), drops standard-library
+modules the program imported (the test imports them afresh), resets trace/profile hooks,
+signal handlers, interval timers and gc callbacks; and reports "loaded". The harness
+checks that the child runs one thread and no other process exists under the harness,
+and only then sends the test code with a fresh random token. The test runs in a copy of
+the program's namespace without the program's names that shadow builtins, with a
+pristine copy of builtins. The pass message (the token) is written only after the test
+code returned normally, and the harness also requires a clean exit status and exactly
+the "loaded, passed" message sequence. So ``exit(0)``, ``os._exit(0)``, ``sys.exit`` in
+atexit hooks (atexit never runs), SystemExit or any BaseException from the candidate,
+patched builtins, modules, classes, ``sys.modules`` or test helpers, fake markers or
+verdict JSON on stdout, reading the (deleted) spec or the harness's memory, writing
+verdict files, leaving threads or daemons behind, and killing the harness (every
+unreported test fails) all leave a failing submission failed. Further audit hooks are
+refused (the child's own hook vetoes ``sys.addaudithook``). tests/sandbox/
+test_judge_forgery.py shows each on every backend.
 
-What remains possible, honestly: in assert form, the submission's code runs in the
-same process as the test, so code of the submission that runs while the test runs
-(the candidate function, an object it returns with a rigged ``__eq__``, a finalizer)
-or that was planted at load time can hunt the child's state: walk frames to the
-bootstrap, find the control pipes, or implement the child protocol itself (write
-"loaded", read the test and token, write the pass message). This takes deliberate
-knowledge of toolgym's internals, and it cannot reach other tests, the harness or
-the result channel; it can only forge the test it is in. No in-process check can
-stop it; when that matters, use the call form or stdio mode, where the expected
-values stay in the parent and none of this helps.
+What remains possible, honestly: in assert form the test runs in the submission's own
+process, so submission code that runs during the test (the candidate function, an
+object it returns with a rigged ``__eq__``, a finalizer) or that was planted at load
+time can hunt the child's state: walk frames to the bootstrap, find the control pipes,
+or implement the child protocol itself (write "loaded", read the test and token, write
+the pass message). Patching state beyond module and class dicts (instance attributes,
+caches such as ``re``'s, C-level state via ctypes) and patching third-party packages the
+program imported are not undone either. All of this takes deliberate knowledge of
+toolgym's internals, and it can only forge the test it is in: it cannot reach other
+tests, other jobs, the harness or the result channel. No in-process check can stop it;
+where it matters, use the call form or stdio mode, where the expected values stay in
+the harness and none of this helps. Jobs judged side by side in one call run as the
+same uid: one can kill another's processes (that job is then judged again alone) but
+cannot open its memory or pipes (non-dumpable).
 """
 
 from __future__ import annotations
