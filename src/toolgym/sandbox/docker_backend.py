@@ -64,8 +64,9 @@ def reap_orphans(client) -> int:
     return n
 
 
-def connect(timeout: float = 10.0):
-    """A docker client, or SandboxUnavailable saying why not."""
+def connect(timeout: float = 120.0):
+    """A docker client, or SandboxUnavailable saying why not. The timeout is per API call:
+    container create/start can take many seconds on a loaded engine."""
     try:
         import docker
 

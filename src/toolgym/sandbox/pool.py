@@ -50,13 +50,20 @@ class Pool:
             self._starting += 1
         threading.Thread(target=self._start_one, daemon=True, name="toolgym-pool-start").start()
 
-    def _start_one(self) -> None:
+    def _start_one(self, attempts: int = 3) -> None:
         worker = None
-        try:
-            worker = self.factory()
-        except Exception as exc:  # noqa: BLE001 - reported to waiting callers
-            with self._cond:
-                self.last_error = f"{type(exc).__name__}: {exc}"
+        # configuration problems were caught when the backend was made; what fails here is
+        # mostly transient (a loaded engine, a slow start): retry a few times
+        for attempt in range(attempts):
+            try:
+                worker = self.factory()
+                break
+            except Exception as exc:  # noqa: BLE001 - reported to waiting callers
+                with self._cond:
+                    self.last_error = f"{type(exc).__name__}: {exc}"
+                if self._closed:
+                    break
+                time.sleep(0.5 * (attempt + 1))
         with self._cond:
             self._starting -= 1
             if worker is not None and not self._closed:
