@@ -463,11 +463,13 @@ def _classify(res, oom_before):
             exit_code = -sig
     oom = _oom_count() > oom_before
     err = res["err"][-4096:]
-    if res["reason"] == "timeout":
+    if oom:  # the kernel's OOM killer struck during the call: that is why it failed
+        status = "oom"
+    elif res["reason"] == "timeout":
         status = "timeout"
     elif res["reason"] == "output_limit":
         status = "output_limit"
-    elif oom or (exit_code and (b"MemoryError" in err or b"std::bad_alloc" in err or
+    elif (exit_code and (b"MemoryError" in err or b"std::bad_alloc" in err or
                                 b"Cannot allocate memory" in err or b"out of memory" in err)):
         status = "oom"
     elif sig == signal.SIGXCPU:

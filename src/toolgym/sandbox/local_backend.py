@@ -138,7 +138,8 @@ def bwrap_command(path: str, root: bool, python: str, exec_args: list[str], tmp_
         cmd += ["--ro-bind", k, k]
     args = list(exec_args)
     if cgroup is not None and cgroup.oom_file:
-        cmd += ["--ro-bind", str(Path(cgroup.oom_file).parent), "/sys/fs/cgroup/memory"]
+        cmd += ["--perms", "0755", "--dir", "/sys/fs", "--perms", "0755", "--dir", "/sys/fs/cgroup",
+                "--ro-bind", str(Path(cgroup.oom_file).parent), "/sys/fs/cgroup/memory"]
         args += ["--oom-file", "/sys/fs/cgroup/memory/" + Path(cgroup.oom_file).name]
     return [*cmd, "--chdir", workroot, *args, "--workroot", workroot]
 
