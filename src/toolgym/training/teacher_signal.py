@@ -205,10 +205,10 @@ CONDITIONS: dict[str, str] = {
     "S2": "second success",
     "F": "failure only",
     "1S1F": "primary success + failure",
-    "2S": "two successes (positive)",
-    "2S1F": "two successes + failure (contrastive, MOPD)",
-    "random": "one random peer, labels ignored (control)",
-    "score_top3": "top-3 peers by verifier score, unlabelled (control)",
+    "2S": "two successes: positive",
+    "2S1F": "two successes + failure: contrastive, MOPD",
+    "random": "one random peer, labels ignored: control",
+    "score_top3": "top-3 peers by verifier score, unlabelled: control",
 }
 
 
@@ -505,7 +505,7 @@ def plot(result: AnalysisResult, path: str | Path) -> None:
             err[1].append(max(cell["hi"] - cell["mean"], 0.0))
         ax.bar(xs, ys, width, yerr=err, capsize=2, label=labels[key])
     ax.axhline(0, color="black", linewidth=0.6)
-    ax.set_xticks(range(len(conds)), conds)
+    ax.set_xticks(range(len(conds)), [f"{c}\n({result.table[c]['prompts']['n']} prompts)" for c in conds])
     ax.set_ylabel("mean over prompts (95% CI)")
     ax.set_title(f"Teacher-signal alignment ({result.counts['prompts_both_outcomes']} prompts with both outcomes)")
     ax.legend(fontsize=7, ncol=3)
