@@ -129,8 +129,12 @@ class RolloutConfig:
     sampler: Literal["hf", "vllm", "openai"] = "hf"
     base_url: str | None = None  # openai sampler
     sampler_kwargs: dict[str, Any] = field(default_factory=dict)
+    sandbox: str | None = "auto"  # one shared sandbox pool for all envs: auto, docker, local; null: none
+    sandbox_pool: int = 0  # workers in that pool; 0: the number of CPU cores
 
     def _check(self, p: str) -> None:
+        _require(self.sandbox in (None, "auto", "docker", "local"), f"{p}.sandbox", "'auto', 'docker', 'local' or null", self.sandbox)
+        _require(self.sandbox_pool >= 0, f"{p}.sandbox_pool", "an integer >= 0", self.sandbox_pool)
         _require(self.group_size >= 2, f"{p}.group_size", "an integer >= 2 (advantages are group-relative)", self.group_size)
         for name in ("prompts_per_step", "max_turns", "max_new_tokens", "max_response_tokens"):
             _require(getattr(self, name) >= 1, f"{p}.{name}", "an integer >= 1", getattr(self, name))
@@ -161,6 +165,7 @@ class EvalConfig:
     samples: int = 1  # samples per task (avg@k)
     temperature: float = 0.7
     top_p: float = 1.0
+    at_start: bool = True  # evaluate before the first step (the "before" of the before/after table)
 
     def _check(self, p: str) -> None:
         _require(self.every >= 0, f"{p}.every", "an integer >= 0 (0 disables)", self.every)
@@ -207,8 +212,12 @@ class SFTConfig:
     lr: float = 1e-5
     batch_size: int = 8
     max_seq_len: int = 1024
+    tool_fraction: float = 0.5  # env-generated demos: share that use the tool (the rest answer directly)
+    direct_correct: float = 0.2  # env-generated demos: share of direct answers that are right
 
     def _check(self, p: str) -> None:
+        for name in ("tool_fraction", "direct_correct"):
+            _require(0 <= getattr(self, name) <= 1, f"{p}.{name}", "a number in [0, 1]", getattr(self, name))
         if self.enabled:
             _require(bool(self.data) or self.demos > 0, f"{p}.data", "a JSONL path, or sft.demos > 0", self.data)
         _require(self.demos >= 0, f"{p}.demos", "an integer >= 0", self.demos)

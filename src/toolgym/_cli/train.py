@@ -1,0 +1,105 @@
+"""`toolgym train CONFIG.yaml [--resume]` and `toolgym sft CONFIG.yaml`.
+
+Heavy imports (torch, transformers) happen inside the commands so that `toolgym --help` stays fast.
+Expected failures (bad config, missing model) print one `error: ...` line and exit 2.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import typer
+
+from toolgym.errors import ToolgymError
+
+
+def _fail(exc: ToolgymError) -> None:
+    typer.echo(f"error: {exc}", err=True)
+    raise typer.Exit(getattr(exc, "exit_code", 2))
+
+
+def _table(summary: dict) -> str:
+    b, a = summary.get("before"), summary.get("after")
+    if not (b and a):
+        return ""
+    rows = ["| | step | held-out reward | tool-use rate |", "|---|---|---|---|",
+            f"| before RL | {b['step']} | {b['reward_mean']:.3f} | {b['tool_rate']:.2f} |",
+            f"| after RL | {a['step']} | {a['reward_mean']:.3f} | {a['tool_rate']:.2f} |"]
+    return "\n".join(rows)
+
+
+def train(
+    config: Path = typer.Argument(..., help="run config (YAML)"),
+    resume: bool = typer.Option(False, "--resume", help="continue from the latest checkpoint in output_dir"),
+    set_: list[str] = typer.Option([], "--set", "-s", help="override a field: section.key=value (repeatable)"),
+    output_dir: str = typer.Option(None, "--output-dir", "-o", help="override output_dir"),
+    seed: int = typer.Option(None, "--seed", help="override seed"),
+    no_progress: bool = typer.Option(False, "--no-progress", help="no progress bar (logs only)"),
+    as_json: bool = typer.Option(False, "--json", help="print the summary as JSON"),
+) -> None:
+    """Train a policy with RL (CTPO, GRPO, GSPO, ...) from a YAML config: SFT warm start, rollouts, updates, evals."""
+    from toolgym.training.config import load_config
+
+    overrides = list(set_)
+    if output_dir:
+        overrides.append(f"output_dir={output_dir}")
+    if seed is not None:
+        overrides.append(f"seed={seed}")
+    if no_progress or as_json:
+        overrides.append("logging.progress=false")
+    try:
+        cfg = load_config(config, overrides)
+        from toolgym.training.trainer import train as run
+
+        summary = run(cfg, resume=resume)
+    except ToolgymError as exc:
+        _fail(exc)
+        return
+    if "before" not in summary and "after" not in summary:  # not rank 0 under torchrun
+        return
+    if as_json:
+        typer.echo(json.dumps(summary))
+        return
+    table = _table(summary)
+    if table:
+        typer.echo(table)
+    typer.echo(f"metrics: {Path(cfg.output_dir) / 'metrics.jsonl'}")
+    if summary.get("plot"):
+        typer.echo(f"plot: {summary['plot']}")
+
+
+def sft(
+    config: Path = typer.Argument(..., help="run config (YAML) with an sft: section"),
+    out: Path = typer.Option(..., "--out", help="folder for the warm-started model and tokenizer"),
+    set_: list[str] = typer.Option([], "--set", "-s", help="override a field: section.key=value"),
+) -> None:
+    """Supervised warm start only: train on demonstrations (assistant tokens only) and save the model."""
+    from toolgym.training.config import load_config
+
+    try:
+        cfg = load_config(config, [*set_, "sft.enabled=true"])
+        import torch
+
+        from toolgym.agents.chat import ChatTemplate
+        from toolgym.training import sft as S
+        from toolgym.training.trainer import Trainer, load_policy
+
+        torch.manual_seed(cfg.seed)
+        tr = Trainer(cfg, console=False)
+        demos = tr._demonstrations() if not cfg.sft.data else S.read_demonstrations(cfg.sft.data)
+        out.mkdir(parents=True, exist_ok=True)
+        model, tok = load_policy(cfg, out / ".scratch", demos)
+        template = ChatTemplate(tok)
+        trajs = S.demonstration_trajectories(template, demos, cfg.sft.max_seq_len)
+        pad = tok.pad_token_id if tok.pad_token_id is not None else 0
+        res = S.sft_train(model, trajs, epochs=cfg.sft.epochs, lr=cfg.sft.lr, batch_size=cfg.sft.batch_size,
+                          pad_id=pad, seed=cfg.seed)
+        model.save_pretrained(out)
+        tok.save_pretrained(out)
+    except ToolgymError as exc:
+        _fail(exc)
+        return
+    typer.echo(json.dumps({"out": str(out), "demonstrations": len(trajs), **res}))
+    sys.stdout.flush()

@@ -1,0 +1,134 @@
+"""Data parallelism for the trainer: DDP on CPU (gloo) or GPUs (nccl), FSDP2 for large models on GPUs.
+
+Under ``torchrun --nproc_per_node N toolgym train CONFIG.yaml`` every rank builds the same model
+(same seed), samples rollouts for its own slice of the step's prompts with its own sampler (which
+shares the rank's local module, so weight sync is free), and the gradients are averaged by DDP. The
+token-mean loss divides by the *global* policy-token count (all-reduced), and each rank's loss is
+multiplied by the world size, so DDP's mean of gradients equals the gradient of the global token mean.
+
+FSDP path (GPUs). ``wrap_model(model, "fsdp")`` shards every decoder layer and then the root with
+``torch.distributed.fsdp.fully_shard`` (FSDP2; parameters become DTensors, optimizer state is sharded
+too). Rollouts then need full weights: with vLLM, gather with
+``torch.distributed.checkpoint.state_dict.get_model_state_dict(model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))``
+on rank 0 and push them with ``VLLMSampler.update_weights``. Select it with ``TOOLGYM_PARALLEL=fsdp``.
+It is not exercised by the CPU test-suite (gloo lacks the collectives FSDP2 relies on for
+mixed-device sharding); DDP is.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+
+@dataclass
+class DistInfo:
+    rank: int = 0
+    world: int = 1
+    local_rank: int = 0
+    device: str = "cpu"
+
+    @property
+    def main(self) -> bool:
+        return self.rank == 0
+
+    @property
+    def enabled(self) -> bool:
+        return self.world > 1
+
+
+def init() -> DistInfo:
+    """Join the process group that torchrun describes (env vars); a single process needs none."""
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    if world <= 1:
+        return DistInfo(device="cuda" if torch.cuda.is_available() and os.environ.get("TOOLGYM_DEVICE") == "cuda" else "cpu")
+    import torch.distributed as dist
+
+    local = int(os.environ.get("LOCAL_RANK", "0"))
+    use_cuda = torch.cuda.is_available() and os.environ.get("TOOLGYM_DEVICE", "cuda") == "cuda"
+    if not dist.is_initialized():
+        dist.init_process_group(backend="nccl" if use_cuda else "gloo")
+    if use_cuda:
+        torch.cuda.set_device(local)
+    return DistInfo(rank=dist.get_rank(), world=dist.get_world_size(), local_rank=local,
+                    device=f"cuda:{local}" if use_cuda else "cpu")
+
+
+def wrap_model(model: torch.nn.Module, info: DistInfo, strategy: str | None = None) -> torch.nn.Module:
+    """DDP (default) or FSDP2 around ``model``; the model itself when running alone."""
+    if not info.enabled:
+        return model
+    strategy = strategy or os.environ.get("TOOLGYM_PARALLEL", "ddp")
+    if strategy == "fsdp":
+        from torch.distributed.fsdp import fully_shard
+
+        layers = getattr(getattr(model, "model", None), "layers", None) or []
+        for layer in layers:
+            fully_shard(layer)
+        fully_shard(model)
+        return model
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    return DDP(model, device_ids=[info.local_rank] if info.device.startswith("cuda") else None)
+
+
+def all_reduce_sum(values: list[float], info: DistInfo) -> list[float]:
+    """Sum a few scalars over ranks (token counts, metric sums)."""
+    if not info.enabled:
+        return list(values)
+    import torch.distributed as dist
+
+    t = torch.tensor(values, dtype=torch.float64)
+    dist.all_reduce(t)
+    return t.tolist()
+
+
+def all_gather_objects(obj: Any, info: DistInfo) -> list[Any]:
+    if not info.enabled:
+        return [obj]
+    import torch.distributed as dist
+
+    out: list[Any] = [None] * info.world
+    dist.all_gather_object(out, obj)
+    return out
+
+
+def broadcast_model(model: torch.nn.Module, info: DistInfo) -> None:
+    """Make every rank hold rank 0's weights (after a warm start done on each rank)."""
+    if not info.enabled:
+        return
+    import torch.distributed as dist
+
+    with torch.no_grad():
+        for p in model.state_dict().values():
+            dist.broadcast(p, src=0)
+
+
+def average_grads(model: torch.nn.Module, info: DistInfo) -> None:
+    """Mean of gradients over ranks, for steps outside DDP (the SFT warm start)."""
+    if not info.enabled:
+        return
+    import torch.distributed as dist
+
+    for p in model.parameters():
+        if p.grad is not None:
+            dist.all_reduce(p.grad)
+            p.grad.div_(info.world)
+
+
+def barrier(info: DistInfo) -> None:
+    if info.enabled:
+        import torch.distributed as dist
+
+        dist.barrier()
+
+
+def shutdown(info: DistInfo) -> None:
+    if info.enabled:
+        import torch.distributed as dist
+
+        if dist.is_initialized():
+            dist.destroy_process_group()

@@ -1,0 +1,73 @@
+"""PNG of a run's training reward and held-out evaluation curves (matplotlib, headless)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+
+def plot_run(metrics: Sequence[dict[str, Any]], path: str | Path, title: str = "") -> Path:
+    """Train reward per step (and tool-use rate) on the left; eval reward per eval on the right."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    train = [r for r in metrics if r.get("kind") == "train"]
+    ev = [r for r in metrics if r.get("kind") == "eval"]
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.6))
+    ax = axes[0]
+    if train:
+        ax.plot([r["step"] for r in train], [r.get("reward_mean") for r in train], label="train reward")
+        if any("tool_rate" in r for r in train):
+            ax.plot([r["step"] for r in train], [r.get("tool_rate") for r in train], label="tool-use rate", alpha=0.7)
+    ax.set_xlabel("step")
+    ax.set_ylim(-0.02, 1.02)
+    ax.set_title("rollouts")
+    ax.legend(loc="lower right")
+    ax = axes[1]
+    if ev:
+        ax.plot([r["step"] for r in ev], [r.get("reward_mean") for r in ev], marker="o", label="eval reward")
+        ax.plot([r["step"] for r in ev], [r.get("tool_rate") for r in ev], marker=".", alpha=0.7, label="eval tool-use rate")
+    ax.set_xlabel("step")
+    ax.set_ylim(-0.02, 1.02)
+    ax.set_title("held-out evaluation")
+    ax.legend(loc="lower right")
+    if title:
+        fig.suptitle(title)
+    fig.tight_layout()
+    out = Path(path)
+    fig.savefig(out, dpi=110)
+    plt.close(fig)
+    return out
+
+
+def plot_curves(curves: dict[str, list[tuple[list[float], list[float]]]], path: str | Path, ylabel: str, title: str = "") -> Path:
+    """Mean ± min/max band over seeds for each named method; each curve is (xs, ys) per seed."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for name, runs in curves.items():
+        if not runs:
+            continue
+        xs = runs[0][0]
+        n = min(len(r[1]) for r in runs)
+        ys = np.array([r[1][:n] for r in runs], dtype=float)
+        ax.plot(xs[:n], ys.mean(0), label=f"{name} (n={len(runs)})")
+        ax.fill_between(xs[:n], ys.min(0), ys.max(0), alpha=0.2)
+    ax.set_xlabel("step")
+    ax.set_ylabel(ylabel)
+    ax.set_ylim(-0.02, 1.02)
+    if title:
+        ax.set_title(title)
+    ax.legend()
+    fig.tight_layout()
+    out = Path(path)
+    fig.savefig(out, dpi=110)
+    plt.close(fig)
+    return out

@@ -1,0 +1,604 @@
+"""The RL trainer: rollouts -> rewards -> advantages -> K off-policy mini-batch updates -> weight sync.
+
+One step (specs/ctpo.md §3.10): pick ``rollout.prompts_per_step`` prompts at the data cursor, sample
+``group_size`` episodes per prompt with the RolloutRunner (sandboxed tools), compute group-relative
+advantages, recompute the behaviour log-probs with the trainer (no grad, pre-update weights; the
+sampler's own log-probs only enter the optional mismatch weight), then ``mini_batches`` optimizer
+steps over consecutive slices of the batch (the first is on-policy, later ones are off-policy: that
+is where the ratio and the clip matter). Micro-batches accumulate gradients; the token-mean divides
+by the mini-batch's global policy-token count. Rows with NaN/inf are skipped and counted.
+
+The trainer only orchestrates. The loss is an :class:`Objective`: the policy-gradient one (CTPO, GRPO,
+GSPO, full IS via ``policy_loss``) is built in; other algorithms (MOPD, SDPO, OPD) plug in with
+:func:`register_objective` under the name they registered with ``config.register_algorithm``.
+
+Determinism: prompts come from the data cursor, sampling seeds from (seed, step, task, episode, turn),
+so a run resumed from a checkpoint continues exactly like an uninterrupted one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import shutil
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+import torch
+
+from toolgym.agents.trajectory import Trajectory
+from toolgym.errors import ConfigError
+from toolgym.training import distributed as D
+from toolgym.training.advantages import group_advantages
+from toolgym.training.batch import TokenBatch, collate
+from toolgym.training.checkpoint import TrainerState, latest_checkpoint, load_checkpoint, save_checkpoint
+from toolgym.training.config import TrainConfig, config_to_dict, dump_config
+from toolgym.training.logging import MetricsLogger, read_metrics
+from toolgym.training.logprobs import response_logprobs
+from toolgym.training.losses import finite_rows, mismatch_weight, policy_loss
+
+# ---------------------------------------------------------------- objectives (the algorithm hook)
+
+
+@dataclass
+class RolloutBatch:
+    """One step's trajectories with everything computed once per rollout batch."""
+
+    trajectories: list[Trajectory]
+    group_index: list[int]  # prompt group of each trajectory (mini-batches cut along groups)
+    advantages: torch.Tensor  # [N]
+    old_logp: list[torch.Tensor]  # per trajectory, [T_i] trainer log-probs before any update
+    seq_weight: torch.Tensor | None  # [N] optional mismatch weight
+    keep: torch.Tensor  # [N] bool: rows that train (finite rewards, log-probs, weights)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class Objective(Protocol):
+    """What an algorithm supplies: per-batch preparation and the loss of one micro-batch."""
+
+    def prepare(self, trainer: Trainer, groups: list[list[Trajectory]]) -> tuple[RolloutBatch, dict[str, float]]: ...
+
+    def loss(self, trainer: Trainer, batch: RolloutBatch, rows: list[int], token_count: float,
+             seq_count: float) -> tuple[torch.Tensor, dict[str, float]]: ...
+
+
+OBJECTIVES: dict[str, Callable[[TrainConfig], Objective]] = {}
+
+
+def register_objective(algorithm: str, factory: Callable[[TrainConfig], Objective]) -> None:
+    """Make ``algorithm: NAME`` train with ``factory(cfg)`` (register its config with ``register_algorithm`` too)."""
+    OBJECTIVES[algorithm] = factory
+
+
+class PolicyGradient:
+    """CTPO / GRPO / GSPO / full IS: ``policy_loss`` with the config's ratio, clip and aggregation."""
+
+    def __init__(self, cfg: TrainConfig) -> None:
+        self.cfg = cfg
+        self.clip = cfg.loss.clip_config()
+
+    def prepare(self, trainer: Trainer, groups: list[list[Trajectory]]) -> tuple[RolloutBatch, dict[str, float]]:
+        trajs = [t for g in groups for t in g]
+        gidx = [i for i, g in enumerate(groups) for _ in g]
+        rewards = torch.tensor([float(t.reward) for t in trajs], dtype=torch.float64)
+        adv, stats = group_advantages(rewards, gidx, self.cfg.advantage.estimator, self.cfg.advantage.eps)
+        old = trainer.old_logprobs(trajs)
+        keep = stats.valid.clone()
+        weight = None
+        if self.cfg.loss.mismatch_weight:
+            ws = []
+            for t, lp in zip(trajs, old, strict=True):
+                m = torch.tensor(t.loss_mask, dtype=torch.float32)
+                r = torch.tensor(t.behavior_logprobs, dtype=torch.float32)
+                ws.append(mismatch_weight(lp.unsqueeze(0), r.unsqueeze(0), m.unsqueeze(0), self.cfg.loss.mismatch_cap)[0]
+                          if len(t.loss_mask) else torch.tensor(1.0))
+            weight = torch.stack(ws).float()
+            keep &= torch.isfinite(weight)
+        for i, (t, lp) in enumerate(zip(trajs, old, strict=True)):
+            if len(t.loss_mask):
+                m = torch.tensor(t.loss_mask, dtype=torch.float32).unsqueeze(0)
+                keep[i] &= bool(finite_rows(m, lp.unsqueeze(0))[0])
+        metrics = {"adv_zero_groups": stats.n_zero_groups, "reward_nonfinite": stats.n_nonfinite,
+                   "rows_skipped_prepare": int((~keep).sum())}
+        if weight is not None:
+            metrics["mismatch_weight_mean"] = float(torch.nan_to_num(weight).mean())
+        return RolloutBatch(trajs, gidx, adv.float(), old, weight, keep), metrics
+
+    def loss(self, trainer: Trainer, batch: RolloutBatch, rows: list[int], token_count: float,
+             seq_count: float) -> tuple[torch.Tensor, dict[str, float]]:
+        tb = trainer.collate([batch.trajectories[i] for i in rows])
+        logp, _ = response_logprobs(trainer.model, tb)
+        T = tb.loss_mask.shape[1]
+        old = torch.stack([torch.nn.functional.pad(batch.old_logp[i], (0, T - len(batch.old_logp[i]))) for i in rows])
+        mask = tb.loss_mask * batch.keep[rows].float().unsqueeze(1)
+        ok = finite_rows(mask, logp, old)
+        skipped = int((~ok & (mask.sum(1) > 0)).sum())
+        mask = mask * ok.float().unsqueeze(1)
+        logp = torch.where(mask > 0, logp, torch.zeros_like(logp))
+        old = torch.where(mask > 0, old, torch.zeros_like(old))
+        adv = batch.advantages[rows]
+        w = batch.seq_weight[rows] if batch.seq_weight is not None else None
+        loss, m = policy_loss(logp, old, adv, mask, ratio=self.cfg.loss.ratio, clip=self.clip, agg=self.cfg.loss.agg,
+                              seq_weight=w, **_counts(self.cfg.loss.agg, token_count, seq_count))
+        m["rows_skipped_nonfinite"] = skipped
+        return loss, m
+
+
+def _counts(agg: str, token_count: float, seq_count: float) -> dict[str, float]:
+    """The global normaliser of the aggregation (so micro-batches of one mini-batch add up exactly)."""
+    if agg == "token-mean":
+        return {"global_token_count": max(token_count, 1.0)}
+    return {"global_seq_count": max(seq_count, 1.0)}
+
+
+for _name in ("ctpo", "grpo", "gspo", "full_is"):
+    register_objective(_name, PolicyGradient)
+
+
+# ---------------------------------------------------------------- model loading
+
+
+def load_policy(cfg: TrainConfig, out_dir: Path, demos: list[dict[str, Any]] | None = None) -> tuple[Any, Any]:
+    """(model, tokenizer) from ``model.name_or_path``: ``demo`` builds the tiny demonstration model."""
+    import transformers
+
+    mc = cfg.model
+    if mc.name_or_path == "demo" or mc.name_or_path.startswith("demo:"):
+        from toolgym.training import demo_model
+
+        saved = out_dir / "demo-model"
+        if (saved / "config.json").exists():
+            tok = transformers.AutoTokenizer.from_pretrained(saved)
+            model = transformers.AutoModelForCausalLM.from_pretrained(saved, dtype=torch.float32)
+            return model, tok
+        corpus = _demo_corpus(demos or [])
+        kw = dict(mc.model_kwargs)
+        vocab = int(kw.pop("vocab_size", 384))
+        kw.setdefault("seed", cfg.seed)
+        try:
+            model, tok = demo_model.build_demo(corpus, None, vocab_size=vocab, **kw)
+        except TypeError as exc:
+            raise ConfigError(f"model.model_kwargs: {exc}; allowed for the demo model: layers, hidden, heads, "
+                              "intermediate, max_positions, seed, vocab_size") from None
+        return model, tok
+    path = mc.name_or_path
+    try:
+        from toolgym.assets import asset_path
+
+        path = str(asset_path(mc.name_or_path))
+    except Exception:  # not an asset name: a local folder or a hub id
+        pass
+    dtype = torch.bfloat16 if mc.dtype == "bf16" else torch.float32
+    try:
+        model = transformers.AutoModelForCausalLM.from_pretrained(path, dtype=dtype, **mc.model_kwargs)
+        tok = transformers.AutoTokenizer.from_pretrained(mc.tokenizer or path)
+    except OSError as exc:
+        raise ConfigError(f"model.name_or_path: cannot load {mc.name_or_path!r} ({str(exc).splitlines()[0]}); "
+                          "give a fetched asset name (toolgym assets fetch NAME), a local folder, or 'demo'") from None
+    return model, tok
+
+
+def _demo_corpus(demos: list[dict[str, Any]]) -> list[str]:
+    texts = []
+    for d in demos:
+        texts += [m.get("content") or "" for m in d["messages"]]
+    n = max(len(demos), 50)
+    texts += ["system\ntools: python", "user\n", "assistant\n", "tool\n", "Answer: ", "```python\nprint(", ")\n```",
+              "What is ", "Traceback error"] * n
+    return texts
+
+
+# ---------------------------------------------------------------- trainer
+
+
+class Trainer:
+    """Owns the model, optimizer, sampler, sandbox pool and the run folder. ``fit()`` runs the loop."""
+
+    def __init__(self, cfg: TrainConfig, *, console: bool = True) -> None:
+        self.cfg = cfg
+        self.dist = D.init()
+        self.out = Path(cfg.output_dir)
+        self.objective_factory = OBJECTIVES.get(cfg.algorithm)
+        if self.objective_factory is None:
+            raise ConfigError(f"algorithm: {cfg.algorithm!r} has no trainer objective registered; "
+                              f"available: {', '.join(OBJECTIVES)}")
+        per = cfg.rollout.prompts_per_step
+        if per % self.dist.world:
+            raise ConfigError(f"rollout.prompts_per_step: must be divisible by the number of processes ({self.dist.world}); got {per}")
+        if (per // self.dist.world) % cfg.mini_batches:
+            raise ConfigError(f"mini_batches: must divide the {per // self.dist.world} prompts each process gets per step; "
+                              f"got {cfg.mini_batches}")
+        self.console = console
+        self.model: Any = None
+        self.sandbox: Any = None
+
+    # -- setup ------------------------------------------------------------------------------------------
+
+    def _setup(self, resume: bool) -> None:
+        cfg = self.cfg
+        torch.manual_seed(cfg.seed)
+        self.out.mkdir(parents=True, exist_ok=True)
+        demos = None
+        if cfg.sft.enabled and not resume:
+            demos = self._demonstrations()
+        self.module, self.tokenizer = load_policy(cfg, self.out, demos)
+        if cfg.model.name_or_path.startswith("demo") and self.dist.main and not (self.out / "demo-model").exists():
+            self.module.save_pretrained(self.out / "demo-model")
+            self.tokenizer.save_pretrained(self.out / "demo-model")
+        if cfg.model.dtype == "bf16":
+            self.module.to(torch.bfloat16)
+        self.module.to(self.dist.device)
+        if cfg.model.gradient_checkpointing:
+            self.module.gradient_checkpointing_enable()
+            self.module.config.use_cache = True  # generation still uses the KV cache
+        from toolgym.agents.chat import ChatTemplate
+
+        self.template = ChatTemplate(self.tokenizer)
+        self.pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
+        self._demos = demos
+        self.logger = MetricsLogger(self.out, jsonl=cfg.logging.jsonl, tensorboard=cfg.logging.tensorboard,
+                                    wandb=cfg.logging.wandb, wandb_project=cfg.logging.wandb_project,
+                                    progress=cfg.logging.progress and self.console, total_steps=cfg.steps,
+                                    config=config_to_dict(cfg), enabled=self.dist.main)
+        if self.dist.main:
+            dump_config(cfg, self.out / "config.yaml")
+
+    def _build_optimizer(self) -> None:
+        cfg = self.cfg
+        self.model = D.wrap_model(self.module, self.dist)
+        o = cfg.optimizer
+        params = [p for p in self.module.parameters() if p.requires_grad]
+        self.optimizer = torch.optim.AdamW(params, lr=o.lr, betas=o.betas, eps=o.eps, weight_decay=o.weight_decay)
+        total = cfg.steps * cfg.mini_batches * cfg.update_epochs
+        self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, lambda s: o.lr_factor(s, total))
+
+    def _build_rollouts(self) -> None:
+        cfg = self.cfg
+        r = cfg.rollout
+        if r.sandbox is not None:
+            from toolgym.sandbox import open_sandbox
+
+            self.sandbox = open_sandbox(backend=r.sandbox, pool_size=r.sandbox_pool or None)
+        if r.sampler == "hf":
+            from toolgym.agents.hf_sampler import HFSampler
+
+            kw = {"max_batch_size": 64, **r.sampler_kwargs}
+            self.sampler = HFSampler(self.module, self.tokenizer, device=self.dist.device, **kw)
+        else:
+            from toolgym.agents import build_sampler
+
+            self.sampler = build_sampler(r.sampler, cfg.model.name_or_path, base_url=r.base_url, **r.sampler_kwargs)
+
+    def _env_kwargs(self, base: dict[str, Any], split: str) -> dict[str, Any]:
+        kw = dict(base)
+        kw.setdefault("partition", split)
+        if self.sandbox is not None:
+            kw.setdefault("sandbox", self.sandbox)
+        return kw
+
+    def _runner(self, env_id: str, env_kwargs: dict[str, Any], temperature: float, top_p: float, seed: int) -> Any:
+        from toolgym.agents.runner import EpisodeLimits, RolloutRunner
+        from toolgym.agents.sampling import SamplingParams
+
+        r = self.cfg.rollout
+        params = SamplingParams(temperature=temperature, top_p=top_p, max_tokens=r.max_new_tokens)
+        limits = EpisodeLimits(max_turns=r.max_turns, max_total_tokens=r.max_response_tokens + 2048)
+        return RolloutRunner(self.sampler, self.template, env_id, params, limits, env_kwargs=env_kwargs, seed=seed)
+
+    # -- pieces of a step -------------------------------------------------------------------------------
+
+    def collate(self, trajs: Sequence[Trajectory]) -> TokenBatch:
+        return collate(trajs, self.pad_id).to(self.dist.device)
+
+    @torch.no_grad()
+    def old_logprobs(self, trajs: Sequence[Trajectory]) -> list[torch.Tensor]:
+        """Trainer log-probs of every response token, before any update of this step (float32, on CPU)."""
+        out: list[torch.Tensor] = []
+        mb = max(1, len(trajs) // (self.cfg.mini_batches * self.cfg.grad_accum))
+        self.module.eval()
+        for i in range(0, len(trajs), mb):
+            chunk = list(trajs[i : i + mb])
+            lp, _ = response_logprobs(self.module, self.collate(chunk))
+            for j, t in enumerate(chunk):
+                out.append(lp[j, : len(t.response_ids)].float().cpu())
+        return out
+
+    def task_indices(self, cursor: int, count: int) -> list[int]:
+        """Prompt indices for a step: the stream in order (infinite sources), or a seeded permutation per epoch."""
+        size = self._source_size
+        if not size:
+            return list(range(cursor, cursor + count))
+        import random
+
+        out = []
+        for k in range(cursor, cursor + count):
+            epoch, pos = divmod(k, size)
+            if epoch not in self._perms:
+                perm = list(range(size))
+                random.Random(f"{self.cfg.seed}:{epoch}").shuffle(perm)
+                self._perms = {epoch: perm}
+            out.append(self._perms[epoch][pos])
+        return out
+
+    def _probe_source_size(self) -> int:
+        import toolgym
+
+        kw = {k: v for k, v in self._env_kwargs(self.cfg.rollout.env_kwargs, self.cfg.rollout.split).items() if k != "sandbox"}
+        env = toolgym.make(self.cfg.rollout.env, sandbox=None, **kw)
+        try:
+            src = getattr(env.unwrapped, "source", None)
+            return int(getattr(src, "size", 0) or 0)
+        finally:
+            env.close()
+
+    def rollouts(self, step: int, cursor: int) -> list[list[Trajectory]]:
+        r = self.cfg.rollout
+        per_rank = r.prompts_per_step // self.dist.world
+        idx = self.task_indices(cursor, r.prompts_per_step)[self.dist.rank * per_rank : (self.dist.rank + 1) * per_rank]
+        from toolgym.agents.runner import TaskSpec
+
+        seed = (self.cfg.seed * 1_000_003 + step * 7_919 + self.dist.rank * 104_729) % (2**31 - 1)
+        runner = self._runner(r.env, self._env_kwargs(r.env_kwargs, r.split), r.temperature, r.top_p, seed)
+        self.module.eval()
+        specs = [TaskSpec(seed=i, options={"index": i}) for i in idx]
+        return asyncio.run(runner.arun(specs, r.group_size))
+
+    def update(self, batch: RolloutBatch, objective: Objective) -> dict[str, float]:
+        """K mini-batches (x update_epochs) of optimizer steps; micro-batches accumulate gradients."""
+        cfg = self.cfg
+        n_groups = max(batch.group_index) + 1 if batch.group_index else 0
+        per_mini = n_groups // cfg.mini_batches
+        sums: dict[str, float] = {}
+        weights: dict[str, float] = {}
+        losses: list[float] = []
+        grad_norms: list[float] = []
+        skipped = 0
+        self.module.train()
+        for _epoch in range(cfg.update_epochs):
+            for k in range(cfg.mini_batches):
+                groups = set(range(k * per_mini, (k + 1) * per_mini))
+                rows = [i for i, g in enumerate(batch.group_index) if g in groups]
+                tok = sum(float(sum(batch.trajectories[i].loss_mask)) for i in rows if batch.keep[i])
+                seqs = sum(1.0 for i in rows if batch.keep[i] and sum(batch.trajectories[i].loss_mask) > 0)
+                tok, seqs = D.all_reduce_sum([tok, seqs], self.dist)
+                micro = max(1, math.ceil(len(rows) / cfg.grad_accum))
+                chunks = [rows[i : i + micro] for i in range(0, len(rows), micro)]
+                self.optimizer.zero_grad(set_to_none=True)
+                mini_loss = 0.0
+                for c, chunk in enumerate(chunks):
+                    sync = c == len(chunks) - 1
+                    ctx = self.model.no_sync() if (self.dist.enabled and not sync and hasattr(self.model, "no_sync")) else _null()
+                    with ctx:
+                        loss, m = objective.loss(self, batch, chunk, tok, seqs)
+                        (loss * self.dist.world).backward()
+                    mini_loss += float(loss.detach())
+                    skipped += int(m.pop("rows_skipped_nonfinite", 0))
+                    w = float(m.get("tokens", 1.0))
+                    for key, v in m.items():
+                        if isinstance(v, (int, float)) and math.isfinite(v) and key not in ("loss", "tokens", "seqs"):
+                            if key.endswith("_min") or key.endswith("_max") or key.startswith("ratio_p"):
+                                continue
+                            sums[key] = sums.get(key, 0.0) + v * w
+                            weights[key] = weights.get(key, 0.0) + w
+                if cfg.optimizer.grad_clip:
+                    gn = torch.nn.utils.clip_grad_norm_(self.module.parameters(), cfg.optimizer.grad_clip)
+                else:
+                    gn = torch.sqrt(sum((p.grad.float() ** 2).sum() for p in self.module.parameters() if p.grad is not None))
+                gn = float(gn)
+                if math.isfinite(gn):
+                    self.optimizer.step()
+                else:  # a non-finite gradient never reaches the weights
+                    skipped += len(rows)
+                self.scheduler.step()
+                losses.append(D.all_reduce_sum([mini_loss], self.dist)[0])
+                grad_norms.append(gn)
+        self.module.eval()
+        out = {k: sums[k] / weights[k] for k in sums if weights[k] > 0}
+        out.update(loss=sum(losses) / max(len(losses), 1), loss_first_mini=losses[0] if losses else float("nan"),
+                   grad_norm=sum(grad_norms) / max(len(grad_norms), 1), rows_skipped_nonfinite=skipped,
+                   lr=self.scheduler.get_last_lr()[0], optimizer_steps=len(losses))
+        return out
+
+    def sync_weights(self) -> None:
+        """HF sampler: shares the module (nothing to copy). vLLM: push the new weights."""
+        if hasattr(self.sampler, "update_weights") and getattr(self.sampler, "model", None) is not self.module:
+            self.sampler.update_weights({k: v.detach() for k, v in self.module.state_dict().items()})
+
+    def evaluate(self, step: int) -> dict[str, float]:
+        """Held-out tasks (eval.split) with a fixed seed: mean reward and tool-use rate."""
+        e = self.cfg.eval
+        env = e.env or self.cfg.rollout.env
+        kw = self._env_kwargs(e.env_kwargs or self.cfg.rollout.env_kwargs, e.split)
+        runner = self._runner(env, kw, e.temperature, e.top_p, seed=self.cfg.seed * 31 + 17)
+        mine = list(range(self.dist.rank, e.tasks, self.dist.world))
+        from toolgym.agents.runner import TaskSpec
+
+        self.module.eval()
+        t0 = time.perf_counter()
+        groups = asyncio.run(runner.arun([TaskSpec(seed=i, options={"index": i}) for i in mine], e.samples)) if mine else []
+        trajs = [t for g in groups for t in g]
+        stats = [trajectory_stats(trajs)]
+        allstats = D.all_gather_objects(stats[0], self.dist)
+        n = sum(s["n"] for s in allstats)
+        res = {k: sum(s[k] * s["n"] for s in allstats) / max(n, 1) for k in ("reward_mean", "tool_rate", "response_tokens")}
+        res.update(episodes=n, eval_s=time.perf_counter() - t0)
+        return res
+
+    # -- the loop -----------------------------------------------------------------------------------------
+
+    def fit(self, resume: bool = False) -> dict[str, Any]:
+        cfg = self.cfg
+        ckdir = self.out / "checkpoints"
+        ckpt = latest_checkpoint(ckdir) if resume else None
+        if resume and ckpt is None and self.dist.main:
+            print(f"no checkpoint in {ckdir}; starting from scratch", flush=True)
+        if ckpt is None and self.dist.main:  # a fresh run starts a clean folder: no stale metrics or model
+            (self.out / "metrics.jsonl").unlink(missing_ok=True)
+            for stale in ("demo-model", "checkpoints"):
+                shutil.rmtree(self.out / stale, ignore_errors=True)
+        D.barrier(self.dist)
+        self._setup(resume=ckpt is not None)
+        try:
+            self._source_size = self._probe_source_size()
+            self._perms: dict[int, list[int]] = {}
+            self._build_rollouts()
+            state = TrainerState()
+            if ckpt is not None:
+                self._build_optimizer()
+                state = load_checkpoint(ckpt, self.module, self.optimizer, self.scheduler)
+                self.logger.say(f"resumed from {ckpt} at step {state.step}")
+            else:
+                if cfg.sft.enabled:
+                    self._sft()
+                self._build_optimizer()
+                if cfg.eval.at_start:
+                    ev = self.evaluate(0)
+                    state.extra["before"] = ev
+                    self.logger.log("eval", 0, ev)
+                    self.logger.say(f"eval before RL: reward {ev['reward_mean']:.3f}, tool use {ev['tool_rate']:.2f}")
+            objective = self.objective_factory(cfg)
+            last_eval = None
+            for step in range(state.step, cfg.steps):
+                m = self.step(step, state.data_cursor, objective)
+                state.step = step + 1
+                state.data_cursor += cfg.rollout.prompts_per_step
+                if state.step % cfg.logging.log_every == 0 or state.step == cfg.steps:
+                    self.logger.log("train", state.step, m)
+                self.logger.progress(state.step, m)
+                if cfg.eval.every and state.step % cfg.eval.every == 0:
+                    last_eval = self.evaluate(state.step)
+                    self.logger.log("eval", state.step, last_eval)
+                    self.logger.say(f"step {state.step}: eval reward {last_eval['reward_mean']:.3f}, "
+                                    f"tool use {last_eval['tool_rate']:.2f}")
+                if cfg.checkpoint.every and state.step % cfg.checkpoint.every == 0 and state.step < cfg.steps:
+                    self._save(state)
+            if state.step == cfg.steps and (last_eval is None):
+                done = [r for r in read_metrics(self.out, "eval") if r["step"] == cfg.steps] if self.dist.main else []
+                if not done:
+                    last_eval = self.evaluate(cfg.steps)
+                    self.logger.log("eval", cfg.steps, last_eval)
+            self._save(state)
+            return self._summary(state, last_eval)
+        finally:
+            self.logger.close()
+            if self.sandbox is not None:
+                self.sandbox.close()
+            D.shutdown(self.dist)
+
+    def step(self, step: int, cursor: int, objective: Objective) -> dict[str, Any]:
+        t0 = time.perf_counter()
+        groups = self.rollouts(step, cursor)
+        t1 = time.perf_counter()
+        batch, prep = objective.prepare(self, groups)
+        upd = self.update(batch, objective)
+        self.sync_weights()
+        t2 = time.perf_counter()
+        stats = trajectory_stats(batch.trajectories)
+        allstats = D.all_gather_objects(stats, self.dist)
+        n = sum(s["n"] for s in allstats)
+        m: dict[str, Any] = {k: sum(s[k] * s["n"] for s in allstats) / max(n, 1)
+                             for k in ("reward_mean", "tool_rate", "response_tokens", "answered")}
+        model_tokens = sum(s["model_tokens"] for s in allstats)
+        m.update(prep)
+        m.update(upd)
+        m.update(episodes=n, rollout_s=t1 - t0, update_s=t2 - t1, step_s=t2 - t0,
+                 tokens_per_s=model_tokens * self.cfg.update_epochs / max(t2 - t1, 1e-9),
+                 errors=sum(s["errors"] for s in allstats))
+        return m
+
+    # -- warm start, checkpoints, summary ---------------------------------------------------------------
+
+    def _demonstrations(self) -> list[dict[str, Any]]:
+        from toolgym.training import sft as S
+
+        s = self.cfg.sft
+        if s.data:
+            return S.read_demonstrations(s.data)
+        demos = S.arith_demonstrations(s.demos, seed=self.cfg.seed, tool_fraction=s.tool_fraction,
+                                       direct_correct=s.direct_correct, env_id=self.cfg.rollout.env,
+                                       env_kwargs=self.cfg.rollout.env_kwargs)
+        if self.dist.main:
+            self.out.mkdir(parents=True, exist_ok=True)
+            S.write_demonstrations(demos, self.out / "demonstrations.jsonl")
+        return demos
+
+    def _sft(self) -> None:
+        from toolgym.training import sft as S
+
+        s = self.cfg.sft
+        demos = self._demos if self._demos is not None else self._demonstrations()
+        trajs = S.demonstration_trajectories(self.template, demos, s.max_seq_len)
+        shard = trajs[self.dist.rank :: self.dist.world]
+        t0 = time.perf_counter()
+        res = S.sft_train(self.module, shard, epochs=s.epochs, lr=s.lr, batch_size=s.batch_size, pad_id=self.pad_id,
+                          seed=self.cfg.seed, sync_grads=lambda mod: D.average_grads(mod, self.dist))
+        res["sft_s"] = time.perf_counter() - t0
+        res["demonstrations"] = len(trajs)
+        D.broadcast_model(self.module, self.dist)
+        self.logger.log("sft", 0, res)
+        self.logger.say(f"SFT warm start: {len(trajs)} demonstrations, {s.epochs} epochs, loss {res['sft_loss']:.3f}, "
+                        f"{res['sft_s']:.0f}s")
+
+    def _save(self, state: TrainerState) -> None:
+        if not self.dist.main:
+            D.barrier(self.dist)
+            return
+        ckdir = self.out / "checkpoints"
+        save_checkpoint(ckdir, self.module, self.optimizer, self.scheduler, state)
+        old = sorted(p for p in ckdir.glob("step-*") if p.is_dir())
+        for p in old[: max(0, len(old) - self.cfg.checkpoint.keep_last)]:
+            shutil.rmtree(p, ignore_errors=True)
+        D.barrier(self.dist)
+
+    def _summary(self, state: TrainerState, last_eval: dict[str, float] | None) -> dict[str, Any]:
+        out: dict[str, Any] = {"steps": state.step, "output_dir": str(self.out)}
+        if not self.dist.main:
+            return out
+        evals = read_metrics(self.out, "eval")
+        if evals:
+            out["before"] = {k: evals[0].get(k) for k in ("step", "reward_mean", "tool_rate")}
+            out["after"] = {k: evals[-1].get(k) for k in ("step", "reward_mean", "tool_rate")}
+        if self.cfg.logging.plot:
+            from toolgym.training.plot import plot_run
+
+            out["plot"] = str(plot_run(read_metrics(self.out), self.out / "curves.png",
+                                       title=f"{self.cfg.algorithm} on {self.cfg.rollout.env}"))
+        import json
+
+        (self.out / "summary.json").write_text(json.dumps(out, indent=2))
+        return out
+
+
+def trajectory_stats(trajs: Sequence[Trajectory]) -> dict[str, float]:
+    """Reward, tool-use rate (episodes with at least one tool call), answer rate, lengths, errors."""
+    n = len(trajs)
+    if n == 0:
+        return {"n": 0, "reward_mean": 0.0, "tool_rate": 0.0, "response_tokens": 0.0, "answered": 0.0,
+                "model_tokens": 0, "errors": 0}
+    rewards = [t.reward for t in trajs if math.isfinite(t.reward)]
+    tool = sum(1 for t in trajs if any(m.get("role") == "tool" for m in t.turns))
+    return {
+        "n": n,
+        "reward_mean": sum(rewards) / max(len(rewards), 1),
+        "tool_rate": tool / n,
+        "response_tokens": sum(len(t.response_ids) for t in trajs) / n,
+        "answered": sum(1 for t in trajs if t.finish_reason == "answer") / n,
+        "model_tokens": sum(t.num_model_tokens for t in trajs),
+        "errors": sum(1 for t in trajs if t.finish_reason == "error"),
+    }
+
+
+class _null:
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *a: Any) -> None:
+        return None
+
+
+def train(cfg: TrainConfig, resume: bool = False, console: bool = True) -> dict[str, Any]:
+    """Run a whole training job (SFT warm start if configured, RL, evals, checkpoints, plot)."""
+    return Trainer(cfg, console=console).fit(resume=resume)

@@ -1,0 +1,35 @@
+"""Shared tiny run configs for the trainer tests (a 1-layer demo model, 2 prompts x 2 rollouts)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+
+def tiny_config(out: Path, **over: Any) -> dict[str, Any]:
+    cfg: dict[str, Any] = {
+        "algorithm": "ctpo",
+        "seed": 0,
+        "output_dir": str(out),
+        "steps": 2,
+        "mini_batches": 2,
+        "model": {"name_or_path": "demo",
+                  "model_kwargs": {"layers": 1, "hidden": 32, "heads": 2, "intermediate": 64, "max_positions": 128,
+                                   "vocab_size": 300}},
+        "rollout": {"env": "toolgym/Arith-v0",
+                    "env_kwargs": {"min_digits": 1, "max_digits": 1, "system_prompt": None, "max_turns": 2},
+                    "group_size": 2, "prompts_per_step": 2, "max_turns": 2, "max_new_tokens": 8,
+                    "max_response_tokens": 32, "temperature": 1.0, "sandbox": "auto", "sandbox_pool": 1},
+        "optimizer": {"lr": 1e-3},
+        "sft": {"enabled": True, "demos": 16, "epochs": 1, "lr": 1e-3, "batch_size": 8, "max_seq_len": 64},
+        "eval": {"every": 0, "tasks": 2, "temperature": 1.0, "at_start": False},
+        "checkpoint": {"every": 1, "keep_last": 3},
+        "logging": {"progress": False, "plot": False},
+    }
+    for key, value in over.items():
+        section, _, field = key.partition("__")
+        if field:
+            cfg.setdefault(section, {})[field] = value
+        else:
+            cfg[section] = value
+    return cfg
