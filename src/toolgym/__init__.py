@@ -17,7 +17,7 @@ _LAZY = {
     "Limits": ("toolgym.sandbox", "Limits"),
 }
 
-__all__ = ["__version__", *_LAZY]
+__all__ = ["Limits", "__version__", "make", "open_sandbox", "register", "spec"]
 
 if TYPE_CHECKING:  # pragma: no cover
     from toolgym.envs.registry import make, register, spec
