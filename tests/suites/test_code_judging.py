@@ -24,6 +24,9 @@ HE = [
 def test_extract_and_build_program() -> None:
     t = humaneval_task(HE[1])
     assert extract_program("text\n```python\nx = 1\n```\nmore\n```python\ny = 2\n```") == "y = 2\n"
+    usage = "```python\ndef f(a):\n    return a\n```\nExample usage:\n```python\nprint(f(1))\n```"
+    assert extract_program(usage, "f") == "def f(a):\n    return a\n"  # the defining block, not the usage
+    assert extract_program(usage) == "print(f(1))\n"
     assert build_program(t, "    return math.sqrt(x)\n").startswith("import math\n\ndef root")  # a continuation
     full = build_program(t, "```python\ndef root(x):\n    return math.sqrt(x)\n```")
     assert full.startswith("import math\n") and full.count("def root") == 1  # imports of the prompt kept

@@ -64,10 +64,16 @@ def code_tasks(dataset: str, records: Iterable[dict[str, Any]]) -> list[EvalTask
     return [build(r) for r in records]
 
 
-def extract_program(text: str) -> str:
-    """The last fenced code block of a completion, or the whole text when there is none."""
+def extract_program(text: str, entry_point: str = "") -> str:
+    """The last fenced code block that defines `entry_point` (or a class), else the last block,
+    else the whole text: models often follow the solution with an "example usage" block."""
     blocks = _FENCE.findall(text)
     if blocks:
+        if entry_point:
+            pat = re.compile(rf"(def\s+{re.escape(entry_point)}\s*\(|^class\s+\w+)", re.MULTILINE)
+            defining = [b for b in blocks if pat.search(b)]
+            if defining:
+                return defining[-1]
         return blocks[-1]
     if "```" in text:  # an unterminated fence
         tail = text.split("```", 1)[1]
@@ -78,7 +84,7 @@ def extract_program(text: str) -> str:
 def build_program(task: EvalTask, completion: str) -> str:
     """The program to judge: when the code lacks the entry point, it continues the task's prefix
     (a HumanEval completion); else the prefix's import lines are kept in front."""
-    code = extract_program(completion)
+    code = extract_program(completion, task.entry_point)
     if not task.program_prefix:
         return code
     if task.entry_point and re.search(rf"def\s+{re.escape(task.entry_point)}\s*\(", code) is None:
