@@ -14,7 +14,12 @@ from toolgym.agents.chat import ChatTemplate
 from toolgym.training.batch import collate
 from toolgym.training.demo_model import build_demo
 from toolgym.training.logprobs import response_logprobs
-from toolgym.training.sft import arith_demonstrations, demonstration_trajectories, encode_demonstration, sft_train
+from toolgym.training.sft import (
+    arith_demonstrations,
+    demonstration_trajectories,
+    encode_demonstration,
+    sft_train,
+)
 
 from .trainer_util import tiny_config
 
