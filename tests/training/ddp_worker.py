@@ -6,7 +6,6 @@ import hashlib
 import sys
 from pathlib import Path
 
-
 from toolgym.training.config import load_config
 from toolgym.training.trainer import Trainer
 
