@@ -23,7 +23,7 @@ def test_readme_main_job_runs_end_to_end(tmp_path):
     out = tmp_path / "run"
     p = subprocess.run([str(Path(sys.executable).parent / "toolgym"), "train", str(ROOT / "examples" / "arith_ctpo.yaml"),
                         "-o", str(out), "--no-progress", "-s", "steps=3", "-s", "eval.every=3", "-s", "eval.tasks=16",
-                        "-s", "sft.demos=200", "-s", "sft.epochs=2", "-s", "checkpoint.every=2"],
+                        "-s", "sft.demos=1200", "-s", "sft.epochs=2", "-s", "checkpoint.every=2"],
                        capture_output=True, text=True, timeout=900)
     assert p.returncode == 0, p.stderr[-3000:]
     assert "| before RL | 0 |" in p.stdout and "| after RL | 3 |" in p.stdout
@@ -33,7 +33,7 @@ def test_readme_main_job_runs_end_to_end(tmp_path):
     assert [r["step"] for r in train] == [1, 2, 3]
     assert all(r["errors"] == 0 and r["optimizer_steps"] == 4 for r in train)
     sft = next(r for r in recs if r["kind"] == "sft")
-    assert sft["demonstrations"] == 200
+    assert sft["demonstrations"] == 1200
     # the warm-started policy uses the sandboxed tool part of the time, and the tool really ran
     assert 0.0 < train[0]["tool_rate"] < 1.0
     assert (out / "checkpoints" / "step-000002").exists() and (out / "curves.png").exists()
