@@ -168,6 +168,10 @@ def _safe_path(root, name):
     return path
 
 
+_OWN_PREFIXES = {os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)} | {
+    sys.prefix, sys.base_prefix, sys.exec_prefix}
+
+
 def _rmtree(path):
     """Empty `path` (not removing it), also through dirs the program made unreadable."""
     try:
@@ -183,6 +187,8 @@ def _rmtree(path):
     for e in entries:
         if e.path == WORKROOT:
             continue  # never wipe the work root itself (it may live under /tmp)
+        if any(p == e.path or p.startswith(e.path + "/") for p in _OWN_PREFIXES):
+            continue  # the interpreter's own read-only prefix, re-exposed under /tmp (e.g. a CI clone)
         try:
             if e.is_dir(follow_symlinks=False):
                 try:

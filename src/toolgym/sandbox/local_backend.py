@@ -131,7 +131,8 @@ def bwrap_command(path: str, root: bool, python: str, exec_args: list[str], tmp_
         cmd += ["--perms", "0755", "--tmpfs", d]
     cmd += ["--size", str(tmp_mb << 20), "--perms", "1777", "--tmpfs", "/tmp",
             "--size", str(work_mb << 20), "--perms", "1777", "--tmpfs", workroot, "--tmpfs", "/sys"]
-    for d, k in _rebinds(hidden, keep):  # re-expose the interpreter's own prefix, read-only
+    # re-expose the interpreter's own prefix, read-only (also when it lives under /tmp, e.g. a CI clone)
+    for d, k in _rebinds(["/tmp", *hidden], keep):
         parts = Path(k).relative_to(d).parts[:-1]
         for i in range(len(parts)):  # traversable parents (bwrap would make them 0700)
             cmd += ["--perms", "0755", "--dir", str(Path(d, *parts[:i + 1]))]
@@ -149,13 +150,18 @@ def unshare_command(path: str, python: str, exec_args: list[str], tmp_mb: int, w
     """The fallback without bubblewrap (root only): unshare + mounts done by a shell prelude."""
     hidden, keep = _hidden_dirs(python), _keep_dirs(python)
     workroot = "/run/toolgym-work"
-    moves = _rebinds(hidden, keep)
-    stash = " ".join(f"mkdir -p /tmp/.k{i} && mount --bind '{k}' /tmp/.k{i} &&" for i, (_, k) in enumerate(moves))
-    hide = " ".join(f"mount -t tmpfs -o size=1m,mode=755 tmpfs '{d}' &&" for d in hidden)
-    back = " ".join(f"mkdir -p '{k}' && mount --move /tmp/.k{i} '{k}' && mount -o remount,bind,ro '{k}' && "
-                    f"rmdir /tmp/.k{i} &&" for i, (_, k) in enumerate(moves))
-    prelude = (f"mount --make-rprivate / && mount -t tmpfs -o size={tmp_mb}m,mode=1777 tmpfs /tmp && {stash} "
-               f"{hide} mount -t tmpfs -o size=1m,mode=755 tmpfs /run && mkdir -p {workroot} && "
+    moves = _rebinds(["/tmp", *hidden], keep)
+    # The interpreter's dirs are stashed under a fresh /run before /tmp and the hidden dirs are covered,
+    # and moved back afterwards, so an interpreter under /tmp or a hidden dir keeps working.
+    stash = " ".join(f"mkdir -p /run/.k{i} && mount --bind '{k}' /run/.k{i} &&" for i, (_, k) in enumerate(moves))
+    hide = " ".join(f"mount -t tmpfs -o size=1m,mode=755 tmpfs '{d}' &&" for d in hidden
+                    if d not in ("/run", "/var/run") and not d.startswith("/tmp/"))  # /tmp is fresh
+    back = " ".join(f"mkdir -p '{k}' && mount --move /run/.k{i} '{k}' && mount -o remount,bind,ro '{k}' && "
+                    f"rmdir /run/.k{i} &&" for i, (_, k) in enumerate(moves))
+    prelude = (f"mount --make-rprivate / && mount -t tmpfs -o size=1m,mode=755 tmpfs /run && "
+               f"mkdir -p /run/.newtmp && mount -t tmpfs -o size={tmp_mb}m,mode=1777 tmpfs /run/.newtmp && "
+               f"{stash} mount --move /run/.newtmp /tmp && rmdir /run/.newtmp && "
+               f"{hide} mkdir -p {workroot} && "
                f"mount -t tmpfs -o size={work_mb}m,mode=1777 tmpfs {workroot} && {back} "
                f"mount -o remount,bind,ro / && cd {workroot} && exec \"$@\"")
     cmd = [path, "--net", "--pid", "--ipc", "--uts", "--mount", "--fork", "--kill-child", "--mount-proc",
