@@ -75,7 +75,7 @@ def our_containers() -> list[str]:
         import docker
 
         client = docker.from_env(timeout=10)
-        found = client.containers.list(all=True, filters={"label": f"toolgym.pid={os.getpid()}"})
+        found = client.containers.list(all=True, filters={"label": f"toolgym.pid={os.getpid()}"}, ignore_removed=True)
         client.close()
         return [c.id for c in found]
     except Exception:  # noqa: BLE001 - no engine: nothing of ours there

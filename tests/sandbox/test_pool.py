@@ -103,7 +103,7 @@ def _containers_of(pid: int) -> list:
     import docker
 
     client = docker.from_env()
-    return client.containers.list(all=True, filters={"label": f"toolgym.pid={pid}"})
+    return client.containers.list(all=True, filters={"label": f"toolgym.pid={pid}"}, ignore_removed=True)
 
 
 def test_atexit_cleans_up(backend):

@@ -54,7 +54,7 @@ def _owner_alive(labels: dict[str, str]) -> bool:
 def reap_orphans(client) -> int:
     """Remove toolgym containers whose owning process is gone (a crashed run)."""
     n = 0
-    for c in client.containers.list(all=True, filters={"label": LABEL}):
+    for c in client.containers.list(all=True, filters={"label": LABEL}, ignore_removed=True):
         if not _owner_alive(c.labels or {}):
             try:
                 c.remove(force=True)
