@@ -149,6 +149,8 @@ def unshare_command(path: str, python: str, exec_args: list[str], tmp_mb: int, w
                     cgroup: cgroups.SandboxCgroup | None) -> list[str]:
     """The fallback without bubblewrap (root only): unshare + mounts done by a shell prelude."""
     hidden, keep = _hidden_dirs(python), _keep_dirs(python)
+    if os.path.isdir("/work") and not os.path.islink("/work") and "/work" not in hidden:
+        hidden.append("/work")  # bwrap covers /work with its work root; here it must be hidden explicitly
     workroot = "/run/toolgym-work"
     moves = _rebinds(["/tmp", *hidden], keep)
     # The interpreter's dirs are stashed under a fresh /run before /tmp and the hidden dirs are covered,
