@@ -7,7 +7,9 @@ import functools
 
 import torch
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+from transformers import LlamaForCausalLM, PreTrainedTokenizerFast
+
+from tests.training.tiny import tiny_lm as base_tiny_lm
 
 SPECIALS = ["<pad>", "<s>", "</s>", "<|system|>", "<|user|>", "<|assistant|>", "<|end|>"]
 CHAT_TEMPLATE = (
@@ -43,16 +45,4 @@ def tiny_tokenizer() -> PreTrainedTokenizerFast:
 
 
 def tiny_lm(vocab_size: int | None = None, seed: int = 0, dtype: torch.dtype = torch.float32) -> LlamaForCausalLM:
-    vocab = vocab_size or len(tiny_tokenizer())
-    cfg = LlamaConfig(
-        vocab_size=vocab,
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=4096,
-        tie_word_embeddings=False,
-    )
-    torch.manual_seed(seed)
-    return LlamaForCausalLM(cfg).to(dtype).eval()
+    return base_tiny_lm(vocab_size or len(tiny_tokenizer()), seed=seed, max_positions=4096, dtype=dtype)

@@ -6,7 +6,8 @@ import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
 
-def tiny_lm(vocab: int = 64, seed: int = 0) -> LlamaForCausalLM:
+def tiny_lm(vocab: int = 64, seed: int = 0, max_positions: int = 256,
+            dtype: torch.dtype = torch.float32) -> LlamaForCausalLM:
     torch.manual_seed(seed)
     cfg = LlamaConfig(
         vocab_size=vocab,
@@ -15,6 +16,6 @@ def tiny_lm(vocab: int = 64, seed: int = 0) -> LlamaForCausalLM:
         num_hidden_layers=2,
         num_attention_heads=4,
         num_key_value_heads=2,
-        max_position_embeddings=256,
+        max_position_embeddings=max_positions,
     )
-    return LlamaForCausalLM(cfg).float().eval()
+    return LlamaForCausalLM(cfg).to(dtype).eval()
