@@ -42,8 +42,8 @@ class TimedSampler(Sampler):
 
 
 class TimedEnv(AsyncToolEchoEnv):
-    def __init__(self, iv: Intervals) -> None:
-        super().__init__(turns=3, tool_latency_s=0.05)
+    def __init__(self, iv: Intervals, tool_latency_s: float) -> None:
+        super().__init__(turns=3, tool_latency_s=tool_latency_s)
         self.iv = iv
 
     async def astep(self, text):
@@ -57,7 +57,12 @@ class TimedEnv(AsyncToolEchoEnv):
 @pytest.mark.parametrize("serial", [False, True])
 def test_generation_overlaps_tool_execution_only_when_concurrent(hf, serial):
     iv = Intervals()
-    runner = RolloutRunner(TimedSampler(hf, iv), ChatTemplate(hf.tokenizer), lambda: TimedEnv(iv),
+    made = iter(range(1000))
+    # Tool latencies differ a lot between episodes, so a concurrent runner must start a fast episode's
+    # next generation while a slow episode's tool still runs; equal latencies could leave the episodes in
+    # lockstep on a loaded machine, and the test would then depend on scheduling luck.
+    runner = RolloutRunner(TimedSampler(hf, iv), ChatTemplate(hf.tokenizer),
+                           lambda: TimedEnv(iv, 0.01 if next(made) % 2 else 0.3),
                            SamplingParams(max_tokens=6), EpisodeLimits(max_turns=4), seed=0)
     groups = asyncio.run(runner.arun([1, 2], group_size=3, serial=serial))
     assert [len(g) for g in groups] == [3, 3]
