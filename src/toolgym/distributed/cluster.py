@@ -1,0 +1,59 @@
+"""Connect to Ray: an existing cluster (``address``) or a local one that listens on loopback only.
+
+A local cluster started here binds every Ray service to 127.0.0.1: by default Ray advertises the
+machine's outward address, which a single-machine run (and a sandboxed CI box) has no use for.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from toolgym.errors import ConfigError, ToolgymError
+
+
+class RayUnavailable(ToolgymError):
+    """Ray is not installed, or the cluster at the given address cannot be reached."""
+
+
+def import_ray() -> Any:
+    """Import ray, or say how to install it."""
+    try:
+        import ray
+    except ImportError:
+        raise RayUnavailable("Ray is not installed; install the extra: pip install 'toolgym[ray]'") from None
+    return ray
+
+
+def connect(address: str | None = None, *, num_cpus: int | None = None) -> Any:
+    """Attach to the cluster at ``address`` ("host:port", "auto"), or start a loopback-only local one.
+
+    Returns the ray module. Calling it when Ray is already initialised reuses that connection."""
+    if address in (None, "", "local"):
+        # Read by ray at import: keeps node addresses (GCS, raylet, object manager) on 127.0.0.1.
+        os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+    ray = import_ray()
+    if ray.is_initialized():
+        return ray
+    kw: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False, "configure_logging": False}
+    try:
+        if address in (None, "", "local"):
+            ray.init(num_cpus=num_cpus, _node_ip_address="127.0.0.1", **kw)
+        else:
+            if num_cpus is not None:
+                raise ConfigError("ray.num_cpus: only for a local cluster; a running cluster has its own resources")
+            ray.init(address=address, **kw)
+    except ConnectionError as exc:
+        raise RayUnavailable(f"ray.address: cannot reach a Ray cluster at {address!r} ({exc}); "
+                             "start one with `ray start --head` or use 'local'") from None
+    return ray
+
+
+def shutdown() -> None:
+    """Disconnect (and stop a local cluster started by :func:`connect`)."""
+    try:
+        import ray
+    except ImportError:
+        return
+    if ray.is_initialized():
+        ray.shutdown()

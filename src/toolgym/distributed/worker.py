@@ -1,0 +1,107 @@
+"""The rollout worker: one Ray actor per node (or per CPU/GPU slice) that owns
+
+- a sampler replica (transformers on CPU; the model is rebuilt from its config, then weights load),
+- a sandbox pool (``open_sandbox(pool_size=...)``) shared by all its episodes,
+- the environments (one fresh instance per episode, as in the single-process runner).
+
+Why the sandbox pool lives inside the worker rather than in a separate actor: every tool call is an
+``await sandbox.arun(...)`` from the episode coroutine; keeping the pool in the same process avoids one
+Ray round trip and one serialisation per tool call, and makes "a node" one failure domain (when the
+worker dies its containers go with it and its groups are retried elsewhere). A node runs one worker
+whose ``sandbox_pool`` sets how many sandboxes it keeps warm; more sandbox capacity means more workers.
+
+A worker is an asyncio actor: the groups the driver hands it run concurrently, so their generation
+requests meet in the sampler's batching queue while other episodes wait on tools.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from typing import Any
+
+from toolgym.errors import ToolgymError
+
+
+class StaleWeights(ToolgymError):
+    """A group was sent for weight version V but the worker holds another version."""
+
+
+class RolloutWorker:
+    """Plain class; the driver turns it into a Ray actor with ``ray.remote(...)``."""
+
+    def __init__(self, slot: int, model_config: Any, tokenizer: Any, weights: dict[str, Any], version: int, *,
+                 sandbox: str | None = "auto", sandbox_pool: int = 1, threads: int = 1,
+                 sampler_kwargs: dict[str, Any] | None = None) -> None:
+        import torch
+        from transformers import AutoModelForCausalLM
+
+        from toolgym.agents.chat import ChatTemplate
+        from toolgym.agents.hf_sampler import HFSampler
+
+        torch.set_num_threads(max(1, int(threads)))
+        self.slot = slot
+        model = AutoModelForCausalLM.from_config(model_config)
+        dtypes = {v.dtype for v in weights.values() if v.is_floating_point()}
+        if len(dtypes) == 1:
+            model.to(dtypes.pop())
+        model.load_state_dict(weights)
+        self.sampler = HFSampler(model.eval(), tokenizer, device="cpu",
+                                 **{"max_batch_size": 64, **(sampler_kwargs or {})})
+        self.template = ChatTemplate(tokenizer)
+        self.version = version
+        self.sandbox = None
+        if sandbox is not None:
+            from toolgym.sandbox import open_sandbox
+
+            self.sandbox = open_sandbox(backend=sandbox, pool_size=sandbox_pool)
+        self.groups_done = 0
+        self.busy_s = 0.0
+
+    def load_weights(self, version: int, weights: dict[str, Any]) -> int:
+        """Take the trainer's weights (same names as the HF state_dict) and remember their version."""
+        self.sampler.update_weights(weights)
+        self.version = version
+        return version
+
+    def info(self) -> dict[str, Any]:
+        return {"slot": self.slot, "pid": os.getpid(), "version": self.version, "groups_done": self.groups_done,
+                "busy_s": self.busy_s}
+
+    async def run_group(self, job: Any, version: int) -> list[Any]:
+        """All ``job.group_size`` episodes of one prompt, with the seeds a single-process run would use."""
+        from toolgym.agents.runner import RolloutRunner
+
+        if version != self.version:
+            raise StaleWeights(f"worker {self.slot} holds weights v{self.version}, the group needs v{version}")
+        t0 = time.perf_counter()
+        runner = RolloutRunner(self.sampler, self.template, self._env_factory(job), job.params, job.limits,
+                               seed=job.seed)
+        trajs = await asyncio.gather(*(runner.run_episode(job.spec, job.task_index, g)
+                                       for g in range(job.group_size)))
+        for t in trajs:
+            t.metadata.update(worker=self.slot, weights_version=self.version, group_key=list(job.key))
+        self.groups_done += 1
+        self.busy_s += time.perf_counter() - t0
+        return list(trajs)
+
+    def _env_factory(self, job: Any) -> Any:
+        kwargs = dict(job.env_kwargs)
+        kwargs.setdefault("sandbox", self.sandbox)
+        env = job.env
+        if isinstance(env, str):
+            def make() -> Any:
+                import toolgym
+
+                return toolgym.make(env, **kwargs)
+        else:
+            def make() -> Any:
+                return env(**kwargs)
+        make.__name__ = env if isinstance(env, str) else getattr(env, "__name__", "env")
+        return make
+
+    def close(self) -> None:
+        if self.sandbox is not None:
+            self.sandbox.close()
+            self.sandbox = None
