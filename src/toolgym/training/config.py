@@ -228,6 +228,26 @@ class SFTConfig:
 
 
 @dataclass
+class RayConfig:
+    """Rollouts on Ray (``distributed: ray``): workers each own a sampler replica, envs and a sandbox pool."""
+
+    address: str | None = None  # "host:port" of a running cluster (`ray start --head`); null/"local": start one here
+    num_workers: int = 2  # rollout-worker actors
+    cpus_per_worker: float = 1.0  # Ray CPUs reserved per worker (also its torch threads)
+    sandbox_pool: int = 1  # sandboxes each worker keeps warm (its node's tool capacity)
+    max_in_flight: int = 2  # groups submitted per worker at a time (back-pressure)
+    num_cpus: int | None = None  # local cluster only: CPUs it advertises (default: the machine's)
+    max_replacements: int = 8  # dead workers replaced per run before giving up
+
+    def _check(self, p: str) -> None:
+        for name in ("num_workers", "sandbox_pool", "max_in_flight"):
+            _require(getattr(self, name) >= 1, f"{p}.{name}", "an integer >= 1", getattr(self, name))
+        _require(self.cpus_per_worker > 0, f"{p}.cpus_per_worker", "a number > 0", self.cpus_per_worker)
+        _require(self.num_cpus is None or self.num_cpus >= 1, f"{p}.num_cpus", "null or an integer >= 1", self.num_cpus)
+        _require(self.max_replacements >= 0, f"{p}.max_replacements", "an integer >= 0", self.max_replacements)
+
+
+@dataclass
 class TrainConfig:
     """One training run. ``mini_batches`` optimizer steps per rollout batch (the later ones are off-policy)."""
 
@@ -247,6 +267,8 @@ class TrainConfig:
     checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
     logging: LoggingConfig = field(default_factory=LoggingConfig)
     sft: SFTConfig = field(default_factory=SFTConfig)
+    distributed: Literal["none", "ray"] = "none"  # ray: rollouts on Ray workers (see the ray section)
+    ray: RayConfig = field(default_factory=RayConfig)
     options: Any = None  # the algorithm's own section, when it registered one
 
     def _check(self, p: str) -> None:
@@ -258,6 +280,8 @@ class TrainConfig:
         _require(per_mini % self.grad_accum == 0, "grad_accum",
                  f"a divisor of the {per_mini} trajectories of one mini-batch", self.grad_accum)
         _require(bool(self.output_dir), "output_dir", "a folder path", self.output_dir)
+        _require(self.distributed != "ray" or self.rollout.sampler == "hf", "rollout.sampler",
+                 "'hf' with distributed: ray (Ray workers run transformers replicas)", self.rollout.sampler)
 
 
 # ---------------------------------------------------------------- algorithms
