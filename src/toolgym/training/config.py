@@ -293,17 +293,19 @@ class AlgorithmSpec:
     loss: dict[str, Any]
     options: type | str | None = None  # dataclass (or "module:Class") for the ``options:`` section
     description: str = ""
+    defaults: dict[str, Any] = field(default_factory=dict)  # top-level keys (e.g. mini_batches) the file may override
 
 
 ALGORITHMS: dict[str, AlgorithmSpec] = {}
 
 
-def register_algorithm(name: str, loss: dict[str, Any], options: type | str | None = None, description: str = "") -> None:
-    """Make ``algorithm: NAME`` valid, with its loss defaults and optional options dataclass."""
+def register_algorithm(name: str, loss: dict[str, Any], options: type | str | None = None, description: str = "",
+                       defaults: dict[str, Any] | None = None) -> None:
+    """Make ``algorithm: NAME`` valid, with its loss defaults, optional options dataclass and top-level defaults."""
     unknown = set(loss) - {f.name for f in dataclasses.fields(LossConfig)}
     if unknown:
         raise ValueError(f"unknown loss fields for algorithm {name!r}: {sorted(unknown)}")
-    ALGORITHMS[name] = AlgorithmSpec(name, dict(loss), options, description)
+    ALGORITHMS[name] = AlgorithmSpec(name, dict(loss), options, description, dict(defaults or {}))
 
 
 register_algorithm("ctpo", dict(ratio="cumulative", clip_mode="adaptive", eps_low=0.025, eps_high=0.05, power=0.5,
@@ -320,6 +322,19 @@ register_algorithm("gspo", dict(ratio="gspo", clip_mode="fixed", eps_low=3e-4, e
 register_algorithm("full_is", dict(ratio="sequence", clip_mode="adaptive", eps_low=0.2, eps_high=0.2, power=0.0,
                                    dual=math.log(3.0), agg="token-mean"),
                    description="full-sequence ratio on every token, uniform log-space clip ±0.2, dual log 3")
+# Distillation. Their ``loss:`` section is the policy-gradient term that ``options.rl_coef`` adds
+# (toolgym's extension; the authors train on the distillation loss alone, rl_coef = 0).
+# One mini-batch per rollout batch, one epoch (spec §7: on-policy, rho = 1).
+_PG = dict(ratio="cumulative", clip_mode="adaptive", eps_low=0.025, eps_high=0.05, power=0.5, dual=0.05, agg="token-mean")
+_ONE_STEP = {"mini_batches": 1, "update_epochs": 1}
+register_algorithm("mopd", _PG, "toolgym.training.mopd_options:MOPDOptions",
+                   description="EMA self-teacher conditioned on 2 peer successes + 1 failure, top-100+tail JSD",
+                   defaults=_ONE_STEP)
+register_algorithm("sdpo", _PG, "toolgym.training.mopd_options:SDPOOptions",
+                   description="MOPD's machinery with the 1-success context", defaults=_ONE_STEP)
+register_algorithm("opd", _PG, "toolgym.training.mopd_options:OPDOptions",
+                   description="on-policy distillation from a frozen separate teacher, sampled-token reverse KL",
+                   defaults=_ONE_STEP)
 
 
 # ---------------------------------------------------------------- parsing
@@ -484,6 +499,8 @@ def load_config(source: str | Path | dict[str, Any], overrides: list[str] | None
     if not isinstance(loss, dict):
         raise ConfigError(f"loss: must be a mapping of LossConfig fields; got {loss!r}")
     data["loss"] = {**spec.loss, **loss}
+    for key, value in spec.defaults.items():
+        data.setdefault(key, value)
     options = data.pop("options", None)
     cfg = _build(TrainConfig, data, "")
     opt_cls = _options_class(spec)

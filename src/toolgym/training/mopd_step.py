@@ -76,6 +76,7 @@ class MOPDBatch:
     inputs: MOPDInputs
     contexts: list[TeacherContext]
     stats: dict[str, float] = field(default_factory=dict)
+    teacher_prompts: list[list[int]] = field(default_factory=list)  # per rollout (micro-batches rebuild from these)
 
 
 def build_mopd_batch(
@@ -123,7 +124,7 @@ def build_mopd_batch(
         [1] * len(ctxs) if context == "none" else [c.seq_mask for c in ctxs], pad,
     )
     stats = context_stats(ctxs, [t.reward for t in trajectories], [t.group_id for t in trajectories], threshold)
-    return MOPDBatch(inputs, ctxs, stats)
+    return MOPDBatch(inputs, ctxs, stats, teacher_prompts)
 
 
 def mopd_forward_loss(

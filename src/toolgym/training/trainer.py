@@ -138,6 +138,16 @@ for _name in ("ctpo", "grpo", "gspo", "full_is"):
     register_objective(_name, PolicyGradient)
 
 
+def _distillation(cfg: TrainConfig) -> Objective:
+    from toolgym.training.mopd_objective import DistillationObjective
+
+    return DistillationObjective(cfg)
+
+
+for _name in ("mopd", "sdpo", "opd"):
+    register_objective(_name, _distillation)
+
+
 # ---------------------------------------------------------------- model loading
 
 
@@ -213,6 +223,7 @@ class Trainer:
                               f"got {cfg.mini_batches}")
         self.console = console
         self.model: Any = None
+        self.objective: Any = None
         self.sandbox: Any = None
 
     # -- setup ------------------------------------------------------------------------------------------
@@ -396,6 +407,7 @@ class Trainer:
                 losses.append(D.all_reduce_sum([mini_loss], self.dist)[0])
                 grad_norms.append(gn)
         self.module.eval()
+        self.last_grad_norms = grad_norms  # the EMA teacher skips a step whose norms were all non-finite
         out = {k: sums[k] / weights[k] for k in sums if weights[k] > 0}
         out.update(loss=sum(losses) / max(len(losses), 1), loss_first_mini=losses[0] if losses else float("nan"),
                    grad_norm=sum(grad_norms) / max(len(grad_norms), 1), rows_skipped_nonfinite=skipped,
@@ -459,7 +471,10 @@ class Trainer:
                     state.extra["before"] = ev
                     self.logger.log("eval", 0, ev)
                     self.logger.say(f"eval before RL: reward {ev['reward_mean']:.3f}, tool use {ev['tool_rate']:.2f}")
-            objective = self.objective_factory(cfg)
+            objective = self.objective = self.objective_factory(cfg)
+            restore = getattr(objective, "load_state_dict", None)
+            if restore is not None and "objective" in state.extra:  # e.g. the EMA teacher's weights
+                restore(state.extra.pop("objective"))
             last_eval = None
             for step in range(state.step, cfg.steps):
                 m = self.step(step, state.data_cursor, objective)
@@ -494,6 +509,9 @@ class Trainer:
         t1 = time.perf_counter()
         batch, prep = objective.prepare(self, groups)
         upd = self.update(batch, objective)
+        after = getattr(objective, "after_update", None)
+        if after is not None:  # e.g. the EMA teacher follows the student once per step
+            upd.update(after(self))
         self.sync_weights()
         t2 = time.perf_counter()
         stats = trajectory_stats(batch.trajectories)
@@ -547,7 +565,11 @@ class Trainer:
             D.barrier(self.dist)
             return
         ckdir = self.out / "checkpoints"
+        keep = getattr(getattr(self, "objective", None), "state_dict", None)
+        if keep is not None:
+            state.extra["objective"] = keep()
         save_checkpoint(ckdir, self.module, self.optimizer, self.scheduler, state)
+        state.extra.pop("objective", None)
         old = sorted(p for p in ckdir.glob("step-*") if p.is_dir())
         for p in old[: max(0, len(old) - self.cfg.checkpoint.keep_last)]:
             shutil.rmtree(p, ignore_errors=True)

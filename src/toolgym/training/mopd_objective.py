@@ -1,0 +1,182 @@
+"""MOPD / SDPO / OPD as a trainer objective (``algorithm: mopd | sdpo | opd``).
+
+``prepare`` builds the peer contexts and teacher prompts of the whole rollout batch once (the
+student's sampled ids are reused verbatim, spec §4-§5); ``loss`` runs the student (with grad) and
+the teacher (without) on one micro-batch and rescales the spec's aggregation to the mini-batch's
+global counts, so micro-batches and data-parallel ranks add up to one mini-batch loss:
+
+* ``seq-mean-token-mean``: ``sum_i L_i / N_seq``, where ``N_seq`` counts every trainable sequence
+  of the mini-batch, those without a context included (they add 0, spec §7);
+* ``token-mean``: the masked divergence sum over the mini-batch's policy-token count.
+
+``after_update`` moves the EMA teacher once per step (skipped when every optimizer step of the step
+had a non-finite gradient norm, spec §8). The teacher's weights travel in checkpoints, so a resumed
+run continues like an uninterrupted one. ``options.rl_coef > 0`` adds the ``loss:`` section's
+policy-gradient loss (toolgym's extension; the authors use none).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from toolgym.agents.trajectory import Trajectory
+from toolgym.errors import ConfigError
+from toolgym.training.advantages import group_advantages
+from toolgym.training.config import TrainConfig
+from toolgym.training.ema import EMATeacher
+from toolgym.training.losses import finite_rows
+from toolgym.training.mopd_batch import mopd_step_inputs
+from toolgym.training.mopd_options import MOPDOptions
+from toolgym.training.mopd_step import MOPDBatch, build_mopd_batch, mopd_forward_loss
+
+if TYPE_CHECKING:
+    from toolgym.training.trainer import RolloutBatch, Trainer
+
+
+class DistillationObjective:
+    """The trainer's hook for on-policy distillation (see the module docstring)."""
+
+    def __init__(self, cfg: TrainConfig) -> None:
+        from toolgym.training.trainer import PolicyGradient
+
+        self.cfg = cfg
+        self.opt: MOPDOptions = cfg.options if cfg.options is not None else MOPDOptions()
+        self.pg = PolicyGradient(cfg) if self.opt.rl_coef > 0 else None
+        self.teacher: EMATeacher | None = None
+        self.steps = 0  # prepared steps: seeds the peer choice (restored on resume)
+        self._pending: dict[str, Any] | None = None
+
+    @property
+    def off_policy(self) -> bool:
+        return self.cfg.mini_batches > 1 or self.cfg.update_epochs > 1
+
+    # -- teacher ----------------------------------------------------------------------------------------
+
+    def _ensure_teacher(self, trainer: Trainer) -> EMATeacher:
+        if self.teacher is None:
+            if self.opt.teacher is None:
+                self.teacher = EMATeacher(trainer.module, self.opt.ema_rate)
+            else:
+                self.teacher = EMATeacher(self._separate_teacher(trainer), 0.0)
+            if self._pending is not None and "teacher" in self._pending:
+                self.teacher.model.load_state_dict(self._pending["teacher"])
+                self.teacher.updates = int(self._pending.get("updates", 0))
+            self._pending = None
+        return self.teacher
+
+    def _separate_teacher(self, trainer: Trainer) -> torch.nn.Module:
+        """A frozen teacher model; it scores the student's token ids, so the vocabularies must match."""
+        from toolgym.training.trainer import load_policy
+
+        tcfg = dataclasses.replace(self.cfg, model=dataclasses.replace(self.cfg.model, name_or_path=self.opt.teacher,
+                                                                      tokenizer=None, model_kwargs={}))
+        model, tok = load_policy(tcfg, trainer.out)
+        if len(tok) != len(trainer.tokenizer) or tok.convert_ids_to_tokens(list(range(min(len(tok), 1000)))) != \
+                trainer.tokenizer.convert_ids_to_tokens(list(range(min(len(tok), 1000)))):
+            raise ConfigError(f"options.teacher: {self.opt.teacher!r} has a different tokenizer from the student; "
+                              "the teacher scores the student's sampled token ids, so both must share one vocabulary")
+        dtype = next(trainer.module.parameters()).dtype
+        return model.to(device=trainer.dist.device, dtype=dtype)
+
+    # -- the Objective protocol ---------------------------------------------------------------------
+
+    def prepare(self, trainer: Trainer, groups: list[list[Trajectory]]) -> tuple[RolloutBatch, dict[str, float]]:
+        from toolgym.training.trainer import RolloutBatch
+
+        self._ensure_teacher(trainer)
+        o = self.opt
+        metrics: dict[str, float] = {}
+        if self.pg is not None:
+            batch, metrics = self.pg.prepare(trainer, groups)
+        else:
+            trajs = [t for g in groups for t in g]
+            gidx = [i for i, g in enumerate(groups) for _ in g]
+            rewards = torch.tensor([float(t.reward) for t in trajs], dtype=torch.float64)
+            adv, stats = group_advantages(rewards, gidx, "grpo", 1e-6)  # logged only (spec §7)
+            need_old = self.off_policy or o.rollout_weight
+            old = trainer.old_logprobs(trajs) if need_old else [torch.zeros(len(t.response_ids)) for t in trajs]
+            keep = torch.ones(len(trajs), dtype=torch.bool)
+            for i, (t, lp) in enumerate(zip(trajs, old, strict=True)):
+                if need_old and len(t.loss_mask):
+                    mask = torch.tensor(t.loss_mask, dtype=torch.float32).unsqueeze(0)
+                    keep[i] = bool(finite_rows(mask, lp.unsqueeze(0))[0])
+            keep &= torch.isfinite(rewards)
+            batch = RolloutBatch(trajs, gidx, adv.float(), old, None, keep)
+            metrics = {"rows_skipped_prepare": int((~keep).sum())}
+        trajs = batch.trajectories
+        feedbacks = [t.metadata.get("feedback") for t in trajs] if o.use_feedback else None
+        mb = build_mopd_batch(trajs, trainer.tokenizer, mode=o.mode, threshold=o.threshold, seed=self.cfg.seed,
+                              step=self.steps, feedbacks=feedbacks, use_feedback=o.use_feedback,
+                              max_teacher_tokens=o.max_teacher_tokens, context=o.context)
+        batch.extra["mopd"] = mb
+        self.steps += 1
+        metrics.update(mb.stats)
+        return batch, metrics
+
+    def loss(self, trainer: Trainer, batch: RolloutBatch, rows: list[int], token_count: float,
+             seq_count: float) -> tuple[torch.Tensor, dict[str, float]]:
+        o = self.opt
+        mb: MOPDBatch = batch.extra["mopd"]
+        seq_mask = mb.inputs.seq_mask
+        trained = [i for i in rows if batch.keep[i] and seq_mask[i] > 0]
+        # Rows without a context add exactly 0; they are not run. With none to train, one row runs at
+        # weight 0 so every parameter still takes part in the backward pass (data-parallel ranks agree).
+        run = trained or rows[:1]
+        trajs = [batch.trajectories[i] for i in run]
+        pad = trainer.pad_id
+        inputs = mopd_step_inputs([t.prompt_ids for t in trajs], [mb.teacher_prompts[i] for i in run],
+                                  [t.response_ids for t in trajs], [t.loss_mask for t in trajs],
+                                  [1 if trained else 0] * len(run), pad)
+        T = inputs.loss_mask.shape[1]
+        old = _pad([batch.old_logp[i] for i in run], T) if self.off_policy else None
+        behaviour = _pad([torch.tensor(t.behavior_logprobs, dtype=torch.float32) for t in trajs], T) \
+            if o.rollout_weight else None
+        device = trainer.dist.device
+        loss, m = mopd_forward_loss(
+            trainer.model, self._ensure_teacher(trainer).model, inputs, divergence=o.divergence, k=o.k,
+            alpha=o.alpha, tail=o.tail,
+            old_logp=None if old is None else old.to(device),
+            rollout_logp=None if behaviour is None else behaviour.to(device),
+            ratio_cap=o.ratio_cap, weight_cap=o.weight_cap, agg=o.agg,
+            teacher_micro_batch=o.teacher_micro_batch or None,
+        )
+        if o.agg == "seq-mean-token-mean":
+            loss = loss * (len(run) / max(seq_count, 1.0))
+        else:
+            loss = loss * (m["mopd/tokens"] / max(token_count, 1.0))
+        m = {k: v for k, v in m.items() if k not in ("mopd/trained_frac", "mopd/loss")}
+        m["mopd/loss_part"] = float(loss.detach())
+        m["tokens"] = max(m.pop("mopd/tokens"), 1.0)
+        if self.pg is not None:
+            rl, pm = self.pg.loss(trainer, batch, rows, token_count, seq_count)
+            loss = loss + o.rl_coef * rl
+            m["rows_skipped_nonfinite"] = pm.get("rows_skipped_nonfinite", 0)
+            m.update({f"rl/{k}": v for k, v in pm.items() if k not in ("rows_skipped_nonfinite", "tokens", "seqs")})
+        return loss, m
+
+    def after_update(self, trainer: Trainer) -> dict[str, float]:
+        teacher = self._ensure_teacher(trainer)
+        if self.opt.teacher is None and self.opt.ema_rate > 0:
+            teacher.update(trainer.module, trainer.last_grad_norms)
+        return {"mopd/ema_updates": float(teacher.updates), "mopd/ema_skipped": float(teacher.skipped)}
+
+    # -- checkpoints --------------------------------------------------------------------------------
+
+    def state_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"steps": self.steps}
+        if self.teacher is not None and self.opt.teacher is None and self.opt.ema_rate > 0:
+            out["teacher"] = {k: v.detach().cpu().clone() for k, v in self.teacher.model.state_dict().items()}
+            out["updates"] = self.teacher.updates
+        return out
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.steps = int(state.get("steps", 0))
+        self._pending = state
+        self.teacher = None
+
+
+def _pad(rows: list[torch.Tensor], width: int) -> torch.Tensor:
+    return torch.stack([torch.nn.functional.pad(r.float(), (0, width - len(r))) for r in rows])
