@@ -111,6 +111,16 @@ class RayRolloutPool:
         """Block until every worker is constructed (model loaded, sandbox pool warm)."""
         return self._ray.get([s.actor.info.remote() for s in self.slots])
 
+    def worker_info(self) -> list[dict[str, Any] | None]:
+        """Each live worker's slot, pid, weight version, groups done and busy seconds (None: unreachable)."""
+        out: list[dict[str, Any] | None] = []
+        for s in self.slots:
+            try:
+                out.append(self._ray.get(s.actor.info.remote(), timeout=30) if s.alive else None)
+            except Exception:
+                out.append(None)
+        return out
+
     def push_weights(self, state_dict: dict[str, Any]) -> int:
         """Put the weights in the object store once; every replica loads that object. Returns the version."""
         ray = self._ray

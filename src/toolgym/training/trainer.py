@@ -282,6 +282,11 @@ class Trainer:
             from toolgym.agents import build_sampler
 
             self.sampler = build_sampler(r.sampler, cfg.model.name_or_path, base_url=r.base_url, **r.sampler_kwargs)
+        self.ray_rollouts = None
+        if cfg.distributed == "ray":  # rollouts on Ray workers; the local sampler still serves evaluations
+            from toolgym.distributed.training import RayRollouts
+
+            self.ray_rollouts = RayRollouts(self)
 
     def _env_kwargs(self, base: dict[str, Any], split: str) -> dict[str, Any]:
         kw = dict(base)
@@ -355,6 +360,9 @@ class Trainer:
         runner = self._runner(r.env, self._env_kwargs(r.env_kwargs, r.split), r.temperature, r.top_p, seed)
         self.module.eval()
         specs = [TaskSpec(seed=i, options={"index": i}) for i in idx]
+        if getattr(self, "ray_rollouts", None) is not None:
+            kw = self._env_kwargs(r.env_kwargs, r.split)
+            return self.ray_rollouts.run(self, runner, specs, r.group_size, step, kw)
         return asyncio.run(runner.arun(specs, r.group_size))
 
     def update(self, batch: RolloutBatch, objective: Objective) -> dict[str, float]:
@@ -418,6 +426,8 @@ class Trainer:
         """HF sampler: shares the module (nothing to copy). vLLM: push the new weights."""
         if hasattr(self.sampler, "update_weights") and getattr(self.sampler, "model", None) is not self.module:
             self.sampler.update_weights({k: v.detach() for k, v in self.module.state_dict().items()})
+        if getattr(self, "ray_rollouts", None) is not None:
+            self.ray_rollouts.sync(self.module)
 
     def evaluate(self, step: int) -> dict[str, float]:
         """Held-out tasks (eval.split) with a fixed seed: mean reward and tool-use rate."""
@@ -499,6 +509,8 @@ class Trainer:
             return self._summary(state, last_eval)
         finally:
             self.logger.close()
+            if getattr(self, "ray_rollouts", None) is not None:
+                self.ray_rollouts.close()
             if self.sandbox is not None:
                 self.sandbox.close()
             D.shutdown(self.dist)
