@@ -38,6 +38,9 @@ def train(
     seed: int = typer.Option(None, "--seed", help="override seed"),
     no_progress: bool = typer.Option(False, "--no-progress", help="no progress bar (logs only)"),
     as_json: bool = typer.Option(False, "--json", help="print the summary as JSON"),
+    ray: str = typer.Option(None, "--ray", metavar="ADDRESS",
+                            help="rollouts on Ray: a running cluster's host:port (ray start --head), "
+                                 "or 'local' to start one on this machine"),
 ) -> None:
     """Train a policy with RL (CTPO, GRPO, GSPO, ...) from a YAML config: SFT warm start, rollouts, updates, evals."""
     from toolgym.training.config import load_config
@@ -49,6 +52,10 @@ def train(
         overrides.append(f"seed={seed}")
     if no_progress or as_json:
         overrides.append("logging.progress=false")
+    if ray:
+        overrides.append("distributed=ray")
+        if ray != "local":
+            overrides.append(f"ray.address={json.dumps(ray)}")
     try:
         cfg = load_config(config, overrides)
         from toolgym.training.trainer import train as run

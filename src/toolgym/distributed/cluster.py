@@ -29,9 +29,13 @@ def connect(address: str | None = None, *, num_cpus: int | None = None) -> Any:
     """Attach to the cluster at ``address`` ("host:port", "auto"), or start a loopback-only local one.
 
     Returns the ray module. Calling it when Ray is already initialised reuses that connection."""
-    if address in (None, "", "local"):
-        # Read by ray at import: keeps node addresses (GCS, raylet, object manager) on 127.0.0.1.
+    local = address in (None, "", "local")
+    if local or _host(address) in ("127.0.0.1", "localhost", "::1"):
+        # Read by ray at import: keeps node addresses (GCS, raylet, object manager) on 127.0.0.1
+        # instead of rewriting loopback to the machine's outward address.
         os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+    if not local and address != "auto":
+        _probe(str(address))  # ray.init would retry an unreachable address for minutes
     ray = import_ray()
     if ray.is_initialized():
         return ray
@@ -47,6 +51,26 @@ def connect(address: str | None = None, *, num_cpus: int | None = None) -> Any:
         raise RayUnavailable(f"ray.address: cannot reach a Ray cluster at {address!r} ({exc}); "
                              "start one with `ray start --head` or use 'local'") from None
     return ray
+
+
+def _host(address: str | None) -> str:
+    if not address:
+        return ""
+    host = address.split("://")[-1].rsplit(":", 1)[0]
+    return host.strip("[]")
+
+
+def _probe(address: str, timeout_s: float = 5.0) -> None:
+    import socket
+
+    host, _, port = address.split("://")[-1].rpartition(":")
+    if not host or not port.isdigit():
+        raise ConfigError(f"ray.address: must be host:port (or 'local', 'auto'); got {address!r}")
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s).close()
+    except OSError as exc:
+        raise RayUnavailable(f"ray.address: nothing answers at {address} ({exc.strerror or exc}); start the head "
+                             "with `ray start --head --port PORT`, or use 'local'") from None
 
 
 def shutdown() -> None:
