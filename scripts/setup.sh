@@ -60,7 +60,7 @@ if ! .venv/bin/python -c "import torch" 2>/dev/null; then
 fi
 stamp=.venv/.toolgym-deps-$(sha256sum pyproject.toml | cut -c1-16)
 if [ ! -f "$stamp" ]; then
-  log "installing toolgym with extras train,dev,tasks"
+  log "installing toolgym with extras train,dev,tasks,ray"
   .venv/bin/pip install -q -e ".[train,dev,tasks,ray]" 2>&1 | grep -v "is ignored: it is neither" || true
   .venv/bin/python -c "import toolgym, torch, transformers" || { echo "setup.sh: dependency install failed" >&2; exit 1; }
   rm -f .venv/.toolgym-deps-*; touch "$stamp"
