@@ -221,3 +221,10 @@ def test_lr_schedule_factor() -> None:
     assert [lin.lr_factor(s, 4) for s in range(5)] == [1.0, 0.75, 0.5, 0.25, 0.0]
     const = load_config(MODEL).optimizer
     assert {const.lr_factor(s, 10) for s in range(12)} == {1.0}
+
+
+@pytest.mark.parametrize("path", sorted((Path(__file__).parents[2] / "examples").glob("*.yaml")), ids=lambda p: p.name)
+def test_every_example_config_loads(path: Path) -> None:
+    cfg = load_config(path)
+    assert cfg.algorithm in ("ctpo", "grpo", "gspo", "full_is", "mopd", "sdpo", "opd")
+    assert cfg.rollout.prompts_per_step % cfg.mini_batches == 0

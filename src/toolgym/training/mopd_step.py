@@ -7,6 +7,7 @@ student/teacher forward passes and the loss.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -152,8 +153,11 @@ def mopd_forward_loss(
     """
     inputs = inputs.to(next(student.parameters()).device)
     s_batch, t_batch = inputs.student, inputs.teacher
+    t0 = time.perf_counter()
     out = student_forward(student, s_batch, k=k, temperature=temperature)
+    t1 = time.perf_counter()
     lq, teacher_logp = teacher_topk_logprobs(teacher, t_batch, out.topk_ids, temperature, teacher_micro_batch)
+    t2 = time.perf_counter()
     div = distill_divergence(divergence, lp_topk=out.lp_topk.float(), lq_topk=lq, logp=out.logp.float(),
                              teacher_logp=teacher_logp, alpha=alpha, tail=tail)
     trainer_old = None
@@ -165,6 +169,8 @@ def mopd_forward_loss(
         trainer_old_logp=trainer_old, rollout_logp=rollout_logp, weight_cap=weight_cap, agg=agg,
     )
     m = inputs.loss_mask * inputs.seq_mask.unsqueeze(-1)
+    # teacher scoring (longer, peer-conditioned prompts, no grad) against the student forward pass
+    metrics["mopd/teacher_cost_ratio"] = (t2 - t1) / max(t1 - t0, 1e-9)
     metrics["mopd/teacher_minus_student_logp"] = float(((teacher_logp - out.logp.detach()) * m).sum()
                                                        / m.sum().clamp(min=1))
     return loss, metrics
