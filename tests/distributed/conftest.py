@@ -7,7 +7,13 @@ import pytest
 
 @pytest.fixture(scope="session")
 def ray_cluster():
+    import os
+
     from toolgym.distributed.cluster import connect, shutdown
+
+    # Ray's memory monitor kills workers when the whole machine is short of memory, whoever uses it; on a
+    # shared test box that would be another job's memory. The OS OOM killer still applies.
+    os.environ.setdefault("RAY_memory_monitor_refresh_ms", "0")
 
     ray = connect(num_cpus=4)  # logical CPUs: 2 workers + a replacement never wait on each other
     yield ray
