@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import torch
 
-from toolgym.training.divergences import gather_logprobs, student_topk
+from toolgym.training.divergences import gather_logprobs
 
 
 @dataclass
@@ -137,10 +137,16 @@ class StudentOutputs:
 def student_forward(
     model: torch.nn.Module, batch: PromptResponseBatch, k: int = 100, temperature: float = 1.0
 ) -> StudentOutputs:
-    """Student pass with gradient: top-k ids of its own logits and its log-probs there."""
+    """Student pass with gradient: top-k ids of its own logits and its log-probs there.
+
+    One full-vocabulary log-softmax serves both gathers (top-k and sampled tokens): with a 49k
+    vocabulary every [B, T, V] copy kept for backward costs as much as the logits themselves.
+    """
     logits = response_logits(model, batch, temperature)
-    lp_topk, ids = student_topk(logits, k)
-    return StudentOutputs(logits, lp_topk, ids, token_logprobs(logits, batch.response_ids))
+    lp_full = torch.log_softmax(logits if logits.dtype in (torch.float32, torch.float64) else logits.float(), dim=-1)
+    ids = logits.detach().topk(min(k, logits.shape[-1]), dim=-1).indices
+    logp = lp_full.gather(-1, batch.response_ids.unsqueeze(-1)).squeeze(-1)
+    return StudentOutputs(logits, lp_full.gather(-1, ids), ids, logp)
 
 
 @torch.no_grad()
