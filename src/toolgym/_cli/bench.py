@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 from typing import Any
 
 import typer
@@ -41,7 +42,7 @@ def run(
     mode: str = typer.Option("generate", help="tools | generate | loglik"),
     subset: str = typer.Option(None, help="comma-separated entry names to run (e.g. arc_challenge,sciq)"),
     limit: int = typer.Option(None, help="first N tasks of each entry"),
-    out: str = typer.Option(None, "--out", "-o", help="output folder (default: bench-out/SUITE-MODE)"),
+    out: str = typer.Option(None, "--out", "-o", help="output folder (default: runs/bench/SUITE-MODE)"),
     samples: int = typer.Option(1, "--samples", "-k", help="completions per task (pass@k up to k)"),
     temperature: float = typer.Option(0.0, help="0 = greedy"),
     top_p: float = typer.Option(1.0),
@@ -50,7 +51,7 @@ def run(
     base_url: str = typer.Option(None, help="OpenAI-compatible server for --sampler openai"),
     tokenizer: str = typer.Option(None, help="tokenizer for --sampler openai (default: the model's)"),
     batch: int = typer.Option(8, help="prompts (or questions) per forward batch"),
-    concurrency: int = typer.Option(4, help="programs judged at once in the sandbox"),
+    concurrency: int = typer.Option(64, help="programs handed to the sandbox pool at once (it micro-batches them; the pool bounds real parallelism)"),
     sandbox: str = typer.Option("auto", help="sandbox backend: auto | docker | local"),
     max_turns: int = typer.Option(4, help="turns per episode in tools mode"),
     seed: int = typer.Option(0),
@@ -64,7 +65,7 @@ def run(
     from toolgym.suites.report import markdown
     from toolgym.suites.runner import BenchConfig, run_benchmark
 
-    out_dir = out or f"bench-out/{suite.rsplit('/', 1)[-1].removesuffix('.yaml')}-{mode}"
+    out_dir = out or f"runs/bench/{suite.rsplit('/', 1)[-1].removesuffix('.yaml')}-{mode}"
     try:
         cfg = BenchConfig(suite=suite, model=model, mode=mode, subset=subset, limit=limit, seed=seed, samples=samples,
                           temperature=temperature, top_p=top_p, max_tokens=max_tokens, sampler=sampler,
@@ -85,7 +86,8 @@ def run(
         return
     typer.echo("")
     typer.echo(markdown(report))
-    typer.echo(f"wrote {out_dir}/report.json, report.md" + "".join(f", {p}" for p in report.get("plots", [])))
+    files = ["report.json", "report.md", *report.get("plots", [])]
+    typer.echo("wrote " + ", ".join(str(Path(out_dir) / f) for f in files))
 
 
 @app.command("compare")

@@ -102,12 +102,14 @@ def _judge_tests(task: EvalTask) -> list[Any]:
 
 
 async def judge_many(
-    sandbox: Any, jobs: Sequence[tuple[EvalTask, str]], *, concurrency: int = 4, memory_mb: int = 512
+    sandbox: Any, jobs: Sequence[tuple[EvalTask, str]], *, concurrency: int = 64, memory_mb: int = 512
 ) -> list[dict[str, Any]]:
     """Judge (task, program) pairs concurrently; returns {"passed", "total", "ok", "statuses"} each.
 
-    Concurrent `ajudge` calls on one pooled sandbox are spread over its workers (and micro-batched
-    by the sandbox), so `concurrency` programs are in flight at once."""
+    Concurrent `ajudge` calls on one pooled sandbox are spread over its workers and micro-batched
+    (queued programs ride together in the next sandbox call), so a deep queue is what makes the
+    pool fast: on 2 cores, 40 programs took 9.5 s one at a time, 7.5 s with 4 in flight and 2.4 s
+    with 32. The pool, not `concurrency`, bounds how many programs really run at once."""
     from toolgym.sandbox import ajudge
 
     sem = asyncio.Semaphore(max(1, concurrency))

@@ -19,13 +19,17 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from toolgym.errors import AssetError, ConfigError
+from toolgym.errors import AssetError, ConfigError, ToolgymError
 from toolgym.suites.records import RecordStore
 from toolgym.suites.registry import Suite, SuiteEntry, load_suite
 from toolgym.suites.sources import NotConfigured, load_source
 from toolgym.suites.tasks import EvalTask
 
 MODES = ("tools", "generate", "loglik")
+
+
+class Interrupted(ToolgymError):
+    """The run was stopped (Ctrl-C) after writing a partial report; the same command resumes it."""
 
 
 @dataclass
@@ -46,7 +50,7 @@ class BenchConfig:
     base_url: str | None = None
     tokenizer: str | None = None
     batch: int = 8
-    concurrency: int = 4
+    concurrency: int = 64
     sandbox_backend: str = "auto"
     trust_pickle: bool = False
     completions: str | None = None
@@ -236,13 +240,18 @@ def _run_loglik(entry: SuiteEntry, todo: list[EvalTask], cfg: BenchConfig, store
         state["lm"] = load_causal_lm(cfg.model)
     model, tok = state["lm"]
     scorer = LoglikScorer(model, tok, batch_questions=cfg.batch)
+    # Similar lengths side by side: batches carry little padding (records are keyed by id, so the
+    # order they are written in does not matter).
+    todo = sorted(todo, key=lambda t: len(t.context) + sum(len(c) for c in t.choices))
     chunk = max(cfg.batch * 8, 32)
+    t0 = time.perf_counter()
     for start in range(0, len(todo), chunk):
         part = todo[start : start + chunk]
         scores = scorer.score(to_mc_items(part))
         store.append([{"entry": entry.name, "id": s.id, "kind": "mc", "acc": s.acc, "acc_norm": s.acc_norm,
                        "pred": s.pred, "pred_norm": s.pred_norm, "gold": s.gold, "logliks": s.logliks} for s in scores])
-        log(f"  {entry.name}: {min(start + chunk, len(todo))}/{len(todo)} scored")
+        done, dt = min(start + chunk, len(todo)), time.perf_counter() - t0
+        log(f"  {entry.name}: {done}/{len(todo)} scored ({done / dt:.2f} questions/s, {dt:.0f} s)")
 
 
 def _run_generate(entry: SuiteEntry, todo: list[EvalTask], cfg: BenchConfig, store: RecordStore,
@@ -286,6 +295,7 @@ def run_benchmark(cfg: BenchConfig, out_dir: str | Path, *, log: Log = print, su
     skipped: dict[str, str] = {}
     n_tasks: dict[str, list[str]] = {}
     t0 = time.perf_counter()
+    interrupted = False
     try:
         for entry in suite.entries:
             try:
@@ -314,6 +324,9 @@ def run_benchmark(cfg: BenchConfig, out_dir: str | Path, *, log: Log = print, su
             if todo:
                 _seed_everything(cfg.seed)
                 _MODE_FN[cfg.mode](entry, todo, cfg, store, state, log)
+    except KeyboardInterrupt:
+        # Ctrl-C on a long CPU run: keep what is scored (a partial report) and say how to go on.
+        interrupted = True
     finally:
         for close in state["closers"]:
             try:
@@ -321,5 +334,10 @@ def run_benchmark(cfg: BenchConfig, out_dir: str | Path, *, log: Log = print, su
             except Exception:  # noqa: BLE001 - closing must not hide the real outcome
                 pass
     report = build_report(cfg, suite, store.load(), n_tasks, skipped, wall_s=time.perf_counter() - t0)
+    if interrupted:
+        report["partial"] = True
     write_report(report, out_dir)
+    if interrupted:
+        raise Interrupted(f"interrupted; partial report in {Path(out_dir) / 'report.md'}; "
+                          "run the same command again to resume (finished tasks are kept)")
     return report
