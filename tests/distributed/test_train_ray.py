@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
+import torch
 
 from toolgym.errors import ConfigError
 from toolgym.training.config import load_config
@@ -14,7 +16,7 @@ from toolgym.training.trainer import train
 from ..training.trainer_util import tiny_config
 
 
-def _cfg(tmp, name, **over):
+def _cfg(tmp, name, model=None, **over):
     # SFT on half tool-using demonstrations: rollouts call the sandboxed Python tool, rewards vary
     cfg = tiny_config(tmp / name, steps=3, **over)
     cfg["model"]["model_kwargs"].update(hidden=64, heads=4, intermediate=128, max_positions=256, vocab_size=320)
@@ -22,12 +24,35 @@ def _cfg(tmp, name, **over):
                       direct_correct=0.3)
     cfg["rollout"].update(prompts_per_step=4, group_size=4, max_new_tokens=24, max_response_tokens=96, max_turns=3)
     cfg["rollout"]["env_kwargs"].update(max_turns=3, ops="+", format_weight=1.0)
+    if model is not None:  # the warm-started model, shared by both runs
+        cfg["model"] = {"name_or_path": str(model)}
+        cfg["sft"]["enabled"] = False
     return cfg
 
 
+def _warm_start(tmp) -> Path:
+    """The SFT warm start once (what `toolgym sft` does), so the two runs below skip it."""
+    from toolgym.agents.chat import ChatTemplate
+    from toolgym.training import sft as S
+    from toolgym.training.trainer import Trainer, load_policy
+
+    cfg = load_config(_cfg(tmp, "sft"))
+    torch.manual_seed(cfg.seed)
+    demos = Trainer(cfg, console=False)._demonstrations()
+    model, tok = load_policy(cfg, tmp / "scratch", demos)
+    trajs = S.demonstration_trajectories(ChatTemplate(tok), demos, cfg.sft.max_seq_len)
+    S.sft_train(model, trajs, epochs=cfg.sft.epochs, lr=cfg.sft.lr, batch_size=cfg.sft.batch_size,
+                pad_id=tok.pad_token_id or 0, seed=cfg.seed)
+    out = tmp / "warm"
+    model.save_pretrained(out)
+    tok.save_pretrained(out)
+    return out
+
+
 def test_ray_rollouts_match_single_process(tmp_path, ray_cluster):
-    single = train(load_config(_cfg(tmp_path, "single")), console=False)
-    dist = train(load_config(_cfg(tmp_path, "ray", distributed="ray",
+    warm = _warm_start(tmp_path)
+    single = train(load_config(_cfg(tmp_path, "single", warm)), console=False)
+    dist = train(load_config(_cfg(tmp_path, "ray", warm, distributed="ray",
                                   ray={"num_workers": 2, "sandbox_pool": 1, "max_in_flight": 1})), console=False)
     assert single["steps"] == dist["steps"] == 3
     a = {r["step"]: r for r in read_metrics(tmp_path / "single", "train")}
@@ -37,7 +62,7 @@ def test_ray_rollouts_match_single_process(tmp_path, ray_cluster):
     assert any(a[s]["adv_zero_groups"] < 4 for s in a), "rewards never varied: the loss comparison would be vacuous"
     pool = json.loads((tmp_path / "ray" / "ray_pool.json").read_text())
     assert pool["stats"]["completed"] == 3 * 4 and pool["stats"]["duplicates_dropped"] == 0
-    assert pool["version"] == 1 + 3  # pushed after the SFT warm start, then after every update
+    assert pool["version"] == 1 + 3  # pushed before the first rollout, then after every update
     assert [w["groups_done"] > 0 for w in pool["workers"]] == [True, True]
     assert all(w["version"] == pool["version"] for w in pool["workers"])
     for s in a:
