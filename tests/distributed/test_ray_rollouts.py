@@ -144,3 +144,11 @@ def _alive(pid: int) -> bool:
     except ProcessLookupError:
         return False
     return True
+
+
+def test_a_worker_that_cannot_start_is_one_clear_error(ray_cluster, policy):
+    from toolgym.distributed.driver import RolloutPoolError
+
+    model, tok = policy
+    with pytest.raises(RolloutPoolError, match="rollout worker 0 failed to start.*no_such_option"):
+        RayRolloutPool(model, tok, num_workers=1, sandbox=None, sampler_kwargs={"no_such_option": 1})

@@ -90,11 +90,7 @@ class RayRolloutPool:
                            "sampler_kwargs": dict(sampler_kwargs or {})}
         self._actor_cls = ray.remote(num_cpus=cpus_per_worker, max_restarts=0)(RolloutWorker)
         self.slots = [_Slot(self._spawn(i)) for i in range(num_workers)]
-        try:
-            self.wait_ready()
-        except ray.exceptions.RayActorError as exc:
-            self.close()
-            raise RolloutPoolError(f"a rollout worker failed to start: {exc}") from None
+        self._start()
 
     # -- public -------------------------------------------------------------------------------------------
 
@@ -196,6 +192,27 @@ class RayRolloutPool:
         self.close()
 
     # -- internals ----------------------------------------------------------------------------------------
+
+    def _start(self) -> None:
+        """Wait for every worker; one lost while starting (OOM kill, node gone) is replaced, one whose
+        constructor raised (no sandbox engine, bad model) is an error: a retry would fail the same way."""
+        ray = self._ray
+        while True:
+            failed = []
+            for i, s in enumerate(self.slots):
+                try:
+                    ray.get(s.actor.info.remote())
+                except ray.exceptions.RayActorError as exc:
+                    if exc.actor_init_failed or self.stats.replacements >= self.max_replacements:
+                        self.close()
+                        raise RolloutPoolError(f"rollout worker {i} failed to start: "
+                                               f"{str(exc).strip().splitlines()[-1]}") from None
+                    failed.append(i)
+            if not failed:
+                return
+            for i in failed:
+                self.stats.worker_deaths += 1
+                self._replace(i)
 
     def _spawn(self, slot: int) -> Any:
         return self._actor_cls.remote(slot, self._config, self._tokenizer_ref, self._weights_ref, self.version,
