@@ -70,9 +70,13 @@ def main() -> None:
         t_naive += t1 - t0
         t_packed += t2 - t1
         done = start + len(block)
-        if done % (args.batch * 10) == 0 or done == len(items):
+        if done % (args.batch * 5) == 0 or done == len(items):
+            worst = max(abs(a - b) for g, r in zip(got, ref, strict=True) for a, b in zip(g.logliks, r.logliks,
+                                                                                          strict=True))
+            agree = sum((g.pred, g.pred_norm) == (r.pred, r.pred_norm) for g, r in zip(got, ref, strict=True))
             print(f"  {done}/{len(items)}: baseline {t_naive:.0f} s, packed {t_packed:.0f} s, "
-                  f"ratio so far {t_naive / t_packed:.2f}x")
+                  f"ratio so far {t_naive / t_packed:.2f}x; max |diff| {worst:.2e}, "
+                  f"same argmax (acc and acc_norm) on {agree}/{done}")
 
     diffs = [abs(a - b) for g, r in zip(got, ref, strict=True) for a, b in zip(g.logliks, r.logliks, strict=True)]
     max_diff = max(diffs)

@@ -153,3 +153,37 @@ def test_bad_config_values() -> None:
         BenchConfig(suite="x", model="m", mode="chat")
     with pytest.raises(ConfigError, match="temperature"):
         BenchConfig(suite="x", model="m", samples=4)
+
+
+def test_ctrl_c_writes_a_partial_report_and_the_same_command_resumes(tmp_path: Path) -> None:
+    import signal
+
+    from toolgym.suites.runner import Interrupted
+
+    comp = _jsonl(tmp_path / "a.jsonl", [
+        {"entry": "math", "id": "m1", "completion": "\\boxed{2}"},
+        {"entry": "math", "id": "m2", "completion": "\\boxed{1}"},
+        {"entry": "math", "id": "m3", "completion": "\\boxed{9}"},
+        {"entry": "sci", "id": "c1", "completion": "The answer is (B)."},
+        {"entry": "sci", "id": "c2", "completion": "The answer is (A)."},
+        {"entry": "sci", "id": "c3", "completion": "The answer is (A)."},
+    ])
+    cfg = BenchConfig(suite="mini", model="file", mode="generate", completions=comp)
+    out = tmp_path / "run"
+
+    def press_ctrl_c_after_math(msg: str) -> None:  # a real SIGINT, delivered to this process
+        if msg.startswith("  math: 3/3"):
+            signal.raise_signal(signal.SIGINT)
+
+    with pytest.raises(Interrupted, match="run the same command again"):
+        run_benchmark(cfg, out, log=press_ctrl_c_after_math, suite=_suite(tmp_path))
+    part = json.loads((out / "report.json").read_text())
+    assert part["partial"] is True and list(part["entries"]) == ["math"]
+    assert part["entries"]["math"]["metrics"]["pass@1"]["mean"] == pytest.approx(2 / 3)
+    assert (out / "report.md").is_file()
+
+    logs: list[str] = []
+    rep = run_benchmark(cfg, out, log=logs.append, suite=_suite(tmp_path))
+    assert "partial" not in rep and "- math: 3 tasks, 3 already done" in logs
+    assert rep["entries"]["math"]["metrics"]["pass@1"]["mean"] == pytest.approx(2 / 3)
+    assert rep["entries"]["sci"]["metrics"]["avg@1"]["mean"] == pytest.approx(2 / 3)
