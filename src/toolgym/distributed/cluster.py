@@ -36,6 +36,9 @@ def connect(address: str | None = None, *, num_cpus: int | None = None) -> Any:
         os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
     if not local and address != "auto":
         _probe(str(address))  # ray.init would retry an unreachable address for minutes
+    if not local and "RAY_AUTH_MODE" not in os.environ and _has_token():
+        # a cluster from `ray start` checks tokens (Ray >= 2.5x); the client only sends one in token mode
+        os.environ["RAY_AUTH_MODE"] = "token"
     ray = import_ray()
     if ray.is_initialized():
         return ray
@@ -51,6 +54,13 @@ def connect(address: str | None = None, *, num_cpus: int | None = None) -> Any:
         raise RayUnavailable(f"ray.address: cannot reach a Ray cluster at {address!r} ({exc}); "
                              "start one with `ray start --head` or use 'local'") from None
     return ray
+
+
+def _has_token() -> bool:
+    from pathlib import Path
+
+    return bool(os.environ.get("RAY_AUTH_TOKEN")) or Path(os.environ.get("RAY_AUTH_TOKEN_PATH", "~/.ray/auth_token")
+                                                           ).expanduser().is_file()
 
 
 def _host(address: str | None) -> str:
