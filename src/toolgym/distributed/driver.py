@@ -123,7 +123,8 @@ class RayRolloutPool:
         self.version += 1
         self._weights_ref = ray.put({k: v.detach().cpu() for k, v in state_dict.items()})
         self.stats.weight_pushes += 1
-        acks = {i: s.actor.load_weights.remote(self.version, self._weights_ref) for i, s in enumerate(self.slots)}
+        acks = {i: s.actor.load_weights.remote(self.version, self._weights_ref)
+                for i, s in enumerate(self.slots) if s.alive}
         for i, ref in acks.items():
             try:
                 ray.get(ref)

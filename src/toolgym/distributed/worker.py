@@ -88,7 +88,8 @@ class RolloutWorker:
 
     def _env_factory(self, job: Any) -> Any:
         kwargs = dict(job.env_kwargs)
-        kwargs.setdefault("sandbox", self.sandbox)
+        if self.sandbox is not None:  # else the env keeps its own default, as in a single-process run
+            kwargs.setdefault("sandbox", self.sandbox)
         env = job.env
         if isinstance(env, str):
             def make() -> Any:
