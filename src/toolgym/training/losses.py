@@ -178,9 +178,9 @@ class TokenTerms:
 class _Core:
     """Intermediate tensors shared by the loss, the per-token view and the metrics."""
 
-    def __init__(self, rho_c: Tensor, x: Tensor | None, delta: Tensor, mf: Tensor, adv: Tensor, scale: Tensor | None) -> None:
+    def __init__(self, rho_c: Tensor, log_w: Tensor | None, delta: Tensor, mf: Tensor, adv: Tensor, scale: Tensor | None) -> None:
         self.rho_c = rho_c  # clipped weight exp(clamp(log w, lower, upper)), with gradient
-        self.x = x  # detached log ratio before the cap (None when its buffer was reused)
+        self._log_w = log_w  # detached log ratio after the cap at 10 (None when built with keep=False)
         self.delta = delta  # clamped Δ, 0 at mask-0 positions
         self.mf = mf  # float mask
         self.adv = adv  # [B, 1], or [B, T] with 0 at mask-0 positions
@@ -195,8 +195,8 @@ class _Core:
 
     @property
     def log_w(self) -> Tensor:
-        assert self.x is not None, "built with keep=False"
-        return self.x.clamp(max=LOG_RATIO_CAP)
+        assert self._log_w is not None, "built with keep=False"
+        return self._log_w
 
 
 def _check_shapes(logp: Tensor, old_logp: Tensor, advantages: Tensor, mask: Tensor, seq_weight: Tensor | None) -> None:
@@ -259,18 +259,23 @@ def _core(
     if ratio == "token":
         x = delta
     elif ratio == "cumulative":
-        x = delta.cumsum(dim=-1) if keep else delta.cumsum_(dim=-1)
+        x = delta.cumsum(dim=-1) if keep else delta.cumsum_(dim=-1)  # (keep: the metrics read delta)
     else:
         total = delta.sum(dim=-1, keepdim=True)
         if ratio == "gspo":
             total = total / mf.sum(dim=-1, keepdim=True).clamp_min(1.0)
         x = total.expand_as(delta)
 
-    # Stop-gradient form: value x, gradient only through this token's own log-prob.
-    if keep or ratio in ("sequence", "gspo"):  # (those x are broadcast views)
-        log_w_live = lp + (x - lp_det)
-    else:
+    # The capped log-ratio the metrics read, taken once here, before x's buffer is reused.
+    log_w = x.clamp(max=LOG_RATIO_CAP) if keep else None
+    # Stop-gradient form: value x, gradient only through this token's own log-prob. x's buffer
+    # is free to overwrite (and later to hold a bound) for "cumulative", and for "token" when no
+    # metrics read delta (x is delta); sequence/gspo x are broadcast views.
+    x_free = ratio == "cumulative" or (ratio == "token" and not keep)
+    if x_free:
         log_w_live = lp + x.sub_(lp_det)
+    else:
+        log_w_live = lp + (x - lp_det)
 
     adv = advantages.detach().to(dt)
     if adv.dim() == 1:
@@ -305,11 +310,10 @@ def _core(
             if clip.power != 0:
                 t = mf.cumsum(dim=-1)
                 scale = t.sqrt_() if clip.power == 0.5 else t.pow_(clip.power)
-                if keep or ratio != "cumulative":
-                    lower = lower * scale
-                else:  # x's buffer is dead once log_w_live exists: reuse it (fewer fresh pages)
+                if x_free:  # x's buffer is dead once log_w_live exists: reuse it (fewer fresh pages)
                     lower = torch.mul(lower, scale, out=x)
-                    x = None
+                else:
+                    lower = lower * scale
                 # with the defaults (dual == eps_high) the upper bound is the same for both signs
                 if hi_neg_base != clip.eps_high:
                     upper = upper * scale
@@ -324,7 +328,7 @@ def _core(
                 upper = upper.clamp(max=LOG_RATIO_CAP)
         rho_c = torch.clamp(log_w_live, lower, upper).exp()
 
-    return _Core(rho_c=rho_c, x=x, delta=delta, mf=mf, adv=adv, scale=scale)
+    return _Core(rho_c=rho_c, log_w=log_w, delta=delta, mf=mf, adv=adv, scale=scale)
 
 
 def _select(cond: Tensor, a: float, b: float, dt: torch.dtype) -> Tensor:
