@@ -45,7 +45,8 @@ def connect(address: str | None = None, *, num_cpus: int | None = None) -> Any:
     kw: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False, "configure_logging": False}
     try:
         if address in (None, "", "local"):
-            ray.init(num_cpus=num_cpus, _node_ip_address="127.0.0.1", **kw)
+            # address="local": a new cluster even when `ray start` left one (or its address file) behind
+            ray.init(address="local", num_cpus=num_cpus, _node_ip_address="127.0.0.1", **kw)
         else:
             if num_cpus is not None:
                 raise ConfigError("ray.num_cpus: only for a local cluster; a running cluster has its own resources")
