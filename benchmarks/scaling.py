@@ -79,7 +79,7 @@ def calibrate(sb, work_s: float) -> tuple[int, float]:
     return iters, statistics.median(walls)
 
 
-def sandbox_ceiling(sb, iters: int, calls: int = 8) -> float:
+def sandbox_ceiling(sb, iters: int, calls: int = 6) -> float:
     """No Ray: ``calls`` CPU-bound sandbox calls one after another on 1 slot, then split over 2 slots; the
     throughput ratio is what the cores give 2 sandboxes now (sustained, like a rollout run)."""
 
@@ -179,7 +179,7 @@ def main() -> None:
         ratio[kind] = statistics.median(rs)
         print(f"  {kind:5s} ratio 2 workers / 1 worker ({what}): median {ratio[kind]:.2f}x "
               f"(rounds: {', '.join(f'{r:.2f}' for r in rs)}; target >= 1.6x)")
-    print(f"  ceiling without Ray: 8 CPU-bound sandbox calls on 2 slots vs 1 slot: median "
+    print(f"  ceiling without Ray: 6 CPU-bound sandbox calls on 2 slots vs 1 slot: median "
           f"{statistics.median(ceiling):.2f}x (rounds: {', '.join(f'{c:.2f}' for c in ceiling)})")
     load = os.getloadavg()[0]
     print(f"load average during the run: {load:.1f} on {cores} cores (other processes compete with CPU-bound calls)")
