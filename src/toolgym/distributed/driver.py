@@ -67,7 +67,8 @@ class _Slot:
 
 
 class RayRolloutPool:
-    """``num_workers`` rollout workers on a Ray cluster (connect first, see :mod:`.cluster`)."""
+    """``num_workers`` rollout workers on a Ray cluster (:func:`.cluster.connect` first; without it a
+    loopback-only local cluster is started)."""
 
     def __init__(self, model: Any, tokenizer: Any, *, num_workers: int = 2, cpus_per_worker: float = 1.0,
                  sandbox: str | None = "auto", sandbox_pool: int = 1, max_in_flight: int = 2,
@@ -78,6 +79,10 @@ class RayRolloutPool:
 
         if num_workers < 1 or max_in_flight < 1:
             raise RolloutPoolError("num_workers and max_in_flight must be >= 1")
+        if not ray.is_initialized():  # not ray's implicit init: that one advertises the outward address
+            from toolgym.distributed.cluster import connect
+
+            connect()
         self._ray = ray
         self.num_workers, self.max_in_flight = num_workers, max_in_flight
         self.max_replacements, self.max_attempts = max_replacements, max_attempts
