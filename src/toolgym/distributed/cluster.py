@@ -42,6 +42,13 @@ def connect(address: str | None = None, *, num_cpus: int | None = None) -> Any:
     ray = import_ray()
     if ray.is_initialized():
         return ray
+    if local:  # ray may have been imported before the variable was set: set what it read from it
+        try:
+            from ray._private import ray_constants
+
+            ray_constants.ENABLE_RAY_CLUSTER = False
+        except (ImportError, AttributeError):
+            pass
     kw: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False, "configure_logging": False}
     try:
         if address in (None, "", "local"):
