@@ -50,7 +50,7 @@ def run(
     sampler: str = typer.Option("hf", help="hf | vllm | openai"),
     base_url: str = typer.Option(None, help="OpenAI-compatible server for --sampler openai"),
     tokenizer: str = typer.Option(None, help="tokenizer for --sampler openai (default: the model's)"),
-    batch: int = typer.Option(8, help="prompts (or questions) per forward batch"),
+    batch: int = typer.Option(8, help="questions per loglik forward; generate mode decodes 2x this many prompts at once"),
     concurrency: int = typer.Option(64, help="programs handed to the sandbox pool at once (it micro-batches them; the pool bounds real parallelism)"),
     sandbox: str = typer.Option("auto", help="sandbox backend: auto | docker | local"),
     max_turns: int = typer.Option(4, help="turns per episode in tools mode"),
