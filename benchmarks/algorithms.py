@@ -7,7 +7,7 @@ warm-started model, with the same prompts, rollout seeds, steps and mini-batches
 after, per run, and mean over seeds) and writes a PNG of the eval/train reward curves.
 
     .venv/bin/python benchmarks/algorithms.py [--seeds 0 1 2] [--algorithms ctpo grpo gspo] [--steps N]
-        [--out runs/algorithms] [--set key=value ...]
+        [--out runs/algorithms] [--set key=value ...] [--reuse]
 """
 
 from __future__ import annotations
@@ -33,6 +33,9 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=None)
     ap.add_argument("--out", default="runs/algorithms")
     ap.add_argument("--set", dest="sets", nargs="*", default=[])
+    ap.add_argument("--reuse", action="store_true",
+                    help="read runs that already finished (summary.json present) instead of training them again, "
+                         "e.g. to tabulate seeds that ran in separate processes")
     a = ap.parse_args()
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -46,6 +49,13 @@ def main() -> None:
                            check=True)
         for alg in a.algorithms:
             run = out / f"{alg}-seed{seed}"
+            if a.reuse and (run / "summary.json").exists():
+                summary = json.loads((run / "summary.json").read_text())
+                results.append({"algorithm": alg, "seed": seed, "before": summary["before"], "after": summary["after"],
+                                "metrics": read_metrics(run)})
+                print(f"{alg} seed {seed} (reused): {summary['before']['reward_mean']:.3f} -> "
+                      f"{summary['after']['reward_mean']:.3f}", flush=True)
+                continue
             args = [TOOLGYM, "train", a.config, "--no-progress", "--json", "-o", str(run), "--seed", str(seed),
                     "-s", f"algorithm={alg}", "-s", f"model.name_or_path={warm}", "-s", "sft.enabled=false",
                     "-s", "model.model_kwargs={}"]
