@@ -152,3 +152,8 @@ def test_a_worker_that_cannot_start_is_one_clear_error(ray_cluster, policy):
     model, tok = policy
     with pytest.raises(RolloutPoolError, match="rollout worker 0 failed to start.*no_such_option"):
         RayRolloutPool(model, tok, num_workers=1, sandbox=None, sampler_kwargs={"no_such_option": 1})
+
+
+def test_the_local_cluster_stays_on_loopback(ray_cluster):
+    nodes = ray_cluster.nodes()
+    assert nodes and {n["NodeManagerAddress"] for n in nodes} == {"127.0.0.1"}
