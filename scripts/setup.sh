@@ -58,10 +58,12 @@ if ! .venv/bin/python -c "import torch" 2>/dev/null; then
   log "installing torch==2.13.0"
   .venv/bin/pip install -q torch==2.13.0
 fi
-stamp=.venv/.toolgym-deps-$(sha256sum pyproject.toml | cut -c1-16)
+EXTRAS=train,dev,tasks,ray
+# the stamp changes with pyproject.toml or the extras, so an existing .venv picks up new dependencies
+stamp=.venv/.toolgym-deps-$( (cat pyproject.toml; echo "$EXTRAS") | sha256sum | cut -c1-16)
 if [ ! -f "$stamp" ]; then
-  log "installing toolgym with extras train,dev,tasks,ray"
-  .venv/bin/pip install -q -e ".[train,dev,tasks,ray]" 2>&1 | grep -v "is ignored: it is neither" || true
+  log "installing toolgym with extras $EXTRAS"
+  .venv/bin/pip install -q -e ".[$EXTRAS]" 2>&1 | grep -v "is ignored: it is neither" || true
   .venv/bin/python -c "import toolgym, torch, transformers" || { echo "setup.sh: dependency install failed" >&2; exit 1; }
   rm -f .venv/.toolgym-deps-*; touch "$stamp"
 fi
