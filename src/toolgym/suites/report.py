@@ -151,6 +151,8 @@ def markdown(report: dict[str, Any]) -> str:
         f"git {str(git.get('commit'))[:12]}{' (dirty)' if git.get('dirty') else ''}, "
         f"created {report['environment']['created']}",
         "",
+        *(["**Partial run** (interrupted): the same command resumes it. An entry in progress is not a "
+           "random sample (loglik scores the shortest questions first).", ""] if report.get("partial") else []),
         "| entry | tasks | metric | score % [95% CI] | other metrics |",
         "| --- | ---: | --- | --- | --- |",
     ]
