@@ -10,6 +10,7 @@ SUITE is a built-in suite (code, science, math) or a YAML suite file.
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -63,7 +64,7 @@ def run(
     """Run a suite (resumes in --out: finished tasks are skipped) and write report.json/.md and plots."""
     from toolgym.errors import ToolgymError
     from toolgym.suites.report import markdown
-    from toolgym.suites.runner import BenchConfig, run_benchmark
+    from toolgym.suites.runner import BenchConfig, Interrupted, run_benchmark
 
     out_dir = out or f"runs/bench/{suite.rsplit('/', 1)[-1].removesuffix('.yaml')}-{mode}"
     try:
@@ -78,6 +79,13 @@ def run(
             print(msg, file=stream, flush=True)
 
         report = run_benchmark(cfg, out_dir, log=log)
+    except Interrupted as exc:
+        # A sampler thread may still be inside a forward pass; a normal interpreter exit would then
+        # abort in C++ ("terminate called"). The report is written: leave at once.
+        typer.echo(f"error: {exc}", err=True)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(130)
     except ToolgymError as exc:
         _err(str(exc))
         return
