@@ -84,7 +84,8 @@ class RolloutRunner:
             self.env_factory: Callable[[], Any] = make
             self.env_id = env_id
         else:
-            self.env_factory = env_factory
+            factory, kwargs = env_factory, dict(env_kwargs or {})
+            self.env_factory = (lambda: factory(**kwargs)) if kwargs else factory
             self.env_id = getattr(env_factory, "__name__", "env")
         self.params = params or SamplingParams()
         self.limits = limits or EpisodeLimits()

@@ -76,7 +76,10 @@ class RolloutWorker:
         if version != self.version:
             raise StaleWeights(f"worker {self.slot} holds weights v{self.version}, the group needs v{version}")
         t0 = time.perf_counter()
-        runner = RolloutRunner(self.sampler, self.template, self._env_factory(job), job.params, job.limits,
+        kwargs = dict(job.env_kwargs)
+        if self.sandbox is not None:  # else the env keeps its own default, as in a single-process run
+            kwargs.setdefault("sandbox", self.sandbox)
+        runner = RolloutRunner(self.sampler, self.template, job.env, job.params, job.limits, env_kwargs=kwargs,
                                seed=job.seed)
         trajs = await asyncio.gather(*(runner.run_episode(job.spec, job.task_index, g)
                                        for g in range(job.group_size)))
@@ -85,22 +88,6 @@ class RolloutWorker:
         self.groups_done += 1
         self.busy_s += time.perf_counter() - t0
         return list(trajs)
-
-    def _env_factory(self, job: Any) -> Any:
-        kwargs = dict(job.env_kwargs)
-        if self.sandbox is not None:  # else the env keeps its own default, as in a single-process run
-            kwargs.setdefault("sandbox", self.sandbox)
-        env = job.env
-        if isinstance(env, str):
-            def make() -> Any:
-                import toolgym
-
-                return toolgym.make(env, **kwargs)
-        else:
-            def make() -> Any:
-                return env(**kwargs)
-        make.__name__ = env if isinstance(env, str) else getattr(env, "__name__", "env")
-        return make
 
     def close(self) -> None:
         if self.sandbox is not None:
