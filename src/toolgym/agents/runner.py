@@ -117,10 +117,7 @@ class RolloutRunner:
         self.stats.wall_s += time.perf_counter() - start
         groups = [flat[i * group_size : (i + 1) * group_size] for i in range(len(specs))]
         for group in groups:
-            ids = {t.task_id for t in group}
-            if len(ids) > 1:  # an env that ignores the seed would mix tasks within a group: say so
-                for t in group:
-                    t.metadata["group_task_mismatch"] = sorted(ids)
+            flag_mixed_group(group)
         return groups
 
     async def run_episode(self, spec: TaskSpec, task_index: int, episode_index: int) -> Trajectory:
@@ -260,6 +257,14 @@ class RolloutRunner:
 
 
 # -- env adapters: sync or async gymnasium envs, obs as messages ------------------------------------------
+
+
+def flag_mixed_group(group: Sequence[Trajectory]) -> None:
+    """An env that ignores the seed would mix tasks within a group: mark every member so it shows."""
+    ids = {t.task_id for t in group}
+    if len(ids) > 1:
+        for t in group:
+            t.metadata["group_task_mismatch"] = sorted(ids)
 
 
 def _spec(t: TaskSpec | int | dict) -> TaskSpec:

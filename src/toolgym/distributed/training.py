@@ -58,12 +58,11 @@ class RayRollouts:
         jobs = [GroupJob(key=(step, ti), task_index=ti, spec=spec, group_size=group_size, env=runner.env_id,
                          env_kwargs=kw, params=runner.params, limits=runner.limits, seed=runner.seed)
                 for ti, spec in enumerate(specs)]
+        from toolgym.agents.runner import flag_mixed_group
+
         groups = self.pool.run(jobs)
-        for group in groups:  # the same check as RolloutRunner.arun
-            ids = {t.task_id for t in group}
-            if len(ids) > 1:
-                for t in group:
-                    t.metadata["group_task_mismatch"] = sorted(ids)
+        for group in groups:
+            flag_mixed_group(group)
         return groups
 
     def close(self) -> None:

@@ -224,6 +224,7 @@ class Trainer:
         self.console = console
         self.model: Any = None
         self.objective: Any = None
+        self.ray_rollouts: Any = None  # distributed: ray (set up with the rollouts)
         self.sandbox: Any = None
 
     # -- setup ------------------------------------------------------------------------------------------
@@ -282,7 +283,6 @@ class Trainer:
             from toolgym.agents import build_sampler
 
             self.sampler = build_sampler(r.sampler, cfg.model.name_or_path, base_url=r.base_url, **r.sampler_kwargs)
-        self.ray_rollouts = None
         if cfg.distributed == "ray":  # rollouts on Ray workers; the local sampler still serves evaluations
             from toolgym.distributed.training import RayRollouts
 
@@ -360,7 +360,7 @@ class Trainer:
         runner = self._runner(r.env, self._env_kwargs(r.env_kwargs, r.split), r.temperature, r.top_p, seed)
         self.module.eval()
         specs = [TaskSpec(seed=i, options={"index": i}) for i in idx]
-        if getattr(self, "ray_rollouts", None) is not None:
+        if self.ray_rollouts is not None:
             kw = self._env_kwargs(r.env_kwargs, r.split)
             return self.ray_rollouts.run(self, runner, specs, r.group_size, step, kw)
         return asyncio.run(runner.arun(specs, r.group_size))
@@ -426,7 +426,7 @@ class Trainer:
         """HF sampler: shares the module (nothing to copy). vLLM: push the new weights."""
         if hasattr(self.sampler, "update_weights") and getattr(self.sampler, "model", None) is not self.module:
             self.sampler.update_weights({k: v.detach() for k, v in self.module.state_dict().items()})
-        if getattr(self, "ray_rollouts", None) is not None:
+        if self.ray_rollouts is not None:
             self.ray_rollouts.sync(self.module)
 
     def evaluate(self, step: int) -> dict[str, float]:
@@ -509,7 +509,7 @@ class Trainer:
             return self._summary(state, last_eval)
         finally:
             self.logger.close()
-            if getattr(self, "ray_rollouts", None) is not None:
+            if self.ray_rollouts is not None:
                 self.ray_rollouts.close()
             if self.sandbox is not None:
                 self.sandbox.close()
