@@ -1,11 +1,12 @@
 """CTPO loss forward+backward time against GRPO's on identical tensors (issue 6 target: ratio <= 1.15).
 
 B=64 sequences x T=4096 tokens on CPU, float32, a realistic mask (model turns, tool-output
-spans, right padding). The two losses run interleaved, repeat after repeat, and the script
-prints the median time of each and the median of the per-repeat ratios (wall clock, and CPU
-time of this process, which other processes on a shared machine disturb less), once for the loss
-alone (``compute_metrics=False``, what the trainer's backward pass costs) and once with the
-metrics dictionary (quantiles included).
+spans, right padding). The two losses run interleaved, repeat after repeat, through both
+implementations of ``policy_loss``: the one-pass numba kernel (``fused``, what runs on CPU) and
+the eager tensor path (``tensor``, what runs on GPUs, ``fused=False``). The script prints the
+median time of each and the median of the per-repeat ratios (wall clock, and CPU time of this
+process, which other processes on a shared machine disturb less), once for the loss alone
+(``compute_metrics=False``) and once with the metrics dictionary (what the trainer runs).
 
     .venv/bin/python benchmarks/losses.py [--repeats 30] [--threads N] [--json]
 
@@ -47,41 +48,47 @@ def make_batch(b: int, t: int, seed: int = 0) -> dict[str, torch.Tensor]:
     return {"logp": logp, "old": old, "mask": mask, "adv": adv}
 
 
-def time_once(batch: dict[str, torch.Tensor], ratio: str, clip: ClipConfig, metrics: bool) -> tuple[float, float]:
+def time_once(batch: dict[str, torch.Tensor], ratio: str, clip: ClipConfig, fused: bool,
+              metrics: bool) -> tuple[float, float]:
     """(wall seconds, CPU seconds of this process) for one forward+backward."""
     logp = batch["logp"].clone().requires_grad_(True)
     wall, cpu = time.perf_counter(), time.process_time()
     loss, _ = policy_loss(logp, batch["old"], batch["adv"], batch["mask"], ratio=ratio, clip=clip,
-                          agg="token-mean", compute_metrics=metrics)
+                          agg="token-mean", compute_metrics=metrics, fused=fused)
     loss.backward()
     return time.perf_counter() - wall, time.process_time() - cpu
 
 
-def run(b: int, t: int, repeats: int, metrics: bool) -> dict[str, float]:
+def run(b: int, t: int, repeats: int, metrics: bool) -> dict[str, dict[str, float]]:
+    """Medians per path: ``fused`` (the one-pass CPU kernel, what policy_loss runs on CPU) and ``tensor``
+    (the eager tensor path, what runs on GPUs); all four combinations interleaved in each repeat."""
     batch = make_batch(b, t)
-    methods = {"ctpo": ("cumulative", ClipConfig.ctpo()), "grpo": ("token", ClipConfig.grpo())}
-    for name in methods:  # warm-up
+    methods = {(path, name): (ratio, clip, path == "fused")
+               for path in ("fused", "tensor")
+               for name, ratio, clip in (("ctpo", "cumulative", ClipConfig.ctpo()), ("grpo", "token", ClipConfig.grpo()))}
+    for key in methods:  # warm-up (and the kernel's compilation)
         for _ in range(3):
-            time_once(batch, *methods[name], metrics)
-    wall: dict[str, list[float]] = {name: [] for name in methods}
-    cpu: dict[str, list[float]] = {name: [] for name in methods}
-    wall_ratios, cpu_ratios = [], []
+            time_once(batch, *methods[key], metrics)
+    samples: dict[tuple[str, str], list[tuple[float, float]]] = {key: [] for key in methods}
     for r in range(repeats):
         order = list(methods) if r % 2 == 0 else list(reversed(methods))
-        this = {name: time_once(batch, *methods[name], metrics) for name in order}
-        for name, (w, c) in this.items():
-            wall[name].append(w)
-            cpu[name].append(c)
-        wall_ratios.append(this["ctpo"][0] / this["grpo"][0])
-        cpu_ratios.append(this["ctpo"][1] / this["grpo"][1])
-    return {
-        "ctpo_ms": 1e3 * statistics.median(wall["ctpo"]),
-        "grpo_ms": 1e3 * statistics.median(wall["grpo"]),
-        "ratio": statistics.median(wall_ratios),
-        "ctpo_cpu_ms": 1e3 * statistics.median(cpu["ctpo"]),
-        "grpo_cpu_ms": 1e3 * statistics.median(cpu["grpo"]),
-        "cpu_ratio": statistics.median(cpu_ratios),
-    }
+        for key in order:
+            samples[key].append(time_once(batch, *methods[key], metrics))
+    out: dict[str, dict[str, float]] = {}
+    for path in ("fused", "tensor"):
+        c, g = samples[(path, "ctpo")], samples[(path, "grpo")]
+        out[path] = {
+            "ctpo_ms": 1e3 * statistics.median(w for w, _ in c),
+            "grpo_ms": 1e3 * statistics.median(w for w, _ in g),
+            "ratio": statistics.median(cw / gw for (cw, _), (gw, _) in zip(c, g, strict=True)),
+            "ctpo_cpu_ms": 1e3 * statistics.median(x for _, x in c),
+            "grpo_cpu_ms": 1e3 * statistics.median(x for _, x in g),
+            "cpu_ratio": statistics.median(cx / gx for (_, cx), (_, gx) in zip(c, g, strict=True)),
+        }
+    for name in ("ctpo", "grpo"):  # how much faster the kernel is than the tensor path, per repeat
+        out["fused"][f"{name}_speedup_vs_tensor"] = statistics.median(
+            tw / fw for (fw, _), (tw, _) in zip(samples[("fused", name)], samples[("tensor", name)], strict=True))
+    return out
 
 
 def breakdown(b: int, t: int, repeats: int) -> dict[str, float]:
@@ -141,12 +148,17 @@ def main() -> None:
         report({k: child[k] for k in ("loss_only", "with_metrics")})
 
 
-def report(results: dict[str, dict[str, float]]) -> None:
-    for key, r in results.items():
-        verdict = "ok" if r["ratio"] <= 1.15 else "ABOVE TARGET"
-        print(f"  {key:13s} wall: CTPO {r['ctpo_ms']:7.2f} ms  GRPO {r['grpo_ms']:7.2f} ms  "
-              f"ratio {r['ratio']:.3f} (target <= 1.15: {verdict})   "
-              f"CPU time: CTPO {r['ctpo_cpu_ms']:7.2f} ms  GRPO {r['grpo_cpu_ms']:7.2f} ms  ratio {r['cpu_ratio']:.3f}")
+def report(results: dict[str, dict[str, dict[str, float]]]) -> None:
+    for key, paths in results.items():
+        for path, r in paths.items():
+            verdict = "ok" if r["ratio"] <= 1.15 else "ABOVE TARGET"
+            label = f"{key} {path}"
+            print(f"  {label:20s} wall: CTPO {r['ctpo_ms']:6.2f} ms  GRPO {r['grpo_ms']:6.2f} ms  "
+                  f"ratio {r['ratio']:.3f} (target <= 1.15: {verdict})   "
+                  f"CPU time: CTPO {r['ctpo_cpu_ms']:6.2f} ms  GRPO {r['grpo_cpu_ms']:6.2f} ms  ratio {r['cpu_ratio']:.3f}")
+        f = paths["fused"]
+        print(f"  {key} fused kernel vs tensor path (wall, per-repeat median): CTPO {f['ctpo_speedup_vs_tensor']:.2f}x "
+              f"faster, GRPO {f['grpo_speedup_vs_tensor']:.2f}x faster")
 
 
 if __name__ == "__main__":

@@ -15,6 +15,11 @@ and the same gradient (zero outside the bounds, ``-A·ρ·∇log π`` inside), e
 clamp. The clamp is done in log space for both clip modes (exp is monotone), where it also
 absorbs the ``log ρ ≤ 10`` cap. Tests compare this against a literal transcription of the spec.
 
+Two implementations. On CPU, ``policy_loss`` runs a one-pass numba kernel (``fused_loss``): eager
+ops each stream the whole batch through memory, which made CTPO's prefix sum and positions cost
+about a third more than GRPO; ``fused=False`` or ``TOOLGYM_FUSED_LOSS=0`` selects the tensor path
+below, which runs on GPUs and is what the kernel is tested against.
+
 Non-finite inputs. ``policy_loss`` raises :class:`NonFiniteInputError` (a ``ValueError``) when a
 policy token (mask 1) has a NaN/inf log-prob, or a row with policy tokens has a non-finite
 advantage or ``seq_weight``. It never folds them in. Values at mask-0 positions are ignored,
@@ -27,6 +32,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Literal
 
+import numpy as np
 import torch
 from torch import Tensor
 
@@ -410,24 +416,23 @@ def per_token_loss(
 
 
 def _row_coefficients(
-    core: _Core,
+    m: Tensor,
+    dt: torch.dtype,
     agg: str,
     seq_weight: Tensor | None,
     global_token_count: float | int | Tensor | None,
     global_seq_count: float | int | Tensor | None,
 ) -> Tensor:
-    """Per-row factor ``c_i`` such that ``loss = Σ_{i,t} mask·u·c_i`` for the chosen aggregation."""
-    mf = core.mf
-    dt = mf.dtype
+    """Per-row factor ``c_i`` such that ``loss = Σ_{i,t} mask·u·c_i`` for the chosen aggregation (``m``: bool mask)."""
     if agg == "token-mean":
         if global_seq_count is not None:
             raise ValueError("global_seq_count applies to the seq-mean aggregations; use global_token_count with 'token-mean'")
-        n = mf.sum() if global_token_count is None else torch.as_tensor(global_token_count, dtype=dt)
-        coef = (1.0 / n.clamp_min(1.0)).expand(mf.shape[0])
+        n = m.sum().to(dt) if global_token_count is None else torch.as_tensor(global_token_count, dtype=dt)
+        coef = (1.0 / n.clamp_min(1.0)).expand(m.shape[0])
     else:
         if global_token_count is not None:
             raise ValueError(f"global_token_count applies to agg='token-mean' only; use global_seq_count with {agg!r}")
-        n_tok = mf.sum(dim=-1)
+        n_tok = m.sum(dim=-1).to(dt)
         nonempty = (n_tok > 0).to(dt)
         n_seq = nonempty.sum() if global_seq_count is None else torch.as_tensor(global_seq_count, dtype=dt)
         coef = nonempty / n_seq.clamp_min(1.0)
@@ -435,7 +440,7 @@ def _row_coefficients(
             coef = coef / n_tok.clamp_min(1.0)
     if seq_weight is not None:
         w = seq_weight.detach().to(dt)
-        rows = core.m.any(dim=-1)
+        rows = m.any(dim=-1)
         if not torch.isfinite(torch.where(rows, w, 0.0).sum()):
             raise _nonfinite("seq_weight", rows & ~torch.isfinite(w))
         coef = coef * torch.where(rows, w, 0.0)
@@ -455,6 +460,7 @@ def policy_loss(
     *,
     global_seq_count: float | int | Tensor | None = None,
     compute_metrics: bool = True,
+    fused: bool = True,
 ) -> tuple[Tensor, dict[str, float]]:
     """Clipped importance-weighted policy-gradient loss and cheap metrics.
 
@@ -465,11 +471,18 @@ def policy_loss(
     the seq-mean forms average over sequences with at least one policy token (``global_seq_count``
     overrides that count). ``seq_weight``: optional detached per-sequence factor (e.g.
     :func:`mismatch_weight`). Raises ``NonFiniteInputError`` on NaN/inf at policy tokens.
+    ``fused``: on CPU, use the one-pass kernel when numba is installed (same values and gradient).
     """
     _validate(ratio, agg, clip)
     _check_shapes(logp, old_logp, advantages, mask, seq_weight)
+    if fused and logp.device.type == "cpu" and _fused_loss_enabled():
+        out = _policy_loss_fused(logp, old_logp, advantages, mask, ratio, clip, agg, seq_weight,
+                                 global_token_count, global_seq_count, compute_metrics)
+        if out is not None:
+            return out  # None: a non-finite input; the tensor path below raises the precise error
     core = _core(logp, old_logp, advantages, mask, ratio, clip, keep=compute_metrics)
-    coef = _row_coefficients(core, agg, seq_weight, global_token_count, global_seq_count)
+    coef = _row_coefficients(core.m if compute_metrics else core.mf > 0, core.mf.dtype, agg, seq_weight,
+                             global_token_count, global_seq_count)
     row = -core.adv * coef.unsqueeze(-1)
     # mf is a fresh tensor owned by this call; without metrics nothing reads it again
     k = row * core.mf if compute_metrics else core.mf.mul_(row)
@@ -479,45 +492,127 @@ def policy_loss(
     return loss, _metrics(core, clip, loss)
 
 
+def _fused_loss_enabled() -> bool:
+    from toolgym.training import fused_loss
+
+    return fused_loss.enabled()
+
+
+def _kernel_bounds(clip: ClipConfig | None) -> dict[str, float]:
+    """Log-space window bases (scaled by t^p in the kernel) and clip-flag thresholds, as in ``_core``/``_flags``."""
+    inf = math.inf
+    b = {"power": 0.0, "cap": LOG_RATIO_CAP, "dclamp": DELTA_CLAMP, "lo_pos": -inf, "lo_neg": -inf,
+         "hi_pos": LOG_RATIO_CAP, "hi_neg": LOG_RATIO_CAP, "th_high": inf, "th_low": -inf, "th_dual": inf,
+         "scaled_flags": False}
+    if clip is None:
+        return b
+    if clip.mode == "fixed":
+        lo = math.log(1.0 - clip.eps_low) if clip.eps_low < 1 else -inf
+        b.update(lo_neg=lo, hi_pos=min(math.log1p(clip.eps_high), LOG_RATIO_CAP),
+                 hi_neg=min(math.log(clip.dual), LOG_RATIO_CAP) if clip.dual is not None else LOG_RATIO_CAP,
+                 th_high=math.log1p(clip.eps_high), th_low=lo,
+                 th_dual=math.log(clip.dual) if clip.dual is not None else inf)
+        return b
+    b.update(power=float(clip.power), lo_neg=-clip.eps_low, lo_pos=_NO_LOWER, hi_pos=clip.eps_high,
+             hi_neg=clip.dual if clip.dual is not None else LOG_RATIO_CAP, th_high=clip.eps_high,
+             th_low=-clip.eps_low, th_dual=clip.dual if clip.dual is not None else inf,
+             scaled_flags=clip.power != 0)
+    return b
+
+
+def _policy_loss_fused(
+    logp: Tensor,
+    old_logp: Tensor,
+    advantages: Tensor,
+    mask: Tensor,
+    ratio: str,
+    clip: ClipConfig | None,
+    agg: str,
+    seq_weight: Tensor | None,
+    global_token_count: float | int | Tensor | None,
+    global_seq_count: float | int | Tensor | None,
+    compute_metrics: bool,
+) -> tuple[Tensor, dict[str, float]] | None:
+    from toolgym.training.fused_loss import fused_policy_loss
+
+    dt = torch.promote_types(logp.dtype, torch.float32)
+    m = mask != 0
+    coef = _row_coefficients(m, dt, agg, seq_weight, global_token_count, global_seq_count)
+    res = fused_policy_loss(logp.to(dt), old_logp, advantages, m, coef, ratio, _kernel_bounds(clip), compute_metrics)
+    if res is None:
+        return None
+    loss, stats, log_w, delta = res
+    if not compute_metrics:
+        return loss, {}
+    n_row = stats[:, 1]
+    sums = stats[:, 2:7].sum(dim=0).tolist()
+    n = float(n_row.sum())
+    summary = _Summary(loss=float(loss.detach()), tokens=n, seqs=float((n_row > 0).sum()),
+                       clip_high=sums[0], clip_low=sums[1], clip_dual=sums[2], delta=sums[3],
+                       k3=float(torch.sum(delta.exp() - 1.0 - delta)), scale=sums[4],
+                       max_tokens=float(n_row.max()) if n_row.numel() else 0.0)
+    rho = log_w.exp_()
+    return loss, _finish_metrics(summary, rho, clip)
+
+
 _QUANTILES = (0.25, 0.5, 0.75, 0.9, 0.95, 0.99)
 _MAX_QUANTILE_SAMPLES = 1 << 15  # quantiles are for logging: a 32k-token strided sample is plenty
 
 
+@dataclass
+class _Summary:
+    """Sums over policy tokens from which the metrics are built (tensor and fused paths alike)."""
+
+    loss: float
+    tokens: float
+    seqs: float
+    clip_high: float
+    clip_low: float
+    clip_dual: float
+    delta: float  # Σ Δ
+    k3: float  # Σ (e^Δ - 1 - Δ)
+    scale: float  # Σ t^p (Σ 1 without a position-adaptive window)
+    max_tokens: float  # the largest per-row policy-token count
+
+
 def _metrics(core: _Core, clip: ClipConfig | None, loss: Tensor) -> dict[str, float]:
     m = core.m
-    n = core.mf.sum()
+    mf = core.mf
     high, low, dual = _clip_flags(core, clip)
-    denom = n.clamp_min(1)
     d = core.delta
-    scalars = [
-        loss.detach().to(d.dtype),
-        n,
-        m.any(dim=-1).sum().to(d.dtype),
-        high.sum() / denom,
-        low.sum() / denom,
-        dual.sum() / denom,
-        -d.sum() / denom,
-        torch.dot(d.exp().sub_(1.0).sub_(d).view(-1), core.mf.view(-1)) / denom,
-    ]
-    keys = ["loss", "tokens", "seqs", "clip_frac_high", "clip_frac_low", "clip_frac_dual", "approx_kl", "kl_k3"]
-    out = dict(zip(keys, torch.stack(scalars).tolist(), strict=True))
-    out["clip_frac"] = out["clip_frac_high"] + out["clip_frac_low"] + out["clip_frac_dual"]
-    if n.item() > 0:
-        rho = core.log_w[m].exp()
-        sample = rho
-        if rho.numel() > _MAX_QUANTILE_SAMPLES:  # quantiles from an evenly strided subsample stay cheap
-            sample = rho[:: rho.numel() // _MAX_QUANTILE_SAMPLES + 1]
-        q = torch.quantile(sample, torch.tensor(_QUANTILES, dtype=rho.dtype))
-        stats = torch.stack([rho.mean(), rho.min(), rho.max(), *q]).tolist()
-        keys = ["ratio_mean", "ratio_min", "ratio_max", *(f"ratio_p{round(p * 100)}" for p in _QUANTILES)]
-        out.update(zip(keys, stats, strict=True))
-        if clip is not None and clip.mode == "adaptive":
-            if core.scale is None:
-                out.update(scale_mean=1.0, scale_min=1.0, scale_max=1.0)
-            else:  # t^p over policy tokens: t runs 1..n_i in row i, so min is 1 and max is (max n_i)^p
-                mean = torch.dot(core.scale.view(-1), core.mf.view(-1)) / denom
-                top = core.mf.sum(dim=-1).max().pow(clip.power)
-                vals = torch.stack([mean, top]).tolist()
-                out.update(scale_mean=vals[0], scale_min=1.0, scale_max=vals[1])
-    return out
+    n_row = mf.sum(dim=-1)
+    scale_sum = torch.dot(core.scale.view(-1), mf.view(-1)) if core.scale is not None else n_row.sum()
+    vals = torch.stack([
+        loss.detach().to(d.dtype), n_row.sum(), (n_row > 0).sum().to(d.dtype), high.sum().to(d.dtype),
+        low.sum().to(d.dtype), dual.sum().to(d.dtype), d.sum(),
+        torch.dot(d.exp().sub_(1.0).sub_(d).view(-1), mf.view(-1)), scale_sum,
+        n_row.max() if n_row.numel() else torch.zeros((), dtype=d.dtype),
+    ]).tolist()
+    summary = _Summary(*vals)
+    return _finish_metrics(summary, core.log_w[m].exp(), clip)
 
+
+def _strided_sample(x: Tensor) -> Tensor:
+    """An evenly strided subsample of at most ``_MAX_QUANTILE_SAMPLES`` values (quantiles are for logging)."""
+    return x[:: x.numel() // _MAX_QUANTILE_SAMPLES + 1] if x.numel() > _MAX_QUANTILE_SAMPLES else x
+
+
+def _finish_metrics(s: _Summary, rho: Tensor, clip: ClipConfig | None) -> dict[str, float]:
+    """The logged metrics from the sums and the (capped) ratios ``rho`` at policy tokens."""
+    denom = max(s.tokens, 1.0)
+    out = {
+        "loss": s.loss, "tokens": s.tokens, "seqs": s.seqs,
+        "clip_frac_high": s.clip_high / denom, "clip_frac_low": s.clip_low / denom,
+        "clip_frac_dual": s.clip_dual / denom, "approx_kl": -s.delta / denom, "kl_k3": s.k3 / denom,
+    }
+    out["clip_frac"] = out["clip_frac_high"] + out["clip_frac_low"] + out["clip_frac_dual"]
+    if s.tokens > 0:
+        sample = _strided_sample(rho)
+        q = np.quantile(sample.to(torch.float64).numpy(), _QUANTILES)  # linear interpolation, as torch.quantile
+        mean, low, high = torch.stack([rho.mean(), rho.min(), rho.max()]).tolist()
+        out.update(ratio_mean=mean, ratio_min=low, ratio_max=high)
+        out.update({f"ratio_p{round(p * 100)}": float(v) for p, v in zip(_QUANTILES, q, strict=True)})
+        if clip is not None and clip.mode == "adaptive":
+            # t^p over policy tokens: t runs 1..n_i in row i, so min is 1 and max is (max n_i)^p
+            out.update(scale_mean=s.scale / denom, scale_min=1.0, scale_max=s.max_tokens ** clip.power)
+    return out
