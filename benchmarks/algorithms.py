@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import statistics
 import subprocess
 import sys
@@ -83,6 +84,7 @@ def main() -> None:
         before = [r["before"]["reward_mean"] for r in rs]
         sd = statistics.stdev(after) if len(after) > 1 else 0.0
         lines.append(f"| **{alg}** | mean of {len(rs)} | {statistics.mean(before):.3f} | {statistics.mean(after):.3f} ± {sd:.3f} | | | |")
+    lines += ["", *paired_lines(results, a.algorithms)]
     table = "\n".join(lines)
     print(table)
     (out / "table.md").write_text(table + "\n")
@@ -95,6 +97,34 @@ def main() -> None:
                               [m["reward_mean"] for m in r["metrics"] if m["kind"] == "train"]) for r in results if r["algorithm"] == alg]
     print("plot:", plot_curves(curves, out / "eval_reward.png", "held-out reward", "CTPO vs GRPO vs GSPO (Arith demo)"))
     print("plot:", plot_curves(train_curves, out / "train_reward.png", "rollout reward", "training reward"))
+
+
+def sign_test_p(wins: int, losses: int) -> float:
+    """Exact two-sided sign test (ties dropped): how often a fair coin is at least this lopsided."""
+    n = wins + losses
+    if n == 0:
+        return 1.0
+    k = min(wins, losses)
+    return min(1.0, 2 * sum(math.comb(n, i) for i in range(k + 1)) / 2**n)
+
+
+def paired_lines(results: list[dict], algorithms: list[str]) -> list[str]:
+    """Each algorithm against the first on the same seeds (same warm start, prompts and rollout seeds)."""
+    after = {(r["algorithm"], r["seed"]): r["after"]["reward_mean"] for r in results}
+    base = algorithms[0]
+    out = [f"| paired on the same seeds | mean diff of reward after (± sd) | {base} lower / tie / higher | sign test p |",
+           "|---|---|---|---|"]
+    for alg in algorithms[1:]:
+        seeds = sorted(s for (a, s) in after if a == alg and (base, s) in after)
+        diffs = [after[(alg, s)] - after[(base, s)] for s in seeds]
+        if not diffs:
+            continue
+        wins = sum(d > 0 for d in diffs)
+        losses = sum(d < 0 for d in diffs)
+        sd = statistics.stdev(diffs) if len(diffs) > 1 else 0.0
+        out.append(f"| {alg} - {base} ({len(diffs)} seeds) | {statistics.mean(diffs):+.3f} ± {sd:.3f} | "
+                   f"{wins} / {len(diffs) - wins - losses} / {losses} | {sign_test_p(wins, losses):.3f} |")
+    return out
 
 
 if __name__ == "__main__":

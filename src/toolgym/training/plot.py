@@ -43,8 +43,22 @@ def plot_run(metrics: Sequence[dict[str, Any]], path: str | Path, title: str = "
     return out
 
 
+def mean_band(ys: Any) -> tuple[Any, Any, Any]:
+    """Mean over seeds (rows) and a band of one standard error of that mean (zero width for one seed).
+
+    Why not min/max: with ten seeds the extremes of a noisy task cover almost the whole axis and hide
+    the difference between methods that a paired comparison over the same seeds does show.
+    """
+    import numpy as np
+
+    ys = np.asarray(ys, dtype=float)
+    mean = ys.mean(0)
+    sem = ys.std(0, ddof=1) / np.sqrt(len(ys)) if len(ys) > 1 else np.zeros_like(mean)
+    return mean, mean - sem, mean + sem
+
+
 def plot_curves(curves: dict[str, list[tuple[list[float], list[float]]]], path: str | Path, ylabel: str, title: str = "") -> Path:
-    """Mean ± min/max band over seeds for each named method; each curve is (xs, ys) per seed."""
+    """Mean ± one standard error over seeds for each named method; each curve is (xs, ys) per seed."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -58,8 +72,9 @@ def plot_curves(curves: dict[str, list[tuple[list[float], list[float]]]], path: 
         xs = runs[0][0]
         n = min(len(r[1]) for r in runs)
         ys = np.array([r[1][:n] for r in runs], dtype=float)
-        ax.plot(xs[:n], ys.mean(0), label=f"{name} (n={len(runs)})")
-        ax.fill_between(xs[:n], ys.min(0), ys.max(0), alpha=0.2)
+        mean, lo, hi = mean_band(ys)
+        ax.plot(xs[:n], mean, label=f"{name} (mean ± s.e., n={len(runs)})")
+        ax.fill_between(xs[:n], lo, hi, alpha=0.2)
     ax.set_xlabel("step")
     ax.set_ylabel(ylabel)
     ax.set_ylim(-0.02, 1.02)
