@@ -157,8 +157,8 @@ def report(results: dict[str, dict[str, dict[str, float]]]) -> None:
                   f"ratio {r['ratio']:.3f} (target <= 1.15: {verdict})   "
                   f"CPU time: CTPO {r['ctpo_cpu_ms']:6.2f} ms  GRPO {r['grpo_cpu_ms']:6.2f} ms  ratio {r['cpu_ratio']:.3f}")
         f = paths["fused"]
-        print(f"  {key} fused kernel vs tensor path (wall, per-repeat median): CTPO {f['ctpo_speedup_vs_tensor']:.2f}x "
-              f"faster, GRPO {f['grpo_speedup_vs_tensor']:.2f}x faster")
+        print(f"  {key} speed-up of the fused kernel over the tensor path (wall, per-repeat median; below 1 = "
+              f"slower): CTPO {f['ctpo_speedup_vs_tensor']:.2f}x, GRPO {f['grpo_speedup_vs_tensor']:.2f}x")
 
 
 if __name__ == "__main__":
