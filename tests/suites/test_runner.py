@@ -175,15 +175,16 @@ def test_ctrl_c_writes_a_partial_report_and_the_same_command_resumes(tmp_path: P
         if msg.startswith("  math: 3/3"):
             signal.raise_signal(signal.SIGINT)
 
-    # What `python` sets up at start for the CLI. Earlier tests in this process may have left another
-    # SIGINT handler behind (a library that installs its own at the C level is invisible to
-    # signal.getsignal), so install the interpreter's own for this test and put the old one back.
-    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    def left_behind(signum, frame) -> None:  # a handler some library left: Ctrl-C would do nothing
+        pass
+
+    previous = signal.signal(signal.SIGINT, left_behind)
     try:
         with pytest.raises(Interrupted, match="run the same command again"):
             run_benchmark(cfg, out, log=press_ctrl_c_after_math, suite=_suite(tmp_path))
+        assert signal.getsignal(signal.SIGINT) is left_behind  # the caller's handler is back
     finally:
-        signal.signal(signal.SIGINT, signal.default_int_handler if previous is None else previous)
+        signal.signal(signal.SIGINT, previous or signal.default_int_handler)
     part = json.loads((out / "report.json").read_text())
     assert part["partial"] is True and list(part["entries"]) == ["math"]
     assert part["entries"]["math"]["metrics"]["pass@1"]["mean"] == pytest.approx(2 / 3)
