@@ -152,7 +152,8 @@ class Sandbox:
         _OPEN.add(self)
 
     # ---------------------------------------------------------------- calls
-    def _request(self, code: str, language: str, stdin: str, files, limits: Limits, return_files, argv):
+    def _request(self, code: str, language: str, stdin: str, files, limits: Limits, return_files, argv,
+                 trusted: bool = False):
         if language not in LANGUAGES:
             raise SandboxRequestError(f"unknown language {language!r}; choose one of {', '.join(LANGUAGES)}")
         if not isinstance(code, str):
@@ -161,14 +162,20 @@ class Sandbox:
             _check_name(name)
         return {"op": "run", "language": language, "code": code, "stdin": stdin or "",
                 "files": _encode_files(files), "limits": _limits_dict(limits),
-                "return_files": list(return_files or []), "argv": [str(a) for a in (argv or [])]}
+                "return_files": list(return_files or []), "argv": [str(a) for a in (argv or [])],
+                "trusted": bool(trusted)}
 
     def run(self, code: str, language: str = "python", stdin: str = "", *,
             files: dict[str, str | bytes] | None = None, limits: Limits | None = None,
-            return_files: list[str] | None = None, argv: list[str] | None = None) -> ExecResult:
-        """Run one program in a fresh work dir of a pooled sandbox; never raises for bad code."""
+            return_files: list[str] | None = None, argv: list[str] | None = None,
+            trusted: bool = False) -> ExecResult:
+        """Run one program in a fresh work dir of a pooled sandbox; never raises for bad code.
+
+        `trusted` is for toolgym's own judge harness only: the program then runs as the
+        sandbox's root (it starts the test processes under untrusted uids itself). Never pass
+        it with code a model wrote."""
         lim = limits or self.limits
-        req = self._request(code, language, stdin, files, lim, return_files, argv)
+        req = self._request(code, language, stdin, files, lim, return_files, argv, trusted)
         t0 = time.monotonic()
         # the executor answers by itself at the limit; this host-side bound only catches a
         # hung sandbox (cleanup of a fork bomb under CPU throttling takes a while)

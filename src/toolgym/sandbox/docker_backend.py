@@ -1,9 +1,13 @@
 """Docker backend: one locked-down container per pool worker, driven through the executor.
 
-Each container: no network, all capabilities dropped, no-new-privileges, read-only root,
-size-capped tmpfs for /work and /tmp, memory = memory+swap limit, pids limit, CPU quota,
-uid 65534, no host mounts, toolgym labels. The executor is PID 1 and talks over the
-container's attached stdin/stdout: one persistent stream per container.
+Each container: no network, no-new-privileges, Docker's default seccomp profile, read-only
+root, size-capped tmpfs for /work and /tmp, a private IPC namespace, memory = memory+swap
+limit, pids limit, CPU quota, no host mounts, no container log (log driver "none": the
+stream carries hidden expected outputs), toolgym labels. The executor is PID 1, starts
+as the container's root with only the six capabilities it needs to hand out uids, and
+runs every untrusted program as uid 65534 (see executor.py); it refuses to serve when
+any of this does not hold. It talks over the container's attached stdin/stdout: one
+persistent stream per container.
 """
 
 from __future__ import annotations
@@ -20,6 +24,8 @@ from toolgym.sandbox.protocol import Channel, ChannelClosed, executor_source
 from toolgym.sandbox.types import Limits
 
 LABEL = "toolgym.sandbox"
+# What the executor needs to run calls under other uids and clean up after them (executor.CAPS).
+EXECUTOR_CAPS = ("SETUID", "SETGID", "KILL", "CHOWN", "DAC_OVERRIDE", "FOWNER")
 _REAPED = False
 _REAP_LOCK = threading.Lock()
 
@@ -91,7 +97,9 @@ class DockerWorker:
         host_config = client.api.create_host_config(
             network_mode="none",
             cap_drop=["ALL"],
+            cap_add=list(EXECUTOR_CAPS),
             security_opt=["no-new-privileges"],
+            log_config={"Type": "none", "Config": {}},
             read_only=True,
             tmpfs={"/work": f"rw,exec,size={work_mb}m,mode=1777,nosuid,nodev",
                    "/tmp": f"rw,size={tmp_mb}m,mode=1777,nosuid,nodev"},
@@ -106,7 +114,7 @@ class DockerWorker:
             image,
             command=["python3", "-I", "-c", executor_source(), "--workroot", "/work", "--wipe-tmp"],
             name=f"toolgym-sbx-{os.getpid()}-{uuid.uuid4().hex[:8]}",
-            user="65534:65534",
+            user="0:0",  # the executor's; untrusted code runs as 65534 (executor.RUN_UID)
             working_dir="/work",
             labels=owner_labels(),
             environment={"LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1"},
@@ -126,7 +134,7 @@ class DockerWorker:
             self.channel = Channel(self._sock.fileno(), self._sock.fileno(), docker_mux=True, sock=self._sock)
             pong = self.channel.call({"op": "ping"}, timeout=60)
             if not pong.get("ok"):
-                raise SandboxUnavailable(f"sandbox executor did not start: {pong}")
+                raise SandboxUnavailable(f"sandbox executor did not start: {pong.get('error') or pong}")
         except Exception:
             self.close()
             raise

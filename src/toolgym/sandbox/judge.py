@@ -9,61 +9,39 @@
     report.passed, report.total, report.fraction, report.all_or_nothing, report.verdicts
 
 How it works. One sandbox call per submission (or per micro-batch of submissions, see
-`ajudge`). The harness (``_judge_harness.py``, standard library only) is the program of
-that call; the program and tests travel as a spec file with a per-call random nonce.
-The harness makes itself non-dumpable (``prctl(PR_SET_DUMPABLE, 0)``: its
-``/proc/<pid>/mem``, ``environ`` and ``fd`` are closed to the submission) and a child
-subreaper, starts a zygote (``_judge_zygote.py``: a fresh ``python -I -S``, so none of
-the harness's memory, nor the executor's, which held the request), and only then reads
-the spec and deletes the file. The zygote preloads the modules tests commonly use,
-snapshots builtins, every loaded module's and class's dict, then forks one child per
-test (~1 ms instead of a new interpreter). Each child: own session, RLIMIT_AS/CPU/FSIZE,
-non-dumpable, an output cap, a wall-clock limit at which its process group and every
-orphan under the harness are killed. Verdicts go to the harness's stdout, which no child
-shares, as lines prefixed by the nonce; anything else on that stream is ignored.
+`ajudge`). The harness (``injected/harness.py``) is the program of that call and runs as
+a TRUSTED call: as the sandbox's root, which untrusted code never is. The spec (programs,
+tests, expected outputs, a per-call nonce) arrives as a root-only file that the harness
+reads and deletes. Every test process is forked by a zygote (a fresh ``python -I -S``)
+and dropped to an untrusted uid before it runs anything. Verdicts are decided only by
+trusted code:
 
-stdio mode: the harness feeds the input and compares the output with a checker
-(``exact``; ``tokens`` = whitespace-insensitive, the default; ``float`` with
-``abs_tol``/``rel_tol``; ``custom``: a trusted Python ``check(input, expected, got)``
-run in its own process). The expected output never enters the submission's process;
-exiting early only ever fails (a non-zero exit is RE). Python runs as ``python -I
-main.py`` would; C++ is compiled once (g++ -O2 -std=c++17; CE on failure).
+stdio mode: the program runs as uid 65534 with the input on stdin; the harness compares
+its output with a checker (``exact``; ``tokens`` = whitespace-insensitive, the default;
+``float`` with ``abs_tol``/``rel_tol``; ``custom``: a trusted Python
+``check(input, expected, got)`` run as uid 65533 in its own process). The expected output
+never enters a process the program can reach. C++ is compiled once, as uid 65534 (so an
+``#include`` of a secret finds nothing), with g++ -O2 -std=c++17; CE on failure.
 
-function mode, call form (``TestCase(call="f", args=[...], expected=...)``): the child
-returns the value as JSON and the HARNESS compares it; the expected value never enters
-the child. Assert form (``TestCase(code=...)``, as HumanEval, MBPP and LeetCode): the
-child receives the program over a pipe and runs it; then restores builtins, every
-module and class dict that changed (dict version tags say which), drops standard-library
-modules the program imported (the test imports them afresh), resets trace/profile hooks,
-signal handlers, interval timers and gc callbacks; and reports "loaded". The harness
-checks that the child runs one thread and no other process exists under the harness,
-and only then sends the test code with a fresh random token. The test runs in a copy of
-the program's namespace without the program's names that shadow builtins, with a
-pristine copy of builtins. The pass message (the token) is written only after the test
-code returned normally, and the harness also requires a clean exit status and exactly
-the "loaded, passed" message sequence. So ``exit(0)``, ``os._exit(0)``, ``sys.exit`` in
-atexit hooks (atexit never runs), SystemExit or any BaseException from the candidate,
-patched builtins, modules, classes, ``sys.modules`` or test helpers, fake markers or
-verdict JSON on stdout, reading the (deleted) spec or the harness's memory, writing
-verdict files, leaving threads or daemons behind, and killing the harness (every
-unreported test fails) all leave a failing submission failed. Further audit hooks are
-refused (the child's own hook vetoes ``sys.addaudithook``). tests/sandbox/
-test_judge_forgery.py shows each on every backend.
+function mode: each test runs in TWO processes. The candidate (uid 65534) loads the
+program and answers calls; the evaluator (uid 65533) runs the test code, in which the
+program's top-level names are proxies: a call sends its arguments to the candidate and
+brings the return value back as data (lists, dicts, tuples, sets, numbers, strings,
+bytes, and instances of the program's or the test's classes such as LeetCode's
+``ListNode``/``TreeNode`` by class name and attributes; mutable arguments are copied back
+after the call). Nothing the candidate sends is ever executed in the evaluator, and the
+candidate never holds the test, an expected value or the verdict pipe: rigged ``__eq__``
+methods, frame walks, gc hunts, forged protocol messages, patched builtins, early exits
+and signals decide nothing. A test passes only when the evaluator finishes the test code
+normally (assert form) or the value it received equals ``expected`` (call form, compared
+by the harness). Known differences from running test and program in one process: object
+identity across the boundary (``is``), and aliasing inside arguments that the callee
+mutates (top-level containers are copied back whole).
 
-What remains possible, honestly: in assert form the test runs in the submission's own
-process, so submission code that runs during the test (the candidate function, an
-object it returns with a rigged ``__eq__``, a finalizer) or that was planted at load
-time can hunt the child's state: walk frames to the bootstrap, find the control pipes,
-or implement the child protocol itself (write "loaded", read the test and token, write
-the pass message). Patching state beyond module and class dicts (instance attributes,
-caches such as ``re``'s, C-level state via ctypes) and patching third-party packages the
-program imported are not undone either. All of this takes deliberate knowledge of
-toolgym's internals, and it can only forge the test it is in: it cannot reach other
-tests, other jobs, the harness or the result channel. No in-process check can stop it;
-where it matters, use the call form or stdio mode, where the expected values stay in
-the harness and none of this helps. Jobs judged side by side in one call run as the
-same uid: one can kill another's processes (that job is then judged again alone) but
-cannot open its memory or pipes (non-dumpable).
+Isolation: jobs of one call run one after the other; between jobs every process of the
+untrusted uids is killed at once, their IPC objects removed and the temporary dirs
+wiped, so a submission cannot see, signal or outlive into its batch-mates. The sandbox
+itself is cleaned the same way after every call (see injected/executor.py).
 """
 
 from __future__ import annotations
@@ -77,11 +55,10 @@ import sys
 import types
 import weakref
 from dataclasses import asdict, dataclass, field
-from functools import lru_cache
-from pathlib import Path
 from typing import Any
 
 from toolgym.errors import ToolgymError
+from toolgym.sandbox.scripts import program
 from toolgym.sandbox.types import ExecResult, Limits
 
 MODES = ("stdio", "function")
@@ -180,18 +157,12 @@ class JudgeReport:
         return d
 
 
-@lru_cache(maxsize=1)
 def harness_source() -> str:
-    return (Path(__file__).with_name("_judge_harness.py")).read_text(encoding="utf-8")
+    return program("harness")
 
 
-@lru_cache(maxsize=1)
 def zygote_source() -> str:
-    return (Path(__file__).with_name("_judge_zygote.py")).read_text(encoding="utf-8")
-
-
-def _files(spec: dict[str, Any]) -> dict[str, str]:
-    return {SPEC_FILE: json.dumps(spec), ZYGOTE_FILE: zygote_source()}
+    return program("zygote")
 
 
 def _json_value(value: Any, what: str) -> Any:
@@ -309,14 +280,7 @@ def _call(jobs: list[_Job], base: Limits | None) -> tuple[str, dict[str, str], L
     """The nonce, files and limits of one sandbox call that judges `jobs`."""
     base = base or Limits()
     nonce = secrets.token_hex(16)
-    # CONCURRENCY jobs at a time: it overlaps their process start-ups. A verdict that running side by
-    # side could have caused (time-out, OOM kill) makes the harness drop that job, which is
-    # then judged again alone.
-    # Function mode only: there nothing of a job is on disk (programs and tests travel over
-    # pipes) and test processes are non-dumpable, so jobs cannot reach each other's state.
-    side_by_side = all(j.spec["mode"] == "function" for j in jobs)
-    spec = {"nonce": nonce, "jobs": [j.spec for j in jobs],
-            "concurrency": min(CONCURRENCY, len(jobs)) if side_by_side else 1}
+    spec = {"nonce": nonce, "jobs": [j.spec for j in jobs]}
     budget = 10.0 + sum(j.budget_s for j in jobs)
     ntests = sum(len(j.cases) for j in jobs)
     limits = Limits(timeout_s=budget, cpu_s=budget, memory_mb=max(base.memory_mb, max(j.memory_mb for j in jobs) + 128),
@@ -339,6 +303,8 @@ def _parse(res: ExecResult, nonce: str, jobs: list[_Job], duration_s: float) -> 
             obj = json.loads(line[len(prefix):])
         except ValueError:
             continue
+        if "fatal" in obj:
+            raise JudgeError(f"the sandbox refused to judge: {obj['fatal']}")
         j = obj.get("j")
         if not isinstance(j, int) or not 0 <= j < len(jobs):
             continue
@@ -379,7 +345,7 @@ def judge_many(sb: Any, jobs: list[_Job]) -> list[JudgeReport]:
 
     nonce, files, limits = _call(jobs, getattr(sb, "limits", None))
     t0 = time.monotonic()
-    res = sb.run(harness_source(), language="python", files=files, limits=limits)
+    res = sb.run(harness_source(), language="python", files=files, limits=limits, trusted=True)
     reports = _parse(res, nonce, jobs, time.monotonic() - t0)
     return [r if r is not None else judge_many(sb, [job])[0] for r, job in zip(reports, jobs, strict=True)]
 
@@ -390,7 +356,7 @@ async def ajudge_many(sb: Any, jobs: list[_Job]) -> list[JudgeReport]:
 
     nonce, files, limits = _call(jobs, getattr(sb, "limits", None))
     t0 = time.monotonic()
-    res = await sb.arun(harness_source(), language="python", files=files, limits=limits)
+    res = await sb.arun(harness_source(), language="python", files=files, limits=limits, trusted=True)
     reports = _parse(res, nonce, jobs, time.monotonic() - t0)
     out = []
     for r, job in zip(reports, jobs, strict=True):
@@ -430,7 +396,6 @@ async def ajudge(sb: Any, program: str, tests: Any, mode: str = "stdio", *, lang
 # ------------------------------------------------------------------------------ micro-batching
 _BATCHERS: weakref.WeakKeyDictionary[Any, dict[int, _Batcher]] = weakref.WeakKeyDictionary()
 MAX_BATCH = 32
-CONCURRENCY = 2  # jobs judged side by side within one sandbox call
 
 
 class _Batcher:

@@ -7,15 +7,15 @@ bubblewrap process) carries every call, so a call costs one round trip instead o
 
 from __future__ import annotations
 
-import functools
 import json
 import os
 import select
 import socket
 import struct
 import time
-from pathlib import Path
 from typing import Any
+
+from toolgym.sandbox.scripts import program
 
 MAX_FRAME = 256 << 20
 
@@ -24,10 +24,9 @@ class ChannelClosed(Exception):
     """The executor's stream ended or timed out: the sandbox must be discarded."""
 
 
-@functools.lru_cache(maxsize=1)
 def executor_source() -> str:
-    """Text of executor.py, injected as `python3 -I -c SOURCE` into every sandbox."""
-    return (Path(__file__).with_name("executor.py")).read_text(encoding="utf-8")
+    """The executor (injected/executor.py), run as `python3 -I -c SOURCE` in every sandbox."""
+    return program("executor")
 
 
 def encode(obj: dict[str, Any]) -> bytes:

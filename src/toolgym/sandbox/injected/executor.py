@@ -2,16 +2,32 @@
 
 Standard library only. The host injects this file's text as `python3 -I -c SOURCE`, so
 the image carries no toolgym code. It is PID 1 of its PID namespace (a container, or a
-bubblewrap sandbox with --as-pid-1): signals from sandboxed code to it are ignored by the
-kernel, and `kill(-1)` reaches every other process of the sandbox.
+bubblewrap sandbox with --as-pid-1) and starts as the sandbox's root, holding only the
+capabilities it needs to hand out uids (SETUID, SETGID, KILL, CHOWN, DAC_OVERRIDE,
+FOWNER). Untrusted code never runs as root: every call of it runs as RUN_UID (65534),
+and the judge's trusted test evaluator as EVAL_UID (65533).
+
+Every hardening step fails closed: without no-new-privileges, a seccomp filter, a
+non-dumpable executor and exactly the expected capabilities, it answers every request
+with an error and runs nothing.
 
 Protocol: frames on fd 0 (requests) and fd 1 (responses), each a 4-byte big-endian
-length and a UTF-8 JSON object. One request at a time. Python calls fork this already
-started interpreter (much cheaper than starting a new one); C++ and bash calls fork and
-exec. Each call gets a private work dir, a new session (process group), rlimits, and
-pipes for its output, read under a byte cap. Afterwards every other process of the
-sandbox is killed and the work dir and /tmp are wiped, and the reply says whether the
-sandbox is still healthy (no leftover process, no OOM, free disk).
+length and a UTF-8 JSON object. One request at a time.
+
+Every call starts clean:
+- Processes of a call are forked from a TEMPLATE process that the executor forked at
+  start-up, before it read any request. The template only ever receives file
+  descriptors; what a call runs (code path, argv, limits) reaches the call's own child
+  through a pipe after the fork. So no call's memory holds anything of an earlier call.
+  Python calls run in that forked interpreter (much cheaper than a new one); C++ and
+  bash calls exec.
+- After a call, a cleaner (forked from the template, dropped to the call's uid) sends
+  SIGKILL to every process of that uid at once (`kill(-1)`: no fork chain outruns it),
+  removes the uid's SysV IPC objects and wipes /tmp, /var/tmp, /dev/shm, /dev/mqueue
+  and the work dir through directory descriptors (no path length limit, no symlink is
+  followed). The executor then proves the sandbox clean (no process but its own, empty
+  dirs, no IPC object, no OOM kill, free disk); the reply says "healthy": false
+  otherwise, and the host replaces the sandbox.
 """
 
 import base64
@@ -20,18 +36,41 @@ import os
 import resource
 import select
 import signal
+import socket
 import struct
 import sys
 import time
+
+from common import (
+    PR_GET_DUMPABLE,
+    PR_SET_CHILD_SUBREAPER,
+    PR_SET_DUMPABLE,
+    PR_SET_NO_NEW_PRIVS,
+    RUN_UID,
+    UNTRUSTED_UIDS,
+    WIPE_DIRS,
+    drop_to,
+    ipc_objects,
+    kill_uid,
+    listing,
+    other_pids,
+    prctl,
+    tasks,
+    wipe,
+)
 
 MAX_FRAME = 256 << 20
 WORKROOT = "/work"
 WIPE_TMP = False
 OOM_FILES = ("/sys/fs/cgroup/memory/memory.oom_control", "/sys/fs/cgroup/memory.events")
 PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+# CAP_CHOWN, CAP_DAC_OVERRIDE, CAP_FOWNER, CAP_KILL, CAP_SETGID, CAP_SETUID
+CAPS = (1 << 0) | (1 << 1) | (1 << 3) | (1 << 5) | (1 << 6) | (1 << 7)
 _IN = _OUT = -1
-_SESSION = None  # dict(pid, ctl, out, err) of the live session interpreter
+_SESSION = None  # dict(pid, ctl, out, err, uid) of the live session interpreter
 _SEQ = [0]
+_TEMPLATE = None  # (pid, socket) of the template process
+_REFUSED = None  # why this sandbox refuses to run anything (a hardening step failed)
 
 
 # ----------------------------------------------------------------------------- framing
@@ -78,17 +117,47 @@ def write_frame(fd, obj):
         view = view[os.write(fd, view):]
 
 
-# ----------------------------------------------------------------------------- helpers
-def _prctl(option, value):
+# ----------------------------------------------------------------------------- hardening
+def _status_fields():
+    out = {}
+    with open("/proc/self/status") as fh:
+        for line in fh:
+            key, _, val = line.partition(":")
+            out[key] = val.strip()
+    return out
+
+
+def _harden():
+    """Every step that keeps sandboxed code in its place; None when all hold, else why not."""
     try:
-        import ctypes
+        if os.getuid() != 0:
+            return ("the executor must start as the sandbox's root (it runs code as uid "
+                    f"{RUN_UID}); it runs as uid {os.getuid()}")
+        prctl(PR_SET_NO_NEW_PRIVS, 1)
+        prctl(PR_SET_DUMPABLE, 0)  # /proc/1/{mem,fd,environ} stay closed to everything else
+        if prctl(PR_GET_DUMPABLE, 0) != 0:
+            return "the executor is still dumpable after PR_SET_DUMPABLE 0"
+        try:
+            prctl(PR_SET_CHILD_SUBREAPER, 1)  # calls' processes are ours even when not PID 1
+        except OSError:
+            if os.getpid() != 1:
+                raise
+        st = _status_fields()
+        if st.get("NoNewPrivs") != "1":
+            return "no_new_privs is not set"
+        if st.get("Seccomp") != "2":
+            return (f"no seccomp filter is active (Seccomp: {st.get('Seccomp')}); "
+                    "run the sandbox with its seccomp profile")
+        eff = int(st.get("CapEff", "0"), 16)
+        if eff != CAPS:
+            return (f"unexpected capabilities {eff:#x} (need exactly {CAPS:#x}: "
+                    "SETUID, SETGID, KILL, CHOWN, DAC_OVERRIDE, FOWNER)")
+    except (OSError, ValueError) as exc:
+        return f"hardening failed: {exc}"
+    return None
 
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(option, value, 0, 0, 0)
-    except Exception:
-        pass
 
-
+# ----------------------------------------------------------------------------- helpers
 def _oom_count():
     for path in OOM_FILES:
         try:
@@ -102,18 +171,8 @@ def _oom_count():
     return 0
 
 
-def _other_pids(keep):
-    out = []
-    for name in os.listdir("/proc"):
-        if name.isdigit():
-            pid = int(name)
-            if pid != os.getpid() and pid not in keep:
-                out.append(pid)
-    return out
-
-
 def _reap():
-    """Collect zombies (we are PID 1, orphans land here). Returns {pid: status}."""
+    """Collect zombies (we are PID 1 or a subreaper: orphans land here). Returns {pid: status}."""
     done = {}
     while True:
         try:
@@ -126,35 +185,37 @@ def _reap():
     return done
 
 
-def _kill_all(keep=(), patience=10.0):
-    """Kill every process of the sandbox but us (and `keep`). True if none is left.
+def _keep():
+    keep = {_TEMPLATE[0]} if _TEMPLATE else set()
+    if _SESSION:
+        keep.add(_SESSION["pid"])
+    return keep
 
-    Dying processes need CPU time to exit, and they share the sandbox's CPU quota with
-    whatever ran: wait for them (with back-off) up to `patience` seconds."""
-    keep = set(keep)
+
+def _kill_all(keep=(), patience=10.0):
+    """Kill every process of the sandbox but us, the template (and `keep`). True if none is left.
+
+    Untrusted uids are killed by their own cleaner (an atomic kill(-1)); this catches what
+    is left, e.g. a trusted judge harness's helpers. Dying processes need CPU time to exit
+    and share the sandbox's CPU quota: wait for them (with back-off) up to `patience` s."""
+    keep = set(keep) | _keep()
     deadline = time.monotonic() + patience
     pause = 0.0005
     while True:
-        pids = _other_pids(keep)
+        _reap()
+        pids = other_pids(keep)
         if not pids:
             return True
-        if os.getpid() == 1 and not keep:
+        for pid in pids:
             try:
-                os.kill(-1, signal.SIGKILL)
+                os.kill(pid, signal.SIGKILL)
             except OSError:
                 pass
-        else:
-            for pid in pids:
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except OSError:
-                    pass
         _reap()
         if time.monotonic() > deadline:
-            return not _other_pids(keep)
+            return not other_pids(keep)
         time.sleep(pause)
         pause = min(pause * 2, 0.05)
-        _reap()
 
 
 def _safe_path(root, name):
@@ -172,35 +233,17 @@ _OWN_PREFIXES = {os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.
     sys.prefix, sys.base_prefix, sys.exec_prefix}
 
 
-def _rmtree(path):
-    """Empty `path` (not removing it), also through dirs the program made unreadable."""
-    try:
-        entries = list(os.scandir(path))
-    except PermissionError:
-        try:
-            os.chmod(path, 0o700)  # ours (same uid): make it listable again
-            entries = list(os.scandir(path))
-        except OSError:
-            return
-    except OSError:
-        return
-    for e in entries:
-        if e.path == WORKROOT:
-            continue  # never wipe the work root itself (it may live under /tmp)
-        if any(p == e.path or p.startswith(e.path + "/") for p in _OWN_PREFIXES):
-            continue  # the interpreter's own read-only prefix, re-exposed under /tmp (e.g. a CI clone)
-        try:
-            if e.is_dir(follow_symlinks=False):
-                try:
-                    os.chmod(e.path, 0o700)
-                except OSError:
-                    pass
-                _rmtree(e.path)
-                os.rmdir(e.path)
-            else:
-                os.unlink(e.path)
-        except OSError:
-            pass
+def _protected(path):
+    """The work root itself, and the interpreter's read-only prefix re-exposed under /tmp."""
+    return path == WORKROOT or any(p == path or p.startswith(path + "/") for p in _OWN_PREFIXES)
+
+
+def _wipe(path, spare=()):
+    return wipe(path, spare, _protected)
+
+
+def _listing(path, spare=()):
+    return listing(path, spare, _protected)
 
 
 def _decode(b):
@@ -217,7 +260,7 @@ def _limits(req):
         "memory_mb": int(lim.get("memory_mb", 512)),
         "output_bytes": int(lim.get("output_bytes", 1 << 20)),
         "file_bytes": int(lim.get("file_bytes", 16 << 20)),
-        "nproc": lim.get("nproc"),
+        "nproc": int(lim["nproc"]) if lim.get("nproc") else None,
     }
 
 
@@ -232,36 +275,6 @@ def _set_rlimits(lim, address_space=True):
     if lim.get("nproc"):
         n = int(lim["nproc"])
         resource.setrlimit(resource.RLIMIT_NPROC, (n, n))
-
-
-def _child_common(cwd, stdin_fd, out_w, err_w, lim, address_space=True, keep_fd=None):
-    """In a freshly forked child: new session, rlimits, stdio, no inherited fds."""
-    os.setsid()
-    _prctl(4, 1)  # dumpable again (the executor itself stays undumpable)
-    try:
-        with open("/proc/self/oom_score_adj", "w") as fh:
-            fh.write("1000")
-    except OSError:
-        pass
-    try:
-        # Lowest CPU weight inside the sandbox's own cgroup: a fork bomb then cannot starve
-        # the executor that has to kill it. It costs nothing when the executor is idle, and
-        # the sandbox's share of the machine is set by its cgroup, not by this nice value.
-        os.setpriority(os.PRIO_PROCESS, 0, 19)
-    except OSError:
-        pass
-    os.chdir(cwd)
-    os.dup2(stdin_fd if stdin_fd is not None else os.open(os.devnull, os.O_RDONLY), 0)
-    os.dup2(out_w, 1)
-    os.dup2(err_w, 2)
-    if keep_fd is None:
-        os.closerange(3, 1 << 16)
-    else:
-        os.closerange(3, keep_fd)
-        os.closerange(keep_fd + 1, 1 << 16)
-    for sig in _RESET_SIGNALS:
-        signal.signal(sig, signal.SIG_DFL)
-    _set_rlimits(lim, address_space)
 
 
 _RESET_SIGNALS = (signal.SIGPIPE, signal.SIGXFSZ, signal.SIGCHLD, signal.SIGTERM, signal.SIGHUP,
@@ -368,6 +381,120 @@ def _python_main(path, argv, cwd):
     os._exit(rc)
 
 
+# ----------------------------------------------------------------------------- the template
+def _template_loop(sock):
+    """Fork calls on request, and report their exit status when asked. Runs in a process
+    forked before any request was read, and only ever receives file descriptors and pids,
+    so its memory never holds a request."""
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    while True:
+        try:
+            msg, fds, _flags, _addr = socket.recv_fds(sock, 16, 8)
+        except OSError:
+            os._exit(0)
+        if msg[:1] == b"w":  # the exit status of a call (the executor saw it end, or killed it)
+            try:
+                status = os.waitpid(struct.unpack("i", msg[1:5])[0], 0)[1]
+            except (ChildProcessError, struct.error):
+                status = -1
+            sock.send(struct.pack("i", status))
+            continue
+        if msg[:1] != b"f" or not fds:
+            os._exit(0)
+        pid = os.fork()
+        if pid == 0:
+            sock.close()
+            _call_child(fds)
+        for fd in fds:
+            os.close(fd)
+        sock.send(struct.pack("i", pid))
+
+
+def _call_child(fds):
+    """A call, in a fresh fork of the template: read what to run from fds[0], set up, run."""
+    try:
+        desc = json.loads(os.read(fds[0], 1 << 20) or b"{}")
+        os.setsid()
+        # stdin, stdout, stderr (+ the session's control socket) at 0, 1, 2 (, 3)
+        import fcntl
+
+        high = [fcntl.fcntl(fd, fcntl.F_DUPFD, 64) for fd in fds[1:]]
+        for target, fd in enumerate(high):
+            os.dup2(fd, target)
+        os.closerange(len(high), 1 << 16)
+        kind, uid, cwd, lim = desc["kind"], int(desc["uid"]), desc["cwd"], desc["lim"]
+        if uid != 0:  # the OOM killer takes untrusted code first, never a trusted judge harness
+            with open("/proc/self/oom_score_adj", "w") as fh:
+                fh.write("1000")
+        try:
+            # Lowest CPU weight inside the sandbox's own cgroup: a fork bomb then cannot starve
+            # the executor that has to kill it.
+            os.setpriority(os.PRIO_PROCESS, 0, 19)
+        except OSError:
+            pass
+        os.chdir(cwd)
+        for sig in _RESET_SIGNALS:
+            signal.signal(sig, signal.SIG_DFL)
+        _set_rlimits(lim, address_space=True)
+        if uid != 0:
+            drop_to(uid)
+        if kind == "python":
+            _python_main(desc["path"], desc["argv"], cwd)
+        elif kind == "session":
+            _session_loop(3)
+        else:
+            os.execve(desc["argv"][0], desc["argv"], _env(cwd))
+    except BaseException as exc:  # noqa: B036
+        try:
+            os.write(2, f"sandbox: cannot start program: {type(exc).__name__}: {exc}\n".encode())
+        finally:
+            os._exit(127)
+    os._exit(127)
+
+
+def _start_template():
+    global _TEMPLATE
+    parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    pid = os.fork()
+    if pid == 0:
+        parent.close()
+        _template_loop(child)
+        os._exit(0)
+    child.close()
+    _TEMPLATE = (pid, parent)
+
+
+def _fork_call(desc, fds):
+    """Have the template fork a call; `desc` reaches only that call. Returns its pid."""
+    r, w = os.pipe()
+    data = json.dumps(desc).encode()
+    if len(data) >= 65536:
+        raise ValueError("call description too large")
+    os.write(w, data)
+    os.close(w)
+    try:
+        socket.send_fds(_TEMPLATE[1], [b"f"], [r, *fds])
+        got = _TEMPLATE[1].recv(16)
+    finally:
+        os.close(r)
+    if len(got) != 4:
+        raise RuntimeError("the call template died")
+    pid = struct.unpack("i", got)[0]
+    if pid <= 0:
+        raise RuntimeError("the call template could not fork")
+    return pid
+
+
+def _template_wait(pid):
+    """The wait status of call `pid` (a child of the template), once it has ended."""
+    _TEMPLATE[1].send(b"w" + struct.pack("i", pid))
+    got = _TEMPLATE[1].recv(16)
+    if len(got) != 4:
+        raise RuntimeError("the call template died")
+    status = struct.unpack("i", got)[0]
+    return None if status < 0 else status
+
+
 # ----------------------------------------------------------------------------- supervision
 def _supervise(pid, fds, deadline, cap, ctl=None):
     """Read `fds` (stdout, stderr) under a byte cap until `pid` exits (or `ctl` answers).
@@ -380,11 +507,8 @@ def _supervise(pid, fds, deadline, cap, ctl=None):
         poller.register(fd, select.POLLIN | select.POLLHUP | select.POLLERR)
     pidfd = real_pidfd = None
     if ctl is None:
-        try:
-            pidfd = real_pidfd = os.pidfd_open(pid)
-            poller.register(pidfd, select.POLLIN)
-        except (AttributeError, OSError):
-            pidfd = None
+        pidfd = real_pidfd = os.pidfd_open(pid)  # the call is the template's child, not ours
+        poller.register(pidfd, select.POLLIN)
     else:
         poller.register(ctl, select.POLLIN | select.POLLHUP)
     open_fds = set(fds)
@@ -397,7 +521,7 @@ def _supervise(pid, fds, deadline, cap, ctl=None):
             if left <= 0:
                 reason = "timeout"
                 break
-            wait_ms = min(left, 0.05 if pidfd is None and ctl is None else left) * 1000
+            wait_ms = left * 1000
             events = poller.poll(max(1, int(wait_ms)))
             for fd, _ev in events:
                 if fd == pidfd:
@@ -424,11 +548,8 @@ def _supervise(pid, fds, deadline, cap, ctl=None):
             if reason:
                 break
             if ctl is None:
-                if pidfd in (None, -2):
-                    got, st = os.waitpid(pid, os.WNOHANG)
-                    if got == pid:
-                        wstatus = st
-                if wstatus is not None:
+                if pidfd == -2:
+                    wstatus = _template_wait(pid)
                     break  # the program ended; daemons still holding its pipes die next
             elif ctl_msg is not None:
                 break
@@ -489,32 +610,30 @@ def _classify(res, oom_before):
     return status, exit_code, oom
 
 
-def _spawn(cwd, stdin_fd, lim, argv, py_path=None):
-    """Fork a call: the Python interpreter itself when `py_path`, else exec `argv`."""
+def _spawn(desc, stdin_fd):
+    """Fork a call through the template: Python in the forked interpreter, else exec."""
     out_r, out_w = os.pipe()
     err_r, err_w = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        try:
-            _child_common(cwd, stdin_fd, out_w, err_w, lim, address_space=True)
-            if py_path is not None:
-                _python_main(py_path, argv, cwd)
-            else:
-                os.execve(argv[0], argv, _env(cwd))
-        except BaseException as exc:  # noqa: B036
-            try:
-                os.write(2, f"sandbox: cannot start program: {type(exc).__name__}: {exc}\n".encode())
-            finally:
-                os._exit(127)
-        os._exit(127)
-    os.close(out_w)
-    os.close(err_w)
+    null = None
+    if stdin_fd is None:
+        stdin_fd = null = os.open(os.devnull, os.O_RDONLY)
+    try:
+        pid = _fork_call(desc, [stdin_fd, out_w, err_w])
+    except BaseException:
+        os.close(out_r)
+        os.close(err_r)
+        raise
+    finally:
+        os.close(out_w)
+        os.close(err_w)
+        if null is not None:
+            os.close(null)
     return pid, out_r, err_r
 
 
-def _run_one(cwd, stdin_fd, lim, argv, oom_before, py_path=None):
+def _run_one(desc, stdin_fd, lim, oom_before):
     t0 = time.monotonic()
-    pid, out_r, err_r = _spawn(cwd, stdin_fd, lim, argv, py_path)
+    pid, out_r, err_r = _spawn(dict(desc, lim=lim), stdin_fd)
     try:
         res = _supervise(pid, (out_r, err_r), t0 + lim["timeout_s"], lim["output_bytes"])
     finally:
@@ -525,30 +644,45 @@ def _run_one(cwd, stdin_fd, lim, argv, oom_before, py_path=None):
         os.close(out_r)
         os.close(err_r)
     if res["wstatus"] is None:
-        try:
-            _, res["wstatus"] = os.waitpid(pid, 0)
-        except ChildProcessError:
-            pass
+        res["wstatus"] = _template_wait(pid)
     status, exit_code, oom = _classify(res, oom_before)
     return {"stdout": _decode(res["out"]), "stderr": _decode(res["err"]), "exit_code": exit_code,
             "status": status, "duration_s": time.monotonic() - t0,
             "stdout_truncated": res["out_trunc"], "stderr_truncated": res["err_trunc"]}, oom
 
 
-def _health(oom, keep=()):
-    clean = _kill_all(keep)
-    if WIPE_TMP:  # writable places outside the work dir: nothing may pass to the next call
-        for d in ("/tmp", "/var/tmp", "/dev/shm", "/dev/mqueue"):
-            _rmtree(d)
+def _clean_uids(uids, spare=None):
+    """Kill what every untrusted uid a call may have used left behind. True if none is left.
+
+    Skipped when the sandbox's pids cgroup counts no task but the executor, the template
+    and a live session: that count is exact and includes forks in progress, and no other
+    process exists that could create one."""
+    _reap()
+    if tasks() == 1 + len(_keep()):
+        return True
+    ok = True
+    for uid in uids:
+        ok = kill_uid(uid, spare) and ok
+    return ok
+
+
+def _health(oom, uids=(RUN_UID,), before_wipe=None):
+    """Clean up after a call and prove the sandbox clean; anything left makes it unhealthy."""
+    spare = _SESSION["pid"] if _SESSION else None
     reasons = []
-    if not clean:
+    if not _clean_uids(uids, spare):
         reasons.append("leftover processes")
-    try:
-        stale = [n for n in os.listdir(WORKROOT) if not (n == "session" and keep)]
-    except OSError:
-        stale = []
-    if stale:
-        reasons.append("work dir not clean")
+    if not _kill_all():  # what a trusted harness left
+        reasons.append("leftover processes")
+    if before_wipe is not None:
+        before_wipe()  # nothing runs any more: files hold still
+    keep = ("session",) if _SESSION else ()
+    dirs = [WORKROOT, *(WIPE_DIRS if WIPE_TMP else ())]
+    if not all([_wipe(d, keep if d == WORKROOT else ()) for d in dirs]) or any(
+            _listing(d, keep if d == WORKROOT else ()) for d in dirs):
+        reasons.append("work dir not clean" if _listing(WORKROOT, keep) else "temporary dirs not clean")
+    if spare is None and ipc_objects():
+        reasons.append("IPC objects left")
     if oom:
         reasons.append("out of memory")
     for path in (WORKROOT, "/tmp"):
@@ -558,12 +692,11 @@ def _health(oom, keep=()):
                 reasons.append(f"disk full at {path}")
         except OSError:
             pass
-    return {"healthy": not reasons, "reason": ", ".join(reasons)}
+    return {"healthy": not reasons, "reason": ", ".join(dict.fromkeys(reasons))}
 
 
 # ----------------------------------------------------------------------------- requests
 def op_run(req):
-    global _SESSION
     language = req.get("language", "python")
     if language not in ("python", "cpp", "bash"):
         return {"ok": False, "error": f"unknown language {language!r}; use one of python, cpp, bash"}
@@ -575,18 +708,24 @@ def op_run(req):
         argv = [str(a) for a in (req.get("argv") or [])]
     except (TypeError, ValueError, AttributeError) as exc:
         return {"ok": False, "error": f"malformed request: {exc}"}
+    # trusted: toolgym's own judge harness, which runs as the sandbox's root and hands its
+    # test processes the untrusted uids itself. Only the host can ask for it.
+    trusted = req.get("trusted") is True
+    uid = 0 if trusted else RUN_UID
     if _SESSION is not None:
         _session_kill()
     _SEQ[0] += 1
     cwd = os.path.join(WORKROOT, f"call-{_SEQ[0]}")
     os.mkdir(cwd, 0o700)
+    os.chown(cwd, uid, uid)
     oom_before = _oom_count()
+    base = {"uid": uid, "cwd": cwd}
+    res = None
+    uids = UNTRUSTED_UIDS if trusted else (RUN_UID,)
     try:
         for name, b64 in (req.get("files") or {}).items():
             p = _safe_path(cwd, name)
-            os.makedirs(os.path.dirname(p), exist_ok=True)
-            with open(p, "wb") as fh:
-                fh.write(base64.b64decode(b64))
+            _write_file(p, base64.b64decode(b64, validate=False), uid, cwd)
         stdin_path = os.path.join(cwd, ".stdin")
         with open(stdin_path, "wb") as fh:
             fh.write(str(req.get("stdin") or "").encode("utf-8", "surrogateescape"))
@@ -595,56 +734,109 @@ def op_run(req):
         try:
             ext = {"python": "main.py", "bash": "main.sh", "cpp": "main.cpp"}[language]
             src = os.path.join(cwd, ext)
-            with open(src, "w", encoding="utf-8", errors="surrogateescape") as fh:
-                fh.write(code)
+            _write_file(src, code.encode("utf-8", "surrogateescape"), uid, cwd)
             if language == "cpp":
                 comp_lim = dict(lim, timeout_s=max(lim["timeout_s"], float(req.get("compile_timeout_s", 30))),
                                 memory_mb=max(lim["memory_mb"], 2048), cpu_s=max(lim["cpu_s"], 30.0),
                                 output_bytes=min(lim["output_bytes"], 64 << 10),
                                 file_bytes=max(lim["file_bytes"], 64 << 20))
                 flags = [str(f) for f in (req.get("cflags") or ["-O2", "-std=c++17", "-pipe"])]
-                res, oom = _run_one(cwd, None, comp_lim, ["/usr/bin/g++", *flags, "-o", "main", "main.cpp"],
-                                    oom_before)
+                res, oom = _run_one(dict(base, kind="exec", argv=["/usr/bin/g++", *flags, "-o", "main", "main.cpp"]),
+                                    None, comp_lim, oom_before)
                 if res["status"] != "ok":
                     if res["status"] == "error":
                         res["stderr"] = "compilation failed:\n" + res["stderr"]
-                    return _finish(res, cwd, req, oom)
-                _kill_all()
-                res, oom = _run_one(cwd, fd, lim, [os.path.join(cwd, "main"), *argv], oom_before)
+                    return _finish(res, cwd, req, oom, uids)
+                _clean_uids(uids)  # nothing of the compiler may run on beside the program
+                res, oom = _run_one(dict(base, kind="exec", argv=[os.path.join(cwd, "main"), *argv]), fd, lim,
+                                    oom_before)
             elif language == "bash":
-                res, oom = _run_one(cwd, fd, lim, ["/bin/bash", src, *argv], oom_before)
+                res, oom = _run_one(dict(base, kind="exec", argv=["/bin/bash", src, *argv]), fd, lim, oom_before)
             else:
-                res, oom = _run_one(cwd, fd, lim, argv, oom_before, py_path=src)
+                res, oom = _run_one(dict(base, kind="python", path=src, argv=argv), fd, lim, oom_before)
         finally:
             os.close(fd)
-        return _finish(res, cwd, req, oom)
+        return _finish(res, cwd, req, oom, uids)
     except (ValueError, TypeError, AttributeError) as exc:  # bad files: nothing ran yet
+        if res is not None:
+            raise
         _remove_dir(cwd)
         return {"ok": False, "error": f"malformed request: {exc}"}
 
 
-def _finish(res, cwd, req, oom):
-    _kill_all()  # nothing may still write to the files we read back
+def _write_file(path, data, uid, cwd):
+    """Write a request's file as root, owned by the call's uid (its parents too)."""
+    d = os.path.dirname(path)
+    parts = os.path.relpath(d, cwd).split("/") if d != cwd else []
+    cur = cwd
+    for part in parts:
+        cur = os.path.join(cur, part)
+        if not os.path.isdir(cur):
+            os.mkdir(cur, 0o700)
+            os.chown(cur, uid, uid)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+    try:
+        os.fchown(fd, uid, uid)
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+    finally:
+        os.close(fd)
+
+
+def _read_back(cwd, name, cap, uid):
+    """A file the program wrote: every path part opened without following links, a regular
+    file owned by the call's uid, at most `cap` bytes. None otherwise."""
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC
+    parts = name.split("/")
+    fd = os.open(cwd, flags | os.O_DIRECTORY)
+    try:
+        for part in parts[:-1]:
+            nxt = os.open(part, flags | os.O_DIRECTORY, dir_fd=fd)
+            os.close(fd)
+            fd = nxt
+        leaf = os.open(parts[-1], flags | os.O_NONBLOCK, dir_fd=fd)
+    finally:
+        os.close(fd)
+    try:
+        st = os.fstat(leaf)
+        import stat
+
+        if not stat.S_ISREG(st.st_mode) or st.st_uid != uid:
+            return None
+        chunks, got = [], 0
+        while got < cap:
+            b = os.read(leaf, min(cap - got, 1 << 20))
+            if not b:
+                break
+            chunks.append(b)
+            got += len(b)
+        return b"".join(chunks)
+    finally:
+        os.close(leaf)
+
+
+def _finish(res, cwd, req, oom, uids):
     files = {}
     cap = int((req.get("limits") or {}).get("output_bytes", 1 << 20))
-    for name in req.get("return_files") or []:
-        try:
-            p = _safe_path(cwd, name)
-            with open(p, "rb") as fh:
-                files[name] = base64.b64encode(fh.read(cap)).decode()
-        except (OSError, ValueError):
-            continue
+    uid = 0 if req.get("trusted") is True else RUN_UID
+
+    def read_back():  # every process of the call is dead: the files hold still
+        for name in req.get("return_files") or []:
+            try:
+                data = _read_back(cwd, _safe_path(cwd, name)[len(cwd) + 1:], cap, uid)
+            except (OSError, ValueError):
+                continue
+            if data is not None:
+                files[name] = base64.b64encode(data).decode()
+
+    health = _health(oom, uids, before_wipe=read_back)
     res["files"] = files
-    _remove_dir(cwd)
-    return {"ok": True, "result": res, "health": _health(oom)}
+    return {"ok": True, "result": res, "health": health}
 
 
 def _remove_dir(path):
-    try:
-        os.chmod(path, 0o700)
-    except OSError:
-        pass
-    _rmtree(path)
+    _wipe(path)
     try:
         os.rmdir(path)
     except OSError:
@@ -697,27 +889,20 @@ def _session_loop(ctl):
 
 
 def _session_start(lim):
-    import socket
-
     cwd = os.path.join(WORKROOT, "session")
     os.makedirs(cwd, 0o700, exist_ok=True)
+    os.chown(cwd, RUN_UID, RUN_UID)
     parent, child = socket.socketpair()
     out_r, out_w = os.pipe()
     err_r, err_w = os.pipe()
-    cfd = child.detach()
-    pid = os.fork()
-    if pid == 0:
-        try:
-            os.dup2(cfd, 3)
-            os.set_inheritable(3, True)
-            _child_common(cwd, None, out_w, err_w, dict(lim, cpu_s=1e6), address_space=True, keep_fd=3)
-            _session_loop(3)
-        except BaseException as exc:  # noqa: B036
-            os.write(2, f"sandbox: session failed: {exc}\n".encode())
-        os._exit(1)
-    os.close(cfd)
-    os.close(out_w)
-    os.close(err_w)
+    null = os.open(os.devnull, os.O_RDONLY)
+    try:
+        desc = {"kind": "session", "uid": RUN_UID, "cwd": cwd, "lim": dict(lim, cpu_s=1e6)}
+        pid = _fork_call(desc, [null, out_w, err_w, child.fileno()])
+    finally:
+        child.close()
+        for fd in (null, out_w, err_w):
+            os.close(fd)
     return {"pid": pid, "ctl": parent.detach(), "out": out_r, "err": err_r, "lim": lim}
 
 
@@ -731,11 +916,13 @@ def _session_kill():
         os.killpg(s["pid"], signal.SIGKILL)
     except OSError:
         pass
+    _template_wait(s["pid"])
     for fd in (s["ctl"], s["out"], s["err"]):
         try:
             os.close(fd)
         except OSError:
             pass
+    _clean_uids((RUN_UID,))
     _kill_all()
     _remove_dir(os.path.join(WORKROOT, "session"))
 
@@ -769,10 +956,7 @@ def op_session_run(req):
             os.killpg(pid, signal.SIGKILL)
         except OSError:
             pass
-        try:
-            _, res["wstatus"] = os.waitpid(pid, 0)
-        except ChildProcessError:
-            pass
+        res["wstatus"] = _template_wait(pid)
         if res["reason"] == "output_limit":
             res["wstatus"] = None
     status, exit_code, oom = _classify(res, oom_before)
@@ -781,8 +965,7 @@ def op_session_run(req):
     out = {"stdout": _decode(res["out"]), "stderr": _decode(res["err"]), "exit_code": exit_code,
            "status": status, "duration_s": time.monotonic() - t0,
            "stdout_truncated": res["out_trunc"], "stderr_truncated": res["err_trunc"], "files": {}}
-    keep = (_SESSION["pid"],) if _SESSION else ()
-    health = _health(oom, keep)
+    health = _health(oom)
     return {"ok": True, "result": out, "health": health, "state_lost": not alive, "restarted": restarted}
 
 
@@ -795,8 +978,10 @@ def handle(req):
     if "__error__" in req:
         return {"ok": False, "error": req["__error__"]}
     op = req.get("op")
+    if _REFUSED is not None:
+        return {"ok": False, "error": f"sandbox refused to start: {_REFUSED}", "refused": True}
     if op == "ping":
-        return {"ok": True, "pid": os.getpid(), "uid": os.getuid()}
+        return {"ok": True, "pid": os.getpid(), "uid": os.getuid(), "run_uid": RUN_UID}
     if op == "run":
         return op_run(req)
     if op == "session_run":
@@ -804,35 +989,31 @@ def handle(req):
     if op == "session_stop":
         return op_session_stop(req)
     if op == "health":
-        return {"ok": True, "health": _health(False, (_SESSION["pid"],) if _SESSION else ())}
+        return {"ok": True, "health": _health(False)}
     return {"ok": False, "error": f"malformed request: unknown op {op!r}"}
 
 
 def main(argv):
-    global _IN, _OUT, WORKROOT, WIPE_TMP
+    global _IN, _OUT, WORKROOT, WIPE_TMP, _REFUSED
     args = list(argv)
-    drop = None
     while args:
         a = args.pop(0)
         if a == "--workroot":
             WORKROOT = args.pop(0)
         elif a == "--wipe-tmp":
             WIPE_TMP = True
-        elif a == "--drop":
-            drop = [int(x) for x in args.pop(0).split(":")]
         elif a == "--oom-file":
             globals()["OOM_FILES"] = (args.pop(0),)
     resource.setrlimit(resource.RLIMIT_NOFILE, (1024, 1024))
     import atexit  # noqa: F401 - preload what forked children need, so they share it
+    import ctypes  # noqa: F401
+    import fcntl  # noqa: F401
+    import io  # noqa: F401
+    import stat  # noqa: F401
     import threading  # noqa: F401
     import traceback  # noqa: F401
     import types  # noqa: F401
-    if drop is not None and os.getuid() == 0:
-        os.setgroups([])
-        os.setgid(drop[1])
-        os.setuid(drop[0])
-    _prctl(38, 1)  # PR_SET_NO_NEW_PRIVS
-    _prctl(4, 0)  # PR_SET_DUMPABLE=0: sandboxed code cannot open /proc/1/fd (the channel)
+    _REFUSED = _harden()
     _IN, _OUT = os.dup(0), os.dup(1)
     null = os.open(os.devnull, os.O_RDWR)
     for fd in (0, 1, 2):
@@ -840,24 +1021,28 @@ def main(argv):
     os.close(null)
     for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT, signal.SIGUSR1, signal.SIGUSR2):
         signal.signal(sig, signal.SIG_IGN)
-    os.makedirs(WORKROOT, exist_ok=True)
+    if _REFUSED is None:
+        os.makedirs(WORKROOT, exist_ok=True)
+        _start_template()  # before any request is read: its memory never holds one
     while True:
         req = read_frame(_IN)
         if req is None:
-            _session_kill()
-            _kill_all()
-            return
+            break
         if req.get("op") == "exit":
-            _session_kill()
-            _kill_all()
-            write_frame(_OUT, {"ok": True})
-            return
+            break
         try:
             resp = handle(req)
         except Exception as exc:  # a bug or a sandbox fault: report it, keep serving
-            resp = {"ok": False, "error": f"executor error: {type(exc).__name__}: {exc}", "fault": True}
+            resp = {"ok": False, "error": f"executor error: {type(exc).__name__}: {exc}", "fault": True,
+                    "health": {"healthy": False, "reason": "executor error"}}
         resp["id"] = req.get("id")
         write_frame(_OUT, resp)
+    if _REFUSED is None:
+        _session_kill()
+        _clean_uids(UNTRUSTED_UIDS)
+        _kill_all()
+    if req is not None:
+        write_frame(_OUT, {"ok": True})
 
 
 if __name__ == "__main__":

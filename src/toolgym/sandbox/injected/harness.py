@@ -1,0 +1,571 @@
+"""The judge harness: runs INSIDE the sandbox as a trusted call (the sandbox's root). Stdlib only.
+
+It reads ``judge_spec.json`` (programs, tests, expected outputs, limits, the per-call
+nonce; a root-only file) into memory and deletes it, makes itself non-dumpable and a
+child subreaper (failing closed), and starts the zygote (a fresh ``python -I -S``) that
+forks every test process. No process that runs submission code ever holds an expected
+value, a test's code or the verdict stream:
+- stdio mode: the program (uid 65534) gets the input; the harness compares the output.
+  A custom checker runs as uid 65533 in a process of its own.
+- function mode: per test, a CANDIDATE process (uid 65534) loads the program and answers
+  calls; an EVALUATOR process (uid 65533) runs the test code against proxies of the
+  program's names and writes the verdict on a pipe only it and the harness hold
+  (see rpc.py). The harness compares call-form return values itself.
+
+Jobs (submissions) of one call run strictly one after the other. Between two jobs every
+process of uids 65534 and 65533 is killed at once (kill(-1) from a process of that uid),
+their IPC objects are removed and /tmp, /var/tmp, /dev/shm, /dev/mqueue are wiped; between
+two tests of a job the processes are killed. So nothing of one job reaches the next.
+Verdicts go to the harness's own stdout, one JSON line per test prefixed by the nonce,
+then a done line per job and an all_done line.
+"""
+
+import json
+import os
+import select
+import signal
+import socket
+import sys
+import time
+
+from common import (
+    EVAL_UID,
+    PR_GET_DUMPABLE,
+    PR_SET_CHILD_SUBREAPER,
+    PR_SET_DUMPABLE,
+    RUN_UID,
+    UNTRUSTED_UIDS,
+    WIPE_DIRS,
+    kill_uid,
+    listing,
+    prctl,
+    tasks,
+    wipe,
+)
+
+SPEC_FILE = "judge_spec.json"
+ZYGOTE_FILE = "judge_zygote.py"
+EXCERPT = 160
+EVAL_MEMORY_MB = 1024  # the evaluator is trusted; its limit only guards the sandbox
+
+
+def _excerpt(text, limit=EXCERPT):
+    if text is None:
+        return None
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+class Zygote:
+    """The fork server (zygote.py), started by exec: none of our memory survives in it."""
+
+    def __init__(self, source):
+        parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        argv = [sys.executable, "-I", "-S", "-c", source, str(child.fileno()), json.dumps(sys.path)]
+        pid = os.fork()
+        if pid == 0:
+            try:
+                null = os.open(os.devnull, os.O_RDWR)
+                for fd in (0, 1, 2):
+                    os.dup2(null, fd)
+                keep = child.fileno()
+                os.closerange(3, keep)
+                os.closerange(keep + 1, 1 << 16)
+                os.set_inheritable(keep, True)
+                os.execv(sys.executable, argv)
+            finally:
+                os._exit(127)
+        child.close()
+        self.pid, self.sock, self.exits = pid, parent, {}
+        if self._recv().get("ready") is not True:
+            raise RuntimeError("the judge zygote did not start")
+
+    def _recv(self):
+        msg = self.sock.recv(65536)
+        if not msg:
+            raise RuntimeError("the judge zygote died")
+        return json.loads(msg)
+
+    def pump(self):
+        """Take one message (an exit report) from the zygote."""
+        m = self._recv()
+        if "exit" in m:
+            self.exits[m["pid"]] = m["exit"]
+        return m
+
+    def spawn(self, req, fds):
+        socket.send_fds(self.sock, [json.dumps(req).encode()], fds)
+        for fd in fds:
+            os.close(fd)
+        while True:
+            m = self.pump()
+            if "pid" in m and "exit" not in m:
+                return m["pid"]
+
+    def wait(self, pid):
+        while pid not in self.exits:
+            self.pump()
+        return self.exits.pop(pid)
+
+    def close(self):
+        self.sock.close()
+        try:
+            os.kill(self.pid, signal.SIGKILL)
+            os.waitpid(self.pid, 0)
+        except OSError:
+            pass
+
+
+class Run:
+    """Processes of one test, their pipes and dirs, and what came out of them."""
+
+    def __init__(self):
+        self.pids = []
+        self.dirs = []
+        self.reads = {}  # fd -> (name, cap)
+        self.writes = {}  # fd -> bytearray
+        self.out = {}
+        self.over = None  # the stream whose cap was passed
+        self.timed_out = False
+        self.status = {}
+
+
+class Harness:
+    def __init__(self, nonce, zygote, root):
+        self.nonce, self.zygote, self.root = nonce, zygote, root
+        self.base_tasks = tasks()
+        self.spec = None
+
+    # ---- output channel ------------------------------------------------------------
+    def emit(self, obj):
+        data = (self.nonce + " " + json.dumps(obj) + "\n").encode()
+        while data:
+            data = data[os.write(1, data):]
+
+    # ---- processes -------------------------------------------------------------------
+    def make_dir(self, uid, run=None):
+        d = os.path.join(self.root, "t" + os.urandom(6).hex())
+        os.mkdir(d, 0o700)
+        os.chown(d, uid, uid)
+        if run is not None:
+            run.dirs.append(d)
+        return d
+
+    def start(self, run, kind, uid, cwd, limit_s, memory_mb, stdin=None, inputs=(), outputs=(), extra=(), **kw):
+        """Start one child; `inputs` are bytes fed to fds 3..; `outputs` names read from fds after them."""
+        fds = []
+        if stdin is None:
+            fds.append(os.open(os.devnull, os.O_RDONLY))
+        else:
+            r, w = os.pipe()
+            fds.append(r)
+            run.writes[w] = bytearray(stdin)
+        for name, cap in (("stdout", self.cap), ("stderr", self.cap)):
+            r, w = os.pipe()
+            fds.append(w)
+            run.reads[r] = (f"{kind}.{name}", cap)
+        for data in inputs:
+            r, w = os.pipe()
+            fds.append(r)
+            run.writes[w] = bytearray(data)
+        for name in outputs:
+            r, w = os.pipe()
+            fds.append(w)
+            run.reads[r] = (f"{kind}.{name}", 1 << 20)
+        fds.extend(extra)
+        req = {"kind": kind, "uid": uid, "cwd": cwd, "mem": memory_mb << 20 if memory_mb else 0,
+               "cpu": int(limit_s) + 1, "fsize": self.spec.get("file_bytes", 16 << 20), **kw}
+        for fd in list(run.reads) + list(run.writes):
+            os.set_blocking(fd, False)
+        for fd, buf in list(run.writes.items()):  # pre-fill the pipes: the child need not wait for us
+            try:
+                del buf[:os.write(fd, buf[:65536])]
+            except BlockingIOError:
+                pass
+        pid = self.zygote.spawn(req, fds)
+        run.pids.append(pid)
+        return pid
+
+    def supervise(self, run, until, deadline):
+        """Move data until process `until` ends (then drain briefly), a cap is passed, or the deadline."""
+        poller = select.poll()
+        for fd in run.reads:
+            poller.register(fd, select.POLLIN)
+        for fd in run.writes:
+            poller.register(fd, select.POLLOUT)
+        zfd = self.zygote.sock.fileno()
+        poller.register(zfd, select.POLLIN)
+        for name, _ in run.reads.values():
+            run.out.setdefault(name, bytearray())
+        drain_until = None
+        while run.over is None:
+            now = time.monotonic()
+            if until in self.zygote.exits:
+                drain_until = drain_until or now + 0.25
+                if not run.reads or now >= drain_until:
+                    break
+            elif now >= deadline:
+                run.timed_out = True
+                break
+            wait = (drain_until if drain_until else deadline) - now
+            for fd, _ev in poller.poll(max(0.0, wait) * 1000):
+                if fd == zfd:
+                    self.zygote.pump()
+                elif fd in run.writes:
+                    buf = run.writes[fd]
+                    try:
+                        del buf[:os.write(fd, buf[:65536])]
+                    except BlockingIOError:
+                        continue
+                    except OSError:
+                        buf.clear()
+                    if not buf:
+                        poller.unregister(fd)
+                        os.close(fd)
+                        del run.writes[fd]
+                elif fd in run.reads:
+                    name, cap = run.reads[fd]
+                    try:
+                        chunk = os.read(fd, 65536)
+                    except BlockingIOError:
+                        continue
+                    if not chunk:
+                        poller.unregister(fd)
+                        os.close(fd)
+                        del run.reads[fd]
+                        continue
+                    run.out[name] += chunk
+                    if len(run.out[name]) > cap:
+                        run.over = name
+        self.end(run)
+
+    def end(self, run):
+        """Kill what is left of the test, collect exit statuses, close its pipes."""
+        for pid in run.pids:
+            for f in (os.killpg, os.kill):
+                try:
+                    f(pid, signal.SIGKILL)
+                except OSError:
+                    pass
+        for pid in run.pids:
+            run.status[pid] = self.zygote.wait(pid)
+        for fd in list(run.reads) + list(run.writes):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        run.reads.clear()
+        run.writes.clear()
+        self.clear_processes()
+        for d in run.dirs:  # every process is gone: the tree holds still
+            wipe(d)
+            os.rmdir(d)
+
+    def clear_processes(self):
+        """No process of an untrusted uid survives a test: the pids cgroup's exact count says
+        when there is none (cheap), else each uid is killed all at once."""
+        _reap()
+        if self.base_tasks is not None and tasks() == self.base_tasks:
+            return
+        for uid in UNTRUSTED_UIDS:
+            if not kill_uid(uid):
+                raise RuntimeError(f"processes of uid {uid} could not be killed")
+        _reap()
+
+    def clear_all(self):
+        """Between jobs: no process, IPC object or file of an untrusted uid survives."""
+        for uid in UNTRUSTED_UIDS:
+            if not kill_uid(uid):
+                raise RuntimeError(f"processes of uid {uid} could not be killed")
+        workroot = os.path.dirname(os.path.abspath("."))
+        prefixes = {os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)}
+
+        def protected(path):
+            return path == workroot or any(p == path or p.startswith(path + "/") for p in prefixes)
+
+        _reap()
+        for d in (*WIPE_DIRS, self.root):
+            if not wipe(d, (), protected) or listing(d, (), protected):
+                raise RuntimeError(f"{d} could not be wiped between jobs")
+
+    # ---- verdict helpers ------------------------------------------------------------
+    def crash_verdict(self, run, status, stderr_text):
+        """Verdict for a program run that did not end normally; None if it ended normally."""
+        if run.timed_out:
+            return "TLE", f"time limit exceeded ({self.limit_s:.2f}s)"
+        if run.over is not None and run.over.endswith(("stdout", "stderr")):
+            return "OLE", f"output limit exceeded ({self.output_bytes} bytes)"
+        if status is None or status < 0:
+            return "RE", "the program ended abnormally"
+        sig = os.WTERMSIG(status) if os.WIFSIGNALED(status) else None
+        if sig == signal.SIGXCPU:
+            return "TLE", "CPU time limit exceeded"
+        if "MemoryError" in stderr_text[-2000:] or "bad_alloc" in stderr_text[-2000:]:
+            return "MLE", f"memory limit exceeded ({self.memory_mb} MiB)"
+        if sig == signal.SIGKILL:
+            return "MLE", "killed (likely out of memory)"
+        if sig is not None:
+            return "RE", f"killed by signal {sig}"
+        code = os.WEXITSTATUS(status)
+        if code != 0:
+            return "RE", f"exit code {code}: {_excerpt(stderr_text.strip()[-300:])}"
+        return None
+
+    # ---- checkers ------------------------------------------------------------------
+    def compare(self, inp, expected, got):
+        kind = self.spec["checker"]
+        if kind == "exact":
+            if got == expected:
+                return True, ""
+            return False, self.first_diff(expected.split("\n"), got.split("\n"), "line")
+        if kind == "custom":
+            return self.custom_check(inp, expected, got)
+        et, gt = expected.split(), got.split()
+        if kind == "tokens":
+            if et == gt:
+                return True, ""
+            return False, self.first_diff(et, gt, "token")
+        import math
+
+        if len(et) != len(gt):
+            return False, f"expected {len(et)} tokens, got {len(gt)}"
+        for i, (a, b) in enumerate(zip(et, gt, strict=False)):
+            if a == b:
+                continue
+            try:
+                fa, fb = float(a), float(b)
+            except ValueError:
+                return False, f"token {i + 1}: expected {_excerpt(a, 40)!r}, got {_excerpt(b, 40)!r}"
+            if not math.isclose(fa, fb, rel_tol=self.spec["rel_tol"], abs_tol=self.spec["abs_tol"]):
+                return False, (f"token {i + 1}: expected {a}, got {b} "
+                               f"(abs_tol={self.spec['abs_tol']:g}, rel_tol={self.spec['rel_tol']:g})")
+        return True, ""
+
+    @staticmethod
+    def first_diff(exp, got, unit):
+        for i, (a, b) in enumerate(zip(exp, got, strict=False)):
+            if a != b:
+                return f"{unit} {i + 1}: expected {_excerpt(a, 60)!r}, got {_excerpt(b, 60)!r}"
+        if len(exp) != len(got):
+            return f"expected {len(exp)} {unit}s, got {len(got)}"
+        return "outputs differ"
+
+    def custom_check(self, inp, expected, got):
+        """A dataset's checker, trusted but run as uid 65533 in its own process."""
+        job = json.dumps({"checker": self.spec["checker_program"], "input": inp, "expected": expected,
+                          "got": got}).encode()
+        run = Run()
+        limit = self.spec.get("checker_time_limit_s", 10.0)
+        pid = self.start(run, "checker", EVAL_UID, self.make_dir(EVAL_UID, run), limit, 0, stdin=job,
+                         outputs=("answer",))
+        self.supervise(run, pid, time.monotonic() + limit)
+        try:
+            ans = json.loads(bytes(run.out.get("checker.answer", b"")).decode())
+        except ValueError:
+            ans = {"ok": False, "error": "checker produced no answer: " + _excerpt(
+                bytes(run.out.get("checker.stderr", b"")).decode("utf-8", "replace")[-300:])}
+        if "error" in ans:
+            self.checker_errors.append(ans["error"])
+            return False, "checker failed: " + ans["error"]
+        return bool(ans["ok"]), str(ans.get("message", ""))
+
+    # ---- modes -----------------------------------------------------------------------
+    def prepare(self):
+        """Write/compile the program for stdio mode: (kind, path) or a CE message."""
+        lang, prog = self.spec["language"], self.spec["program"]
+        d = self.make_dir(RUN_UID)
+        if lang == "python":
+            path = os.path.join(d, "main.py")
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o444)
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                f.write(prog)
+            return ("py", path), None
+        src, exe = os.path.join(d, "main.cpp"), os.path.join(d, "main")
+        fd = os.open(src, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o444)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(prog)
+        # compiled as the untrusted uid: an #include of a secret file only finds nothing
+        run = Run()
+        limit = self.spec.get("compile_time_limit_s", 60.0)
+        pid = self.start(run, "exec", RUN_UID, d, limit, 2048,
+                         argv=["/usr/bin/g++", "-O2", "-std=c++17", "-o", exe, src])
+        self.supervise(run, pid, time.monotonic() + limit)
+        if run.timed_out:
+            return None, "compilation timed out"
+        status = run.status[pid]
+        if status is None or not os.WIFEXITED(status) or os.WEXITSTATUS(status) != 0 or not os.path.exists(exe):
+            msg = bytes(run.out.get("exec.stderr", b"")).decode("utf-8", "replace").replace(d + "/", "").strip()
+            if os.WIFEXITED(status or 0) and os.WEXITSTATUS(status or 0) == 72 and "No such file" in msg:
+                msg = "g++ is not installed in this sandbox"
+            return None, _excerpt(msg, 600) or "compilation failed"
+        return ("exec", exe), None
+
+    def run_stdio(self, how, test):
+        kind, target = how
+        run = Run()
+        d = self.make_dir(RUN_UID, run)
+        pid = self.start(run, kind, RUN_UID, d, self.limit_s, self.memory_mb, stdin=test["input"].encode("utf-8"),
+                         path=target, argv=[target])
+        start = time.monotonic()
+        self.supervise(run, pid, start + self.limit_s)
+        elapsed = time.monotonic() - start
+        stderr = bytes(run.out.get(f"{kind}.stderr", b"")).decode("utf-8", "replace")
+        got = bytes(run.out.get(f"{kind}.stdout", b"")).decode("utf-8", "replace")
+        v = {"time_s": round(elapsed, 4), "got": _excerpt(got), "expected": _excerpt(test["output"])}
+        crash = self.crash_verdict(run, run.status.get(pid), stderr)
+        if crash is not None:
+            v["status"], v["message"] = crash
+            return v
+        ok, msg = self.compare(test["input"], test["output"], got)
+        v["status"], v["message"] = ("AC", "") if ok else ("WA", msg)
+        return v
+
+    def run_function(self, test):
+        """One test: candidate (uid 65534) and evaluator (uid 65533) joined by a socket."""
+        run = Run()
+        cand_end, eval_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        prog = self.spec["program"].encode("utf-8")
+        payload = {k: test[k] for k in ("kind", "code", "call", "args", "kwargs") if k in test}
+        start = time.monotonic()
+        cand = self.start(run, "cand", RUN_UID, self.make_dir(RUN_UID, run), self.limit_s, self.memory_mb,
+                          inputs=[prog], extra=[cand_end.detach()])
+        ev = self.start(run, "eval", EVAL_UID, self.make_dir(EVAL_UID, run), self.limit_s, EVAL_MEMORY_MB,
+                        inputs=[json.dumps(payload).encode()], outputs=("verdict",), extra=[eval_end.detach()])
+        self.supervise(run, ev, start + self.limit_s)
+        elapsed = time.monotonic() - start
+        stderr = bytes(run.out.get("cand.stderr", b"")).decode("utf-8", "replace")
+        raw = bytes(run.out.get("eval.verdict", b""))
+        tag, text = (raw[4:5], raw[5:].decode("utf-8", "replace")) if len(raw) >= 5 else (b"", "")
+        v = {"time_s": round(elapsed, 4), "got": None, "expected": None}
+        if "expected" in test:
+            v["expected"] = _excerpt(json.dumps(test["expected"]))
+        if run.timed_out or (run.over is not None and run.over.startswith("cand.")):
+            v["status"], v["message"] = self.crash_verdict(run, run.status.get(cand), stderr)
+            return v
+        if tag == b"A":
+            v["status"], v["message"] = "AC", ""
+        elif tag == b"W":
+            v["status"], v["message"] = "WA", text or "assertion failed"
+        elif tag in (b"M", b"O"):
+            v["status"], v["message"] = "MLE", f"memory limit exceeded ({self.memory_mb} MiB)"
+        elif tag == b"E":
+            v["status"], v["message"] = "RE", "program failed to load: " + text
+        elif tag == b"R":
+            v["status"], v["message"] = "RE", text
+        elif tag == b"V":
+            v["got"] = _excerpt(text)
+            ok = self.values_equal(json.loads(text), test["expected"])
+            v["status"] = "AC" if ok else "WA"
+            v["message"] = "" if ok else "expected {}, got {}".format(
+                _excerpt(json.dumps(test["expected"]), 60), _excerpt(text, 60))
+        elif tag == b"X":
+            v["got"] = _excerpt(text)
+            v["status"], v["message"] = "WA", "return value is not JSON-serializable: " + _excerpt(text, 80)
+        else:  # the program ended (or was killed) during the test, or the evaluator failed
+            crash = self.crash_verdict(run, run.status.get(cand), stderr)
+            v["status"], v["message"] = crash or ("RE", "the process exited before the test finished")
+        return v
+
+    def values_equal(self, a, b):
+        if self.spec["checker"] == "float" and isinstance(a, (int, float)) and isinstance(b, (int, float)) \
+                and not isinstance(a, bool) and not isinstance(b, bool):
+            import math
+
+            return math.isclose(a, b, rel_tol=self.spec["rel_tol"], abs_tol=self.spec["abs_tol"])
+        if isinstance(a, list) and isinstance(b, list):
+            return len(a) == len(b) and all(self.values_equal(x, y) for x, y in zip(a, b, strict=False))
+        if isinstance(a, dict) and isinstance(b, dict):
+            return a.keys() == b.keys() and all(self.values_equal(a[k], b[k]) for k in a)
+        return type(a) is type(b) and a == b or (
+            isinstance(a, (int, float)) and isinstance(b, (int, float))
+            and not isinstance(a, bool) and not isinstance(b, bool) and a == b)
+
+    def run_job(self, j, job):
+        """Judge one submission: one line per test, then a done line."""
+        self.spec = job
+        self.limit_s = float(job["time_limit_s"])
+        self.memory_mb = int(job["memory_mb"])
+        self.output_bytes = self.cap = int(job["output_bytes"])
+        self.checker_errors = []
+        start = time.monotonic()
+        how, ce = self.prepare() if job["mode"] == "stdio" else (None, None)
+        stop = bool(job["stop_at_first_failure"])
+        failed = False
+        for i, test in enumerate(job["tests"]):
+            if ce is not None:
+                v = {"status": "CE", "message": ce, "time_s": 0.0, "got": None, "expected": None}
+            elif failed and stop:
+                v = {"status": "SKIPPED", "message": "skipped after an earlier failure", "time_s": 0.0,
+                     "got": None, "expected": None}
+            elif job["mode"] == "stdio":
+                v = self.run_stdio(how, test)
+            else:
+                v = self.run_function(test)
+            v["j"], v["i"] = j, i
+            failed = failed or v["status"] != "AC"
+            self.emit(v)
+        self.emit({"done": True, "j": j, "elapsed_s": round(time.monotonic() - start, 4),
+                   "checker_errors": self.checker_errors[:3]})
+
+
+def _reap():
+    """Collect orphans that died (we are their subreaper), but not the zygote's children."""
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+
+
+def load_spec(path=SPEC_FILE):
+    """Read the spec into memory and delete it from disk before anything else runs."""
+    with open(path, "rb") as f:
+        data = f.read()
+    os.unlink(path)
+    return json.loads(data)
+
+
+def _harden():
+    """Non-dumpable, a subreaper, and root: else the harness refuses (fail closed)."""
+    if os.geteuid() != 0:
+        return "the judge harness must run as the sandbox's root (a trusted call)"
+    prctl(PR_SET_DUMPABLE, 0)
+    if prctl(PR_GET_DUMPABLE, 0) != 0:
+        return "the judge harness is still dumpable"
+    prctl(PR_SET_CHILD_SUBREAPER, 1)
+    return None
+
+
+def main():
+    signal.signal(signal.SIGPIPE, signal.SIG_IGN)
+    spec = load_spec(sys.argv[1] if len(sys.argv) > 1 else SPEC_FILE)
+    nonce = spec["nonce"]
+    try:
+        why = _harden()
+    except OSError as exc:
+        why = f"hardening failed: {exc}"
+    if why is not None:
+        sys.stdout.write(nonce + " " + json.dumps({"fatal": why}) + "\n")
+        sys.stdout.flush()
+        os._exit(3)
+    with open(ZYGOTE_FILE, encoding="utf-8") as f:
+        source = f.read()
+    os.unlink(ZYGOTE_FILE)
+    os.chmod(".", 0o711)  # test processes (other uids) traverse this to their own dirs
+    root = os.path.join(os.getcwd(), "tgjudge-" + os.urandom(6).hex())  # binaries may run here
+    os.mkdir(root, 0o711)
+    zygote = Zygote(source)
+    harness = Harness(nonce, zygote, root)
+    try:
+        for j, job in enumerate(spec["jobs"]):
+            if j:
+                harness.clear_all()
+            harness.run_job(j, job)
+    finally:
+        zygote.close()
+    harness.emit({"all_done": True})
+
+
+if __name__ == "__main__":
+    main()

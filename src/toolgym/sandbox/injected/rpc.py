@@ -1,0 +1,516 @@
+"""Function-mode tests across a process boundary. Stdlib only; runs in the judge's children.
+
+The submission runs in the CANDIDATE process (uid 65534): it loads the program and then
+only answers calls. The test runs in the EVALUATOR process (uid 65533): the program's
+top-level names are proxies there, and calling one sends the arguments to the candidate
+and brings the result back as data. The test code, its expected values and the verdict
+channel exist only in the evaluator; nothing the candidate sends back is ever executed
+there (a returned object arrives as its class name and attributes, never as code), so a
+rigged ``__eq__``, a frame walk, a gc hunt or a forged protocol message in the candidate
+decides nothing.
+
+Values travel as JSON trees: None, bool, int, float, str as themselves; lists, tuples,
+dicts, sets, frozensets, bytes, bytearrays and complex numbers tagged; an instance of a
+class of the program or the test as {"O": class name, "A": attributes} (rebuilt as the
+receiver's class of that name when it has one, e.g. LeetCode's ListNode/TreeNode, else a
+plain record); shared and cyclic containers by reference; anything else (a generator, a
+function, an instance made by calling a program's class) as a handle that stays in the
+candidate. Mutable arguments are copied back after each call, so in-place algorithms
+(``nums.sort()``) work as in one process.
+"""
+
+import base64
+import builtins
+import json
+import os
+import struct
+import sys
+
+CALL_EXC = ("exc", "base", "mem", "stop")
+
+
+# ------------------------------------------------------------------------------ framing
+def send(fd, obj):
+    body = json.dumps(obj, allow_nan=True).encode("utf-8", "surrogatepass")
+    data = struct.pack(">I", len(body)) + body
+    while data:
+        data = data[os.write(fd, data):]
+
+
+def _exact(fd, n):
+    chunks, got = [], 0
+    while got < n:
+        b = os.read(fd, min(n - got, 1 << 20))
+        if not b:
+            return None
+        chunks.append(b)
+        got += len(b)
+    return b"".join(chunks)
+
+
+def recv(fd):
+    head = _exact(fd, 4)
+    if head is None:
+        return None
+    body = _exact(fd, struct.unpack(">I", head)[0])
+    return None if body is None else json.loads(body.decode("utf-8", "surrogatepass"))
+
+
+# ------------------------------------------------------------------------------ values
+class _deep:  # noqa: N801
+    """Room for long linked lists and deep trees while a value is encoded or decoded."""
+
+    def __enter__(self):
+        self.old = sys.getrecursionlimit()
+        sys.setrecursionlimit(max(self.old, 20000))
+
+    def __exit__(self, *exc):
+        sys.setrecursionlimit(self.old)
+
+
+class Record:
+    """An object received by value whose class the receiver does not have."""
+
+    def __repr__(self):
+        inner = ", ".join(f"{k}={v!r}" for k, v in self.__dict__.items())
+        return f"{type(self).__name__}({inner})"
+
+
+class Codec:
+    """Encodes and decodes values for one side. `classes` finds the receiver's class of a
+    name; `handles` keeps objects that cannot travel (candidate side only)."""
+
+    def __init__(self, classes, by_value, handles=None, proxy=None, make_proxy=None):
+        self.classes, self.by_value, self.handles, self.proxy = classes, by_value, handles, proxy
+        self.make_proxy = make_proxy
+        self.records = {}
+
+    # -- encode
+    def encode(self, v, memo=None, handle=False):
+        memo = {} if memo is None else memo
+        if handle:
+            return self._handle(v)
+        with _deep():
+            return self._enc(v, memo)
+
+    def _handle(self, v):
+        if self.handles is None:
+            raise TypeError("cannot send this value")
+        self.handles.append(v)
+        return {"H": len(self.handles) - 1, "t": type(v).__name__}
+
+    def _enc(self, v, memo):
+        t = type(v)
+        if v is None or t is bool or t is str:
+            return v
+        if t is int or t is float:
+            return v
+        if isinstance(v, bool):
+            return bool(v)
+        if isinstance(v, int):
+            return int.__index__(v)
+        if isinstance(v, float):
+            return float.__float__(v)
+        if isinstance(v, str):
+            return str.__str__(v)
+        key = id(v)
+        if key in memo:
+            return {"R": memo[key][0]}
+        if self.proxy is not None and isinstance(v, self.proxy):
+            return {"H": object.__getattribute__(v, "_hid")}
+        n = len(memo)
+        memo[key] = (n, v)  # keeps v alive, so its id is not reused during this encode
+        if isinstance(v, list):
+            return {"L": [self._enc(x, memo) for x in list.__iter__(v)], "#": n}
+        if isinstance(v, dict):
+            return {"D": [[self._enc(k, memo), self._enc(x, memo)] for k, x in dict.items(v)], "#": n}
+        if isinstance(v, tuple):
+            return {"T": [self._enc(x, memo) for x in tuple.__iter__(v)]}
+        if isinstance(v, (set, frozenset)):
+            return {"F" if isinstance(v, frozenset) else "S": [self._enc(x, memo) for x in v]}
+        if isinstance(v, (bytes, bytearray)):
+            return {"BA" if isinstance(v, bytearray) else "B": base64.b64encode(bytes(v)).decode()}
+        if isinstance(v, complex):
+            return {"C": [v.real, v.imag]}
+        if self.by_value(v):
+            attrs = object.__getattribute__(v, "__dict__")
+            return {"O": t.__name__, "A": [[k, self._enc(x, memo)] for k, x in dict.items(attrs)
+                                           if isinstance(k, str)], "#": n}
+        return self._handle(v)
+
+    # -- decode (pure: builds data, runs none of the sender's code)
+    def decode(self, d, memo=None):
+        memo = {} if memo is None else memo
+        with _deep():
+            return self._dec(d, memo)
+
+    def _dec(self, d, memo):
+        if not isinstance(d, dict):
+            return d
+        if "R" in d:
+            return memo[d["R"]]
+        if "L" in d:
+            out = memo[d["#"]] = []
+            out.extend(self._dec(x, memo) for x in d["L"])
+            return out
+        if "D" in d:
+            out = memo[d["#"]] = {}
+            for k, x in d["D"]:
+                out[self._dec(k, memo)] = self._dec(x, memo)
+            return out
+        if "T" in d:
+            return tuple(self._dec(x, memo) for x in d["T"])
+        if "S" in d:
+            return {self._dec(x, memo) for x in d["S"]}
+        if "F" in d:
+            return frozenset(self._dec(x, memo) for x in d["F"])
+        if "B" in d:
+            return base64.b64decode(d["B"])
+        if "BA" in d:
+            return bytearray(base64.b64decode(d["BA"]))
+        if "C" in d:
+            return complex(*d["C"])
+        if "O" in d:
+            cls = self._class(str(d["O"]))
+            obj = memo[d["#"]] = cls.__new__(cls)
+            for k, x in d["A"]:
+                obj.__dict__[str(k)] = self._dec(x, memo)
+            return obj
+        if "H" in d:
+            if self.handles is not None:
+                return self.handles[int(d["H"])]
+            return self.make_proxy(int(d["H"]), str(d.get("t", "object")))
+        raise ValueError("malformed value")
+
+    def _class(self, name):
+        cls = self.classes(name)
+        if isinstance(cls, type) and not issubclass(cls, BaseException):
+            return cls
+        if name not in self.records:
+            self.records[name] = type(name, (Record,), {})
+        return self.records[name]
+
+
+def _mutable(v):
+    return isinstance(v, (list, dict, set, bytearray)) or hasattr(type(v), "__dict__") and \
+        isinstance(getattr(v, "__dict__", None), dict) and not isinstance(v, type)
+
+
+def _copy_back(orig, new):
+    """Make the evaluator's argument `orig` look like the candidate's after the call."""
+    if isinstance(orig, list) and isinstance(new, list):
+        orig[:] = new
+    elif isinstance(orig, dict) and isinstance(new, dict):
+        orig.clear()
+        orig.update(new)
+    elif isinstance(orig, set) and isinstance(new, set):
+        orig.clear()
+        orig.update(new)
+    elif isinstance(orig, bytearray) and isinstance(new, bytearray):
+        orig[:] = new
+    elif hasattr(orig, "__dict__") and hasattr(new, "__dict__") and not isinstance(orig, type):
+        orig.__dict__.clear()
+        orig.__dict__.update(new.__dict__)
+
+
+# ------------------------------------------------------------------------------ candidate side
+def _describe(e):
+    try:
+        name = type(e).__name__
+    except BaseException:  # noqa: B036
+        name = "Exception"
+    try:
+        msg = str(e)
+    except BaseException:  # noqa: B036
+        msg = ""
+    kind = "mem" if isinstance(e, MemoryError) else "stop" if isinstance(e, StopIteration) else \
+        "exc" if isinstance(e, Exception) else "base"
+    return [str(name)[:100], str(msg)[:400], kind]
+
+
+def serve_candidate(program, fd):
+    """Load the program, then answer the evaluator's calls on `fd` until it hangs up."""
+    ns = {"__name__": "__submission__", "__builtins__": builtins}
+    handles = []
+
+    def classes(name):
+        v = ns.get(name)
+        return v if isinstance(v, type) else None
+
+    def by_value(v):
+        return getattr(type(v), "__module__", None) == "__submission__" or isinstance(v, Record)
+
+    codec = Codec(classes, by_value, handles)
+    load_error = None
+    try:
+        exec(compile(program, "<submission>", "exec"), ns)
+    except BaseException as e:  # noqa: B036
+        load_error = _describe(e)
+    del program
+
+    def target(t):
+        return handles[int(t["h"])] if "h" in t else ns[t["n"]]
+
+    while True:
+        req = recv(fd)
+        if req is None:
+            os._exit(0)
+        op = req.get("op")
+        try:
+            if op == "names":
+                if load_error is not None:
+                    send(fd, {"load_error": load_error})
+                    continue
+                names = []
+                for k, v in list(ns.items()):
+                    if k.startswith("__") or type(v).__name__ == "module":
+                        continue
+                    if isinstance(v, type):
+                        names.append([k, "class"])
+                    elif callable(v):
+                        names.append([k, "callable"])
+                    else:
+                        try:
+                            names.append([k, "value", codec.encode(v)])
+                        except BaseException:  # noqa: B036
+                            names.append([k, "object", codec.encode(v, handle=True)])
+                send(fd, {"names": names})
+                continue
+            memo = {}
+            obj = target(req["t"])
+            if op == "getattr":
+                value = getattr(obj, str(req["n"]))
+                send(fd, {"v": _encode_result(codec, value)})
+                continue
+            args = [codec.decode(a, memo) for a in req.get("a", [])]
+            kwargs = {str(k): codec.decode(a, memo) for k, a in req.get("k", [])}
+            fn = getattr(obj, str(req["n"])) if op == "method" else obj
+            value = fn(*args, **kwargs)
+            out_memo = {}
+            reply = {"v": codec.encode(value, out_memo, handle=bool(req.get("ctor")))
+                     if req.get("ctor") else _encode_result(codec, value, out_memo)}
+            reply["m"] = [codec.encode(a, out_memo) if _mutable(a) else None for a in args]
+            reply["mk"] = [[k, codec.encode(a, out_memo)] for k, a in kwargs.items() if _mutable(a)]
+            send(fd, reply)
+        except BaseException as e:  # noqa: B036
+            try:
+                send(fd, {"x": _describe(e)})
+            except BaseException:  # noqa: B036
+                os._exit(1)
+
+
+def _encode_result(codec, value, memo=None):
+    try:
+        return codec.encode(value, memo)
+    except (TypeError, ValueError, RecursionError):
+        return codec.encode(value, handle=True)
+
+
+# ------------------------------------------------------------------------------ evaluator side
+class CandidateAbort(BaseException):  # noqa: N818 - propagates through `except Exception`
+    """The program raised SystemExit/KeyboardInterrupt/another BaseException, or ended."""
+
+
+class CandidateError(Exception):
+    """An exception of a type the evaluator does not have (e.g. one the program defined)."""
+
+
+class Link:
+    """The evaluator's end of the call channel."""
+
+    def __init__(self, fd):
+        self.fd = fd
+        self.dead = False
+        self.codec = None
+
+    def request(self, req, args=()):
+        if self.dead:
+            raise CandidateAbort("the program ended during the test")
+        send(self.fd, req)
+        reply = recv(self.fd)
+        if reply is None:
+            self.dead = True
+            raise CandidateAbort("the program ended during the test")
+        if "x" in reply:
+            name, msg, kind = reply["x"]
+            if kind == "mem":
+                raise MemoryError(msg)
+            if kind == "stop":
+                raise StopIteration
+            if kind == "base":
+                raise CandidateAbort(f"{name}: {msg}" if msg else name)
+            cls = getattr(builtins, name, None)
+            exc = None
+            if isinstance(cls, type) and issubclass(cls, Exception) and cls.__module__ == "builtins":
+                try:
+                    exc = cls(msg) if msg else cls()
+                except Exception:  # noqa: BLE001 - a type that wants other arguments
+                    exc = None
+            raise exc if exc is not None else CandidateError(f"{name}: {msg}" if msg else name)
+        memo = {}
+        value = self.codec.decode(reply["v"], memo)
+        for orig, new in zip(args, reply.get("m") or [], strict=False):
+            if new is not None:
+                _copy_back(orig, self.codec.decode(new, memo))
+        return value, memo, reply
+
+
+class Remote:
+    """A name or object of the program, living in the candidate process."""
+
+    __slots__ = ("_hid", "_target", "_kind", "_link", "_tname")
+
+    def __init__(self, link, target, kind, tname):
+        object.__setattr__(self, "_link", link)
+        object.__setattr__(self, "_target", target)
+        object.__setattr__(self, "_kind", kind)
+        object.__setattr__(self, "_tname", tname)
+        object.__setattr__(self, "_hid", target.get("h", -1))
+
+    def _call(self, op, args, kwargs, name=None):
+        link = object.__getattribute__(self, "_link")
+        codec = link.codec
+        memo = {}
+        req = {"op": op, "t": object.__getattribute__(self, "_target"),
+               "a": [codec.encode(a, memo) for a in args],
+               "k": [[k, codec.encode(a, memo)] for k, a in kwargs.items()]}
+        if name is not None:
+            req["n"] = name
+        if object.__getattribute__(self, "_kind") == "class" and op == "call":
+            req["ctor"] = True
+        value, dmemo, reply = link.request(req, args)
+        kw_new = dict(reply.get("mk") or [])
+        for k, a in kwargs.items():
+            if k in kw_new:
+                _copy_back(a, codec.decode(kw_new[k], dmemo))
+        return value
+
+    def __call__(self, *args, **kwargs):
+        return self._call("call", args, kwargs)
+
+    def __getattr__(self, name):
+        link = object.__getattribute__(self, "_link")
+        value, _, _ = link.request({"op": "getattr", "t": object.__getattribute__(self, "_target"), "n": name})
+        return value
+
+    def __setattr__(self, name, value):
+        raise AttributeError("attributes of the program's objects cannot be set from the test")
+
+    def __iter__(self):
+        it = self._call("method", (), {}, "__iter__")
+        return it if isinstance(it, Remote) else iter(it)
+
+    def __next__(self):
+        return self._call("method", (), {}, "__next__")
+
+    def __len__(self):
+        n = self._call("method", (), {}, "__len__")
+        if type(n) is not int:
+            raise TypeError("__len__ did not return an int")
+        return n
+
+    def __getitem__(self, key):
+        return self._call("method", (key,), {}, "__getitem__")
+
+    def __contains__(self, item):
+        return self._call("method", (item,), {}, "__contains__") is True
+
+    def __repr__(self):
+        return f"<{object.__getattribute__(self, '_tname')} of the program>"
+
+    __str__ = __repr__
+
+    def __eq__(self, other):
+        return self is other  # decided here, never by the program
+
+    def __ne__(self, other):
+        return self is not other
+
+    __hash__ = object.__hash__
+
+
+def evaluate(test, verdict_fd, fd):
+    """Run one test against the candidate on `fd`; write one verdict frame on `verdict_fd`."""
+    link = Link(fd)
+    tns = {"__name__": "__test__", "__builtins__": builtins}
+
+    def classes(name):
+        v = tns.get(name)
+        return v if isinstance(v, type) else None
+
+    def by_value(v):
+        return isinstance(v, Record) or getattr(type(v), "__module__", None) == "__test__"
+
+    link.codec = Codec(classes, by_value, handles=None, proxy=Remote,
+                       make_proxy=lambda hid, tname: Remote(link, {"h": hid}, "object", tname))
+
+    def verdict(tag, text=""):
+        data = tag + text.encode("utf-8", "replace")[:2000]
+        os.write(verdict_fd, struct.pack(">I", len(data)) + data)
+        os._exit(0)
+
+    try:
+        send(fd, {"op": "names"})
+        reply = recv(fd)
+    except OSError:
+        reply = None
+    if reply is None:
+        verdict(b"C")
+    if "load_error" in reply:
+        name, msg, kind = reply["load_error"]
+        verdict(b"O" if kind == "mem" else b"E", f"{name}: {msg}" if msg else name)
+    for item in reply["names"]:
+        name, kind = item[0], item[1]
+        if kind in ("class", "callable"):
+            tns[name] = Remote(link, {"n": name}, kind, name)
+        elif kind == "value":
+            tns[name] = link.codec.decode(item[2])
+        else:
+            tns[name] = link.codec.decode(item[2])
+    try:
+        if test["kind"] == "call":
+            fn = eval(test["call"], tns)
+            value = fn(*test["args"], **test["kwargs"])
+        else:
+            exec(compile(test["code"], "<test>", "exec"), tns)
+    except MemoryError as e:
+        verdict(b"C" if link.dead else b"M", str(e))
+    except AssertionError as e:
+        verdict(b"C" if link.dead else b"W", _message(e))
+    except BaseException as e:  # noqa: B036
+        verdict(b"C" if link.dead else b"R", _message(e))
+    if link.dead:
+        verdict(b"C")
+    if test["kind"] != "call":
+        verdict(b"A")
+    try:
+        verdict(b"V", json.dumps(_plain(value), allow_nan=True))
+    except (TypeError, ValueError):
+        verdict(b"X", _short(value))
+
+
+def _plain(v):
+    """A received value as JSON data (tuples as lists); TypeError when it has no JSON form."""
+    if v is None or type(v) in (bool, int, float, str):
+        return v
+    if type(v) in (list, tuple):
+        return [_plain(x) for x in v]
+    if type(v) is dict and all(type(k) is str for k in v):
+        return {k: _plain(x) for k, x in v.items()}
+    raise TypeError("not JSON")
+
+
+def _short(v):
+    try:
+        return repr(v)[:400]
+    except Exception:  # noqa: BLE001
+        return "<unprintable>"
+
+
+def _message(e):
+    name = type(e).__name__
+    try:
+        msg = str(e)
+    except Exception:  # noqa: BLE001
+        msg = ""
+    return f"{name}: {msg}" if msg else name
