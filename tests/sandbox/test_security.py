@@ -17,13 +17,22 @@ from toolgym.sandbox.protocol import ChannelClosed
 REPO = Path(toolgym.__file__).resolve().parents[2]
 
 
+LIST_PROCESSES = (
+    "import os\nout = []\nfor p in sorted(int(p) for p in os.listdir('/proc') if p.isdigit()):\n"
+    "    try:\n        uid = [l.split()[1] for l in open(f'/proc/{p}/status') if l.startswith('Uid:')][0]\n"
+    "    except OSError:\n        continue\n    out.append((p, int(uid)))\nprint(out, os.getpid())")
+
+
 def healthy(sb) -> None:
-    """The pool answers correctly, and the sandbox holds no process but executor + caller."""
-    r = sb.run("import os\nprint(sorted(int(p) for p in os.listdir('/proc') if p.isdigit()), os.getpid())")
+    """The pool answers correctly, and the sandbox holds no process but the caller and the
+    sandbox's two root processes (the executor, PID 1, and its call template)."""
+    r = sb.run(LIST_PROCESSES)
     assert r.status == "ok", r
-    pids, me = r.stdout.rsplit("]", 1)
-    pids = [int(x) for x in pids.strip("[ ").split(",")]
-    assert pids == sorted({1, int(me)}), f"leftover processes in the sandbox: {pids}"
+    procs, me = r.stdout.rsplit("]", 1)
+    procs = eval(procs + "]")  # a list of (pid, uid) printed by the program above
+    others = [(p, u) for p, u in procs if p != int(me)]
+    assert len(others) == 2 and others[0][0] == 1 and all(u == 0 for _, u in others), \
+        f"leftover processes in the sandbox: {procs}"
 
 
 def test_runs_python_with_stdin_and_exit_code(sb):

@@ -48,11 +48,18 @@ def _exact(fd, n):
     return b"".join(chunks)
 
 
+MAX_FRAME = 256 << 20
+
+
 def recv(fd):
+    """One frame; None at the end of the stream; ValueError for anything malformed."""
     head = _exact(fd, 4)
     if head is None:
         return None
-    body = _exact(fd, struct.unpack(">I", head)[0])
+    n = struct.unpack(">I", head)[0]
+    if n > MAX_FRAME:
+        raise ValueError("frame too large")
+    body = _exact(fd, n)
     return None if body is None else json.loads(body.decode("utf-8", "surrogatepass"))
 
 
@@ -326,11 +333,18 @@ class Link:
     def request(self, req, args=()):
         if self.dead:
             raise CandidateAbort("the program ended during the test")
-        send(self.fd, req)
-        reply = recv(self.fd)
-        if reply is None:
+        try:
+            send(self.fd, req)
+            reply = recv(self.fd)
+            return self._answer(reply, args)
+        except (OSError, ValueError, KeyError, TypeError, IndexError, AttributeError, RecursionError):
+            # the stream broke or carried something malformed: the program failed the test
             self.dead = True
-            raise CandidateAbort("the program ended during the test")
+            raise CandidateAbort("the program ended or broke the call channel during the test") from None
+
+    def _answer(self, reply, args):
+        if reply is None:
+            raise ValueError("end of stream")
         if "x" in reply:
             name, msg, kind = reply["x"]
             if kind == "mem":
@@ -452,21 +466,19 @@ def evaluate(test, verdict_fd, fd):
     try:
         send(fd, {"op": "names"})
         reply = recv(fd)
-    except OSError:
-        reply = None
-    if reply is None:
+        if "load_error" in reply:
+            name, msg, kind = reply["load_error"]
+            verdict(b"O" if kind == "mem" else b"E", f"{name}: {msg}" if msg else name)
+        for item in reply["names"]:
+            name, kind = str(item[0]), item[1]
+            if hasattr(builtins, name):
+                continue  # the test sees the real builtins, never the program's stand-ins
+            if kind in ("class", "callable"):
+                tns[name] = Remote(link, {"n": name}, kind, name)
+            else:
+                tns[name] = link.codec.decode(item[2])
+    except (OSError, ValueError, KeyError, TypeError, IndexError, AttributeError, RecursionError):
         verdict(b"C")
-    if "load_error" in reply:
-        name, msg, kind = reply["load_error"]
-        verdict(b"O" if kind == "mem" else b"E", f"{name}: {msg}" if msg else name)
-    for item in reply["names"]:
-        name, kind = item[0], item[1]
-        if kind in ("class", "callable"):
-            tns[name] = Remote(link, {"n": name}, kind, name)
-        elif kind == "value":
-            tns[name] = link.codec.decode(item[2])
-        else:
-            tns[name] = link.codec.decode(item[2])
     try:
         if test["kind"] == "call":
             fn = eval(test["call"], tns)
