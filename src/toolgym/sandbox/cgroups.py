@@ -1,7 +1,8 @@
 """Per-sandbox cgroups (v1 memory+pids controllers, or v2) for the local backend.
 
 Named toolgym/<owner pid>-<n>, so the cgroups of a crashed run can be found and
-removed at the next start-up.
+removed at the next start-up. The local backend requires both a memory and a pids limit
+(`SandboxCgroup.missing`, `check`): it refuses to start without them.
 """
 
 from __future__ import annotations
@@ -117,6 +118,15 @@ class SandboxCgroup:
         self._write("memory", "memory.memsw.limit_in_bytes", str(memory_bytes))
         self.pids = self._write("pids", "pids.max", str(pids))
 
+    def missing(self) -> str | None:
+        """None when the memory and the pids limit are both in place; else one actionable line."""
+        lacking = [n for n, ok in (("memory", self.memory), ("pids", self.pids)) if not ok]
+        if not lacking:
+            return None
+        return (f"cannot set a cgroup {' and '.join(lacking)} limit under {ROOT}/{PREFIX} (the local sandbox "
+                "needs both; run as root on a host with the memory and pids controllers enabled) "
+                "or use backend='docker'")
+
     @property
     def procs_files(self) -> list[str]:
         return [str(d / "cgroup.procs") for d in self.dirs.values()]
@@ -161,6 +171,15 @@ class SandboxCgroup:
                 except OSError:
                     time.sleep(0.02)
         self.dirs = {}
+
+
+def check(memory_bytes: int = 256 << 20, pids: int = 64) -> str | None:
+    """Create (and remove) one sandbox cgroup: None when memory and pids limits work, else why not."""
+    cg = SandboxCgroup(memory_bytes, pids)
+    try:
+        return cg.missing()
+    finally:
+        cg.remove()
 
 
 def list_all() -> list[Path]:

@@ -34,7 +34,8 @@ def local_status() -> dict[str, Any]:
     return {"available": p["tool"] is not None, "tool": p["tool"], "why": p["why"],
             "root": os.geteuid() == 0, "uid_drop": os.geteuid() == 0,
             "cgroups": {k: (str(v) if v else None) for k, v in ctl.items()},
-            "isolation": "weaker than docker: shared kernel, no seccomp, host files visible read-only"}
+            "isolation": "weaker than docker: shared host kernel; seccomp filter, allowlisted read-only "
+                         "mounts (/usr, /etc, the interpreter), root-only with a cgroup, untrusted code as uid 65534"}
 
 
 def pick_backend() -> dict[str, Any]:

@@ -12,8 +12,8 @@ How it works. One sandbox call per submission (or per micro-batch of submissions
 `ajudge`). The harness (``injected/harness.py``) is the program of that call and runs as
 a TRUSTED call: as the sandbox's root, which untrusted code never is. The spec (programs,
 tests, expected outputs, a per-call nonce) arrives as a root-only file that the harness
-reads and deletes. Every test process is forked by a zygote (a fresh ``python -I -S``)
-and dropped to an untrusted uid before it runs anything. Verdicts are decided only by
+reads and deletes. Every test process is forked by a zygote (forked by the harness before
+it read the spec) and dropped to an untrusted uid before it runs anything. Verdicts are decided only by
 trusted code:
 
 stdio mode: the program runs as uid 65534 with the input on stdin; the harness compares
@@ -67,7 +67,6 @@ _CHECKER_ALIASES = {"whitespace": "tokens", "token": "tokens"}
 LANGUAGES = ("python", "cpp")
 VERDICTS = ("AC", "WA", "TLE", "RE", "MLE", "OLE", "CE", "SKIPPED")
 SPEC_FILE = "judge_spec.json"
-ZYGOTE_FILE = "judge_zygote.py"
 
 
 class JudgeInputError(ToolgymError, ValueError):
@@ -160,9 +159,6 @@ class JudgeReport:
 def harness_source() -> str:
     return program("harness")
 
-
-def zygote_source() -> str:
-    return program("zygote")
 
 
 def _json_value(value: Any, what: str) -> Any:
@@ -286,7 +282,7 @@ def _call(jobs: list[_Job], base: Limits | None) -> tuple[str, dict[str, str], L
     limits = Limits(timeout_s=budget, cpu_s=budget, memory_mb=max(base.memory_mb, max(j.memory_mb for j in jobs) + 128),
                     pids=max(base.pids, 32), output_bytes=max(base.output_bytes, 8192 + 2048 * ntests),
                     file_bytes=base.file_bytes)
-    return nonce, {SPEC_FILE: json.dumps(spec), ZYGOTE_FILE: zygote_source()}, limits
+    return nonce, {SPEC_FILE: json.dumps(spec)}, limits
 
 
 def _parse(res: ExecResult, nonce: str, jobs: list[_Job], duration_s: float) -> list[JudgeReport | None]:

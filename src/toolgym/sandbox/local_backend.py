@@ -1,18 +1,27 @@
-"""Local backend: the executor inside a bubblewrap (or `unshare`) namespace sandbox.
+"""Local backend: the executor inside a bubblewrap sandbox, for machines without Docker.
 
-For machines without a Docker engine. Each pool worker is one long-lived sandbox:
-new network (none), PID, IPC and UTS namespaces with the executor as PID 1; the host
-root bound read-only; private size-capped tmpfs for /tmp and the work dir; /home,
-/root, /run (Docker socket), the current directory and similar host dirs hidden under
-empty tmpfs; a cgroup with memory (swap included) and pids limits when the host allows
-(root); per call RLIMIT_CPU, RLIMIT_AS, RLIMIT_FSIZE, a new session and a
-process-group kill at the timeout. When started as root the executor drops to uid/gid
-65534 before it serves any request.
+Root only, x86_64 only; it refuses (SandboxUnavailable, one line) otherwise. Each pool
+worker is one long-lived sandbox, built by construction from an allowlist:
 
-ISOLATION IS WEAKER THAN DOCKER'S: the sandbox shares the host kernel with no seccomp
-filter, sees the host's world-readable files (/usr, /etc, ...) read-only, and without
-root there is no cgroup (memory is then bounded by RLIMIT_AS only and process counts
-are not bounded). Use the docker backend for untrusted code at scale.
+- mounts: a read-only root holding only read-only binds of /usr and /etc, /bin /sbin
+  /lib /lib32 /lib64 /libx32 (symlinks into /usr where the host has merged /usr), the
+  sandbox interpreter's own prefix dirs (nothing above them), a fresh /proc, a minimal
+  read-only /dev (null, zero, full, random, urandom, tty, pts) with a private /dev/shm,
+  and size-capped tmpfs for /tmp and the work root. No /home, /root, /run, /var, no
+  checkout, no dataset cache;
+- new network (none), PID, IPC, UTS and cgroup namespaces, a new session, the executor
+  as PID 1;
+- the executor runs as the sandbox's root with exactly CAP_SETUID, CAP_SETGID, CAP_KILL,
+  CAP_CHOWN, CAP_DAC_OVERRIDE and CAP_FOWNER (bounding set included; no_new_privs set)
+  and runs untrusted code under separate uids;
+- a seccomp filter (toolgym.sandbox.seccomp): no namespaces, mounts, ptrace, io_uring,
+  bpf, keyrings, ... for anything inside;
+- a cgroup with memory (swap included), pids and CPU limits, required: without one the
+  backend refuses to start.
+
+ISOLATION IS STILL WEAKER THAN A CONTAINER RUNTIME WITH A USER-NAMESPACED OR VM KERNEL:
+the sandbox shares the host kernel, and the world-readable files of /usr and /etc are
+visible (read-only). Prefer the docker backend for untrusted code at scale.
 """
 
 from __future__ import annotations
@@ -29,12 +38,22 @@ from pathlib import Path
 from typing import Any
 
 from toolgym.errors import SandboxUnavailable
-from toolgym.sandbox import cgroups
+from toolgym.sandbox import cgroups, seccomp
 from toolgym.sandbox.protocol import Channel, ChannelClosed, executor_source
 from toolgym.sandbox.types import Limits
 
-NOBODY = "65534:65534"
-_HIDE = ("/home", "/root", "/run", "/var/run", "/var/tmp", "/mnt", "/media", "/srv", "/var/lib/docker")
+NOT_ROOT = ("the local sandbox runs untrusted code only as root (it needs a cgroup for memory/process limits "
+            "and separate uids); run as root or use backend='docker'")
+NO_BWRAP = "bubblewrap (bwrap) is not installed: install bubblewrap: apt-get install bubblewrap"
+# what the executor keeps (it hands out uids to untrusted code and the judge's evaluator)
+CAPS = ("CAP_SETUID", "CAP_SETGID", "CAP_KILL", "CAP_CHOWN", "CAP_DAC_OVERRIDE", "CAP_FOWNER")
+SYSTEM_DIRS = ("/usr", "/etc")
+USR_LINKS = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
+# as docker does: host-wide knobs read-only (the sandbox's root could otherwise write sysctls),
+# kernel-internal files hidden
+PROC_RO = ("sys", "sysrq-trigger", "irq", "bus", "fs")
+PROC_MASK = ("kcore", "keys", "timer_list", "timer_stats", "sched_debug", "latency_stats")
+SHM_MB = 64
 _REAPED = False
 
 
@@ -44,163 +63,222 @@ def sandbox_python() -> str:
     return os.environ.get("TOOLGYM_SANDBOX_PYTHON") or sys.executable
 
 
+def _under(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip("/") + "/")
+
+
+def _usr_links() -> list[tuple[str, str | None]]:
+    """(dir, symlink target or None for a real dir) for each of /bin /sbin /lib* the host has."""
+    out = []
+    for d in USR_LINKS:
+        if os.path.islink(d):
+            out.append((d, os.readlink(d)))
+        elif os.path.isdir(d):
+            out.append((d, None))
+    return out
+
+
+def _visible_roots() -> list[str]:
+    """Host dirs that the allowlist already shows read-only (real paths)."""
+    roots = [*SYSTEM_DIRS, *(d for d, link in _usr_links() if link is None)]
+    return sorted({os.path.realpath(d) for d in roots} | set(roots))
+
+
+def _secret_dirs() -> list[str]:
+    """Dirs a bound interpreter prefix must never contain: the home dir, the dataset cache, the checkout."""
+    from toolgym._assets.cache import cache_root
+
+    out = [os.path.expanduser("~"), str(cache_root())]
+    checkout = Path(__file__).resolve().parents[3]  # src layout; an installed toolgym has none
+    if (checkout / "pyproject.toml").is_file() and (checkout / "src" / "toolgym").is_dir():
+        out.append(str(checkout))
+    return sorted({os.path.realpath(d) for d in out} | set(out))
+
+
 def _keep_dirs(python: str) -> list[str]:
-    """Dirs the sandbox's interpreter needs even when they lie under a hidden dir."""
+    """The interpreter's own prefix dirs, bound read-only (e.g. /work/main/.venv and the base
+    interpreter's prefix): the outermost of them only, none that the allowlist already shows.
+
+    Raises SandboxUnavailable for a prefix that would expose more than the interpreter
+    (/, a top-level dir, a dir holding the home dir, the dataset cache or the checkout)."""
     if python != sys.executable:
-        return [os.path.dirname(os.path.dirname(os.path.realpath(python)))]
-    return sorted({os.path.realpath(sys.prefix), os.path.realpath(sys.base_prefix), sys.prefix})
-
-
-def _hidden_dirs(python: str, rebind: bool = True) -> list[str]:
-    keep = _keep_dirs(python)
-    out = []
-    for d in (*_HIDE, os.getcwd(), str(Path(__file__).resolve().parents[3])):
-        if not os.path.isdir(d) or os.path.islink(d) or d == "/":
+        cands = {os.path.dirname(os.path.dirname(os.path.realpath(python)))}
+        venv = os.path.dirname(os.path.dirname(os.path.abspath(python)))
+        if os.path.isfile(os.path.join(venv, "pyvenv.cfg")):
+            cands |= {venv, os.path.realpath(venv)}
+    else:
+        cands = {os.path.realpath(sys.prefix), os.path.realpath(sys.base_prefix), os.path.abspath(sys.prefix)}
+    visible = _visible_roots()
+    keep: list[str] = []
+    for d in sorted(cands, key=lambda p: (len(Path(p).parts), p)):
+        if any(_under(d, r) for r in (*visible, *keep)):
             continue
-        if not rebind and any(k.startswith(d.rstrip("/") + "/") or k == d for k in keep):
-            continue
-        if any(d.startswith(p + "/") or d == p for p in ("/usr", "/etc", "/bin", "/lib", "/lib64", "/sbin", "/proc")):
-            continue
-        if d not in out:
-            out.append(d)
-    return out
-
-
-def probe() -> dict[str, Any]:
-    """Which namespace tool works here: {'tool': 'bwrap'|'unshare'|None, 'why': str}.
-
-    TOOLGYM_LOCAL_TOOL=unshare skips bubblewrap (to test or use the fallback)."""
-    return _probe(os.environ.get("TOOLGYM_LOCAL_TOOL", ""))
-
-
-@functools.lru_cache(maxsize=4)
-def _probe(prefer: str) -> dict[str, Any]:
-    root = os.geteuid() == 0
-    bwrap = shutil.which("bwrap") if prefer != "unshare" else None
-    why = "bwrap not installed" if prefer != "unshare" else "TOOLGYM_LOCAL_TOOL=unshare"
-    if bwrap:
-        args = [bwrap, "--ro-bind", "/", "/", "--unshare-net", "--unshare-pid", "--die-with-parent"]
-        if not root:
-            args.append("--unshare-user")
-        try:
-            r = subprocess.run([*args, "true"], capture_output=True, timeout=20)
-            if r.returncode == 0:
-                return {"tool": "bwrap", "path": bwrap, "why": "bubblewrap works"}
-            why = r.stderr.decode(errors="replace").strip()[:200]
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            why = str(exc)
-    unshare = shutil.which("unshare")
-    if unshare and root:
-        r = subprocess.run([unshare, "--net", "--pid", "--mount", "--fork", "true"], capture_output=True, timeout=20)
-        if r.returncode == 0:
-            return {"tool": "unshare", "path": unshare, "why": f"bubblewrap unusable ({why}); unshare works as root"}
-        why += "; unshare failed: " + r.stderr.decode(errors="replace").strip()[:200]
-    return {"tool": None, "path": None,
-            "why": f"no namespace tool: {why} (install bubblewrap: apt-get install bubblewrap)"}
-
-
-def _rebinds(hidden: list[str], keep: list[str]) -> list[tuple[str, str]]:
-    """(hidden dir, keep dir) for every keep dir that a hidden dir would cover."""
-    out = []
-    for k in keep:
-        for d in hidden:
-            if k.startswith(d.rstrip("/") + "/"):
-                out.append((d, k))
-                break
-    return out
+        bad = [s for s in _secret_dirs() if _under(s, d)]
+        if len(Path(d).parts) < 3 or bad:
+            why = f"it holds {bad[0]}" if bad else "it is a top-level dir"
+            raise SandboxUnavailable(
+                f"the sandbox interpreter's prefix {d} cannot be bound into the local sandbox ({why}): "
+                "install the interpreter in a dir of its own and point TOOLGYM_SANDBOX_PYTHON at it")
+        keep.append(d)
+    return keep
 
 
 def _workroot(keep: list[str]) -> str:
-    # /work unless the interpreter lives there; /run is always hidden under a tmpfs
-    return "/run/toolgym-work" if any(k == "/work" or k.startswith("/work/") for k in keep) else "/work"
+    # /work unless the interpreter lives there
+    return "/run/toolgym-work" if any(_under(k, "/work") for k in keep) else "/work"
 
 
-def bwrap_command(path: str, root: bool, python: str, exec_args: list[str], tmp_mb: int, work_mb: int,
-                  cgroup: cgroups.SandboxCgroup | None) -> list[str]:
-    hidden, keep = _hidden_dirs(python), _keep_dirs(python)
-    workroot = _workroot(keep)
+def bwrap_prefix(bwrap: str, setpriv: str, keep: list[str], workroot: str, tmp_mb: int, work_mb: int,
+                 seccomp_fd: int, oom_dir: str | None = None) -> list[str]:
+    """bwrap's argv up to the command to run inside (append it): the allowlisted sandbox.
+
+    `keep`: the interpreter's prefix dirs (`_keep_dirs`); `oom_dir`: the host dir of the
+    sandbox's memory cgroup, shown read-only at /sys/fs/cgroup/memory; `seccomp_fd`: a
+    readable fd with the filter (`seccomp.program_fd`), to pass with Popen(pass_fds=...)."""
     # No --die-with-parent: its PDEATHSIG is tied to the *thread* that spawned bwrap (a pool
     # starter thread that soon exits). Host death closes the executor's stdin instead; the
     # executor (PID 1) then kills everything and exits, which ends the namespace.
-    cmd = [path, "--new-session", "--as-pid-1", "--unshare-net", "--unshare-pid",
-           "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
-           "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
-    if not root:
-        cmd.append("--unshare-user")
-    for d in hidden:
-        cmd += ["--perms", "0755", "--tmpfs", d]
-    cmd += ["--size", str(tmp_mb << 20), "--perms", "1777", "--tmpfs", "/tmp",
-            "--size", str(work_mb << 20), "--perms", "1777", "--tmpfs", workroot, "--tmpfs", "/sys"]
-    # re-expose the interpreter's own prefix, read-only (also when it lives under /tmp, e.g. a CI clone)
-    for d, k in _rebinds(["/tmp", *hidden], keep):
-        parts = Path(k).relative_to(d).parts[:-1]
-        for i in range(len(parts)):  # traversable parents (bwrap would make them 0700)
-            cmd += ["--perms", "0755", "--dir", str(Path(d, *parts[:i + 1]))]
-        cmd += ["--ro-bind", k, k]
-    args = list(exec_args)
-    if cgroup is not None and cgroup.oom_file:
-        cmd += ["--perms", "0755", "--dir", "/sys/fs", "--perms", "0755", "--dir", "/sys/fs/cgroup",
-                "--ro-bind", str(Path(cgroup.oom_file).parent), "/sys/fs/cgroup/memory"]
-        args += ["--oom-file", "/sys/fs/cgroup/memory/" + Path(cgroup.oom_file).name]
-    return [*cmd, "--chdir", workroot, *args, "--workroot", workroot]
+    cmd = [bwrap, "--new-session", "--as-pid-1", "--unshare-net", "--unshare-pid", "--unshare-ipc",
+           "--unshare-uts", "--unshare-cgroup", "--hostname", "sandbox"]
+    made = {"/"}
+    for d in SYSTEM_DIRS:
+        cmd += ["--ro-bind", d, d]
+        made.add(d)
+    for d, link in _usr_links():
+        cmd += ["--symlink", link, d] if link is not None else ["--ro-bind", d, d]
+        made.add(d)
+    cmd += ["--proc", "/proc"]
+    for p in PROC_RO:
+        if os.path.exists(f"/proc/{p}"):
+            cmd += ["--ro-bind", f"/proc/{p}", f"/proc/{p}"]
+    for p in PROC_MASK:
+        if os.path.exists(f"/proc/{p}"):
+            cmd += ["--ro-bind", "/dev/null", f"/proc/{p}"]
+    cmd += ["--dev", "/dev",
+            "--size", str(SHM_MB << 20), "--perms", "1777", "--tmpfs", "/dev/shm", "--remount-ro", "/dev",
+            "--size", str(tmp_mb << 20), "--perms", "1777", "--tmpfs", "/tmp"]
+    made |= {"/proc", "/dev", "/tmp"}
+
+    def parents(path: str) -> list[str]:
+        out = []
+        for p in reversed(Path(path).parents):
+            if str(p) not in made:
+                out += ["--perms", "0755", "--dir", str(p)]  # traversable (bwrap would make them 0700)
+                made.add(str(p))
+        return out
+
+    cmd += parents(workroot) + ["--size", str(work_mb << 20), "--perms", "1777", "--tmpfs", workroot]
+    made.add(workroot)
+    for k in keep:  # after /tmp and the work root: an interpreter under /tmp stays visible
+        cmd += parents(k) + ["--ro-bind", k, k]
+    if oom_dir is not None:
+        cmd += parents("/sys/fs/cgroup/memory") + ["--ro-bind", oom_dir, "/sys/fs/cgroup/memory"]
+    cmd += ["--remount-ro", "/", "--cap-drop", "ALL"]
+    for cap in (*CAPS, "CAP_SETPCAP"):  # SETPCAP only for setpriv, which drops it again
+        cmd += ["--cap-add", cap]
+    cmd += ["--seccomp", str(seccomp_fd), "--chdir", workroot]
+    # bwrap keeps the full bounding set (and raises ambient caps) for real root: setpriv
+    # narrows the bounding set to CAPS and clears the inheritable and ambient sets, so the
+    # command runs with exactly CAPS, and nothing it executes can get more.
+    caps = ",".join("+" + c.lower().removeprefix("cap_") for c in CAPS)
+    return [*cmd, setpriv, f"--bounding-set=-all,{caps}", "--inh-caps=-all", "--ambient-caps=-all", "--"]
 
 
-def unshare_command(path: str, python: str, exec_args: list[str], tmp_mb: int, work_mb: int,
-                    cgroup: cgroups.SandboxCgroup | None) -> list[str]:
-    """The fallback without bubblewrap (root only): unshare + mounts done by a shell prelude."""
-    hidden, keep = _hidden_dirs(python), _keep_dirs(python)
-    if os.path.isdir("/work") and not os.path.islink("/work") and "/work" not in hidden:
-        hidden.append("/work")  # bwrap covers /work with its work root; here it must be hidden explicitly
-    workroot = "/run/toolgym-work"
-    moves = _rebinds(["/tmp", *hidden], keep)
-    # The interpreter's dirs are stashed under a fresh /run before /tmp and the hidden dirs are covered,
-    # and moved back afterwards, so an interpreter under /tmp or a hidden dir keeps working.
-    stash = " ".join(f"mkdir -p /run/.k{i} && mount --bind '{k}' /run/.k{i} &&" for i, (_, k) in enumerate(moves))
-    hide = " ".join(f"mount -t tmpfs -o size=1m,mode=755 tmpfs '{d}' &&" for d in hidden
-                    if d not in ("/run", "/var/run") and not d.startswith("/tmp/"))  # /tmp is fresh
-    back = " ".join(f"mkdir -p '{k}' && mount --move /run/.k{i} '{k}' && mount -o remount,bind,ro '{k}' && "
-                    f"rmdir /run/.k{i} &&" for i, (_, k) in enumerate(moves))
-    prelude = (f"mount --make-rprivate / && mount -t tmpfs -o size=1m,mode=755 tmpfs /run && "
-               f"mkdir -p /run/.newtmp && mount -t tmpfs -o size={tmp_mb}m,mode=1777 tmpfs /run/.newtmp && "
-               f"{stash} mount --move /run/.newtmp /tmp && rmdir /run/.newtmp && "
-               f"{hide} mkdir -p {workroot} && "
-               f"mount -t tmpfs -o size={work_mb}m,mode=1777 tmpfs {workroot} && {back} "
-               f"mount -o remount,bind,ro / && cd {workroot} && exec \"$@\"")
-    cmd = [path, "--net", "--pid", "--ipc", "--uts", "--mount", "--fork", "--kill-child", "--mount-proc",
-           "/bin/sh", "-c", prelude, "sh", *exec_args, "--workroot", workroot]
-    if cgroup is not None and cgroup.oom_file:
-        cmd += ["--oom-file", cgroup.oom_file]
-    return cmd
+def _setpriv() -> str | None:
+    path = shutil.which("setpriv", path="/usr/bin:/bin:/usr/sbin:/sbin")
+    return path if path and any(_under(path, r) for r in (*SYSTEM_DIRS, *USR_LINKS)) else None
+
+
+def probe() -> dict[str, Any]:
+    """Whether the local sandbox can run here: {'tool': 'bwrap'|None, 'path', 'why': one line}.
+
+    It needs x86_64, root, bubblewrap, setpriv (util-linux) and cgroup memory and pids
+    controllers; it starts one real sandbox (allowlist, capabilities, seccomp) to make sure."""
+    return dict(_probe(os.geteuid()))
+
+
+@functools.lru_cache(maxsize=4)
+def _probe(euid: int) -> dict[str, Any]:
+    def no(why: str) -> dict[str, Any]:
+        return {"tool": None, "path": None, "why": why}
+
+    try:
+        seccomp.check_arch()
+    except SandboxUnavailable as exc:
+        return no(str(exc))
+    if euid != 0:
+        return no(NOT_ROOT)
+    bwrap = shutil.which("bwrap")
+    if not bwrap:
+        return no(NO_BWRAP)
+    setpriv = _setpriv()
+    if not setpriv:
+        return no("setpriv is not installed under /usr/bin: install util-linux: apt-get install util-linux")
+    ctl = cgroups.controllers()
+    missing = [c for c in ("memory", "pids") if ctl.get(c) is None]
+    if missing:
+        return no(f"no cgroup {' and '.join(missing)} controller under {cgroups.ROOT} (the local sandbox needs "
+                  "memory and pids limits): enable them or use backend='docker'")
+    try:
+        keep = _keep_dirs(sandbox_python())
+        fd = seccomp.program_fd()
+        try:
+            r = subprocess.run([*bwrap_prefix(bwrap, setpriv, keep, _workroot(keep), 1, 1, fd), "/bin/true"],
+                               capture_output=True, timeout=30, pass_fds=(fd,), env={"PATH": "/usr/bin:/bin"})
+        finally:
+            os.close(fd)
+    except SandboxUnavailable as exc:
+        return no(str(exc))
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return no(f"bubblewrap does not start here ({exc}): install bubblewrap: apt-get install bubblewrap")
+    if r.returncode != 0:
+        err = " ".join(r.stderr.decode(errors="replace").split())[:200]
+        return no(f"bubblewrap cannot build the sandbox here ({err}); check that {bwrap} is bubblewrap "
+                  ">= 0.5 (apt-get install bubblewrap), or use backend='docker'")
+    return {"tool": "bwrap", "path": bwrap, "setpriv": setpriv,
+            "why": "bubblewrap works (root, cgroup memory+pids, seccomp, allowlisted mounts)"}
 
 
 class LocalWorker:
-    """One namespace sandbox with a live executor, talking over its stdin/stdout pipes."""
+    """One bubblewrap sandbox with a live executor, talking over its stdin/stdout pipes."""
 
     def __init__(self, limits: Limits, tool: dict[str, Any], work_mb: int = 128, tmp_mb: int = 64,
                  cpus: float = 1.0):
         self._lock = threading.Lock()
         self.proc: subprocess.Popen | None = None
-        root = os.geteuid() == 0
-        mem = (limits.memory_mb + work_mb + tmp_mb + 64) << 20
-        self.cgroup = cgroups.SandboxCgroup(mem, limits.pids + 8, cpus) if root else None
+        self.cgroup: cgroups.SandboxCgroup | None = None
+        if tool.get("tool") != "bwrap":
+            raise SandboxUnavailable(tool.get("why") or NO_BWRAP)
+        if os.geteuid() != 0:
+            raise SandboxUnavailable(NOT_ROOT)
+        mem = (limits.memory_mb + work_mb + tmp_mb + SHM_MB + 64) << 20
+        self.cgroup = cgroups.SandboxCgroup(mem, limits.pids + 8, cpus)
+        why = self.cgroup.missing()
+        if why:
+            self.close()
+            raise SandboxUnavailable(why)
         python = sandbox_python()
-        exec_args = [python, "-I", "-c", executor_source(), "--wipe-tmp"]
-        if root:
-            exec_args += ["--drop", NOBODY]
-        if tool["tool"] == "bwrap":
-            cmd = bwrap_command(tool["path"], root, python, exec_args, tmp_mb, work_mb, self.cgroup)
-        elif tool["tool"] == "unshare" and root:
-            cmd = unshare_command(tool["path"], python, exec_args, tmp_mb, work_mb, self.cgroup)
-        else:
-            raise SandboxUnavailable(tool["why"])
-        env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "LANG": "C.UTF-8"}
-        if self.cgroup is not None and self.cgroup.procs_files:
-            # join the cgroups before exec, so every process of the sandbox is inside
-            env["TG_CG"] = " ".join(self.cgroup.procs_files)
-            cmd = ["/bin/sh", "-c", 'for f in $TG_CG; do echo $$ > "$f" || exit 97; done; exec "$@"', "sh", *cmd]
+        keep = _keep_dirs(python)
+        workroot = _workroot(keep)
+        args = [python, "-I", "-c", executor_source(), "--wipe-tmp"]
+        oom_dir = None
+        if self.cgroup.oom_file:
+            oom_dir = str(Path(self.cgroup.oom_file).parent)
+            args += ["--oom-file", "/sys/fs/cgroup/memory/" + Path(self.cgroup.oom_file).name]
+        env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "LANG": "C.UTF-8",
+               # join the cgroups before exec, so every process of the sandbox is inside
+               "TG_CG": " ".join(self.cgroup.procs_files)}
+        fd = -1
         try:
+            fd = seccomp.program_fd()
+            cmd = [*bwrap_prefix(tool["path"], tool["setpriv"], keep, workroot, tmp_mb, work_mb, fd, oom_dir),
+                   *args, "--workroot", workroot]
+            cmd = ["/bin/sh", "-c", 'for f in $TG_CG; do echo $$ > "$f" || exit 97; done; exec "$@"', "sh", *cmd]
             self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                         stderr=subprocess.PIPE, env=env, start_new_session=True, bufsize=0)
+                                         stderr=subprocess.PIPE, env=env, start_new_session=True, bufsize=0,
+                                         pass_fds=(fd,))
+            os.close(fd)
+            fd = -1
             self.channel = Channel(self.proc.stdout.fileno(), self.proc.stdin.fileno())
             pong = self.channel.call({"op": "ping"}, timeout=60)
             if not pong.get("ok"):
@@ -216,9 +294,12 @@ class LocalWorker:
             self.close()
             raise SandboxUnavailable(
                 f"local sandbox failed to start ({exc}): {err.decode(errors='replace').strip()[-300:]}") from exc
-        except Exception:
+        except BaseException:
             self.close()
             raise
+        finally:
+            if fd >= 0:
+                os.close(fd)
         self.proc.stderr.close()
 
     def call(self, req: dict[str, Any], timeout: float) -> dict[str, Any]:
@@ -258,7 +339,8 @@ class LocalWorker:
 
 
 class LocalBackend:
-    """Factory of LocalWorkers; reaps cgroups of crashed runs once per process."""
+    """Factory of LocalWorkers; refuses at once (one line) where the sandbox cannot be
+    hardened, and reaps cgroups of crashed runs once per process."""
 
     name = "local"
 
@@ -267,9 +349,12 @@ class LocalBackend:
         self.tool = probe()
         if self.tool["tool"] is None:
             raise SandboxUnavailable(self.tool["why"])
-        if not _REAPED and os.geteuid() == 0:
+        if not _REAPED:
             cgroups.reap_orphans()
             _REAPED = True
+        why = cgroups.check(limits.memory_mb << 20, limits.pids + 8)
+        if why:
+            raise SandboxUnavailable(why)
         self.limits = limits
 
     def new_worker(self) -> LocalWorker:

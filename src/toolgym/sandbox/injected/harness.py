@@ -1,9 +1,10 @@
 """The judge harness: runs INSIDE the sandbox as a trusted call (the sandbox's root). Stdlib only.
 
-It reads ``judge_spec.json`` (programs, tests, expected outputs, limits, the per-call
-nonce; a root-only file) into memory and deletes it, makes itself non-dumpable and a
-child subreaper (failing closed), and starts the zygote (a fresh ``python -I -S``) that
-forks every test process. No process that runs submission code ever holds an expected
+It makes itself non-dumpable and a
+child subreaper (failing closed), and before it reads anything forks the zygote that
+forks every test process (zygote.py). Only then it reads ``judge_spec.json`` (programs,
+tests, expected outputs, limits, the per-call nonce; a root-only file) into memory and
+deletes it. No process that runs submission code ever holds an expected
 value, a test's code or the verdict stream:
 - stdio mode: the program (uid 65534) gets the input; the harness compares the output.
   A custom checker runs as uid 65533 in a process of its own.
@@ -28,6 +29,7 @@ import socket
 import sys
 import time
 
+import zygote
 from common import (
     EVAL_UID,
     PR_GET_DUMPABLE,
@@ -36,6 +38,7 @@ from common import (
     RUN_UID,
     UNTRUSTED_UIDS,
     WIPE_DIRS,
+    ipc_objects,
     kill_uid,
     listing,
     prctl,
@@ -44,7 +47,6 @@ from common import (
 )
 
 SPEC_FILE = "judge_spec.json"
-ZYGOTE_FILE = "judge_zygote.py"
 EXCERPT = 160
 EVAL_MEMORY_MB = 1024  # the evaluator is trusted; its limit only guards the sandbox
 
@@ -56,22 +58,21 @@ def _excerpt(text, limit=EXCERPT):
 
 
 class Zygote:
-    """The fork server (zygote.py), started by exec: none of our memory survives in it."""
+    """The fork server (zygote.py), forked before the spec is read: it holds none of it."""
 
-    def __init__(self, source):
+    def __init__(self):
         parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        argv = [sys.executable, "-I", "-S", "-c", source, str(child.fileno()), json.dumps(sys.path)]
         pid = os.fork()
         if pid == 0:
             try:
+                parent.close()
                 null = os.open(os.devnull, os.O_RDWR)
-                for fd in (0, 1, 2):
+                for fd in (0, 1, 2):  # never the verdict stream
                     os.dup2(null, fd)
                 keep = child.fileno()
                 os.closerange(3, keep)
                 os.closerange(keep + 1, 1 << 16)
-                os.set_inheritable(keep, True)
-                os.execv(sys.executable, argv)
+                zygote.serve(child)
             finally:
                 os._exit(127)
         child.close()
@@ -92,10 +93,13 @@ class Zygote:
             self.exits[m["pid"]] = m["exit"]
         return m
 
-    def spawn(self, req, fds):
+    def request(self, req, fds):
+        """Ask for a child; its pid comes later, in order, from `next_pid`."""
         socket.send_fds(self.sock, [json.dumps(req).encode()], fds)
         for fd in fds:
             os.close(fd)
+
+    def next_pid(self):
         while True:
             m = self.pump()
             if "pid" in m and "exit" not in m:
@@ -120,6 +124,8 @@ class Run:
 
     def __init__(self):
         self.pids = []
+        self.kinds = []  # of each child asked for, in order
+        self.pending = 0
         self.dirs = []
         self.reads = {}  # fd -> (name, cap)
         self.writes = {}  # fd -> bytearray
@@ -150,8 +156,15 @@ class Harness:
             run.dirs.append(d)
         return d
 
+    def job_dir(self, uid):
+        """A dir for the job's processes of `uid`, shared by its tests (removed between jobs)."""
+        if uid not in self.dirs:
+            self.dirs[uid] = self.make_dir(uid)
+        return self.dirs[uid]
+
     def start(self, run, kind, uid, cwd, limit_s, memory_mb, stdin=None, inputs=(), outputs=(), extra=(), **kw):
-        """Start one child; `inputs` are bytes fed to fds 3..; `outputs` names read from fds after them."""
+        """Start one child; `inputs` are bytes fed to fds 3..; `outputs` names read from fds after
+        them. Its pid is appended to run.pids once `started` collects it."""
         fds = []
         if stdin is None:
             fds.append(os.open(os.devnull, os.O_RDONLY))
@@ -181,9 +194,16 @@ class Harness:
                 del buf[:os.write(fd, buf[:65536])]
             except BlockingIOError:
                 pass
-        pid = self.zygote.spawn(req, fds)
-        run.pids.append(pid)
-        return pid
+        self.zygote.request(req, fds)
+        run.pending += 1
+        run.kinds.append(kind)
+
+    def started(self, run):
+        """The pids of the children asked for (in order), once the zygote has forked them."""
+        while run.pending:
+            run.pids.append(self.zygote.next_pid())
+            run.pending -= 1
+        return run.pids
 
     def supervise(self, run, until, deadline):
         """Move data until process `until` ends (then drain briefly), a cap is passed, or the deadline."""
@@ -197,11 +217,13 @@ class Harness:
         for name, _ in run.reads.values():
             run.out.setdefault(name, bytearray())
         drain_until = None
+        prefix = run.kinds[run.pids.index(until)] + "."
         while run.over is None:
             now = time.monotonic()
             if until in self.zygote.exits:
+                # what `until` wrote is all that is needed (the others are killed next)
                 drain_until = drain_until or now + 0.25
-                if not run.reads or now >= drain_until:
+                if now >= drain_until or not any(n.startswith(prefix) for n, _ in run.reads.values()):
                     break
             elif now >= deadline:
                 run.timed_out = True
@@ -273,8 +295,9 @@ class Harness:
 
     def clear_all(self):
         """Between jobs: no process, IPC object or file of an untrusted uid survives."""
+        self.clear_processes()
         for uid in UNTRUSTED_UIDS:
-            if not kill_uid(uid):
+            if ipc_objects(uid) and not kill_uid(uid):  # only the owner may remove them
                 raise RuntimeError(f"processes of uid {uid} could not be killed")
         workroot = os.path.dirname(os.path.abspath("."))
         prefixes = {os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)}
@@ -355,8 +378,8 @@ class Harness:
                           "got": got}).encode()
         run = Run()
         limit = self.spec.get("checker_time_limit_s", 10.0)
-        pid = self.start(run, "checker", EVAL_UID, self.make_dir(EVAL_UID, run), limit, 0, stdin=job,
-                         outputs=("answer",))
+        self.start(run, "checker", EVAL_UID, self.job_dir(EVAL_UID), limit, 0, stdin=job, outputs=("answer",))
+        (pid,) = self.started(run)
         self.supervise(run, pid, time.monotonic() + limit)
         try:
             ans = json.loads(bytes(run.out.get("checker.answer", b"")).decode())
@@ -386,8 +409,8 @@ class Harness:
         # compiled as the untrusted uid: an #include of a secret file only finds nothing
         run = Run()
         limit = self.spec.get("compile_time_limit_s", 60.0)
-        pid = self.start(run, "exec", RUN_UID, d, limit, 2048,
-                         argv=["/usr/bin/g++", "-O2", "-std=c++17", "-o", exe, src])
+        self.start(run, "exec", RUN_UID, d, limit, 2048, argv=["/usr/bin/g++", "-O2", "-std=c++17", "-o", exe, src])
+        (pid,) = self.started(run)
         self.supervise(run, pid, time.monotonic() + limit)
         if run.timed_out:
             return None, "compilation timed out"
@@ -403,8 +426,9 @@ class Harness:
         kind, target = how
         run = Run()
         d = self.make_dir(RUN_UID, run)
-        pid = self.start(run, kind, RUN_UID, d, self.limit_s, self.memory_mb, stdin=test["input"].encode("utf-8"),
-                         path=target, argv=[target])
+        self.start(run, kind, RUN_UID, d, self.limit_s, self.memory_mb, stdin=test["input"].encode("utf-8"),
+                   path=target, argv=[target])
+        (pid,) = self.started(run)
         start = time.monotonic()
         self.supervise(run, pid, start + self.limit_s)
         elapsed = time.monotonic() - start
@@ -426,10 +450,11 @@ class Harness:
         prog = self.spec["program"].encode("utf-8")
         payload = {k: test[k] for k in ("kind", "code", "call", "args", "kwargs") if k in test}
         start = time.monotonic()
-        cand = self.start(run, "cand", RUN_UID, self.make_dir(RUN_UID, run), self.limit_s, self.memory_mb,
-                          inputs=[prog], extra=[cand_end.detach()])
-        ev = self.start(run, "eval", EVAL_UID, self.make_dir(EVAL_UID, run), self.limit_s, EVAL_MEMORY_MB,
-                        inputs=[json.dumps(payload).encode()], outputs=("verdict",), extra=[eval_end.detach()])
+        self.start(run, "cand", RUN_UID, self.job_dir(RUN_UID), self.limit_s, self.memory_mb,
+                   inputs=[prog], extra=[cand_end.detach()])
+        self.start(run, "eval", EVAL_UID, self.job_dir(EVAL_UID), self.limit_s, EVAL_MEMORY_MB,
+                   inputs=[json.dumps(payload).encode()], outputs=("verdict",), extra=[eval_end.detach()])
+        cand, ev = self.started(run)
         self.supervise(run, ev, start + self.limit_s)
         elapsed = time.monotonic() - start
         stderr = bytes(run.out.get("cand.stderr", b"")).decode("utf-8", "replace")
@@ -486,6 +511,7 @@ class Harness:
         self.memory_mb = int(job["memory_mb"])
         self.output_bytes = self.cap = int(job["output_bytes"])
         self.checker_errors = []
+        self.dirs = {}
         start = time.monotonic()
         how, ce = self.prepare() if job["mode"] == "stdio" else (None, None)
         stop = bool(job["stop_at_first_failure"])
@@ -539,23 +565,20 @@ def _harden():
 
 def main():
     signal.signal(signal.SIGPIPE, signal.SIG_IGN)
-    spec = load_spec(sys.argv[1] if len(sys.argv) > 1 else SPEC_FILE)
-    nonce = spec["nonce"]
     try:
         why = _harden()
     except OSError as exc:
         why = f"hardening failed: {exc}"
+    zygote = Zygote() if why is None else None  # before the spec is read
+    spec = load_spec(sys.argv[1] if len(sys.argv) > 1 else SPEC_FILE)
+    nonce = spec["nonce"]
     if why is not None:
         sys.stdout.write(nonce + " " + json.dumps({"fatal": why}) + "\n")
         sys.stdout.flush()
         os._exit(3)
-    with open(ZYGOTE_FILE, encoding="utf-8") as f:
-        source = f.read()
-    os.unlink(ZYGOTE_FILE)
     os.chmod(".", 0o711)  # test processes (other uids) traverse this to their own dirs
     root = os.path.join(os.getcwd(), "tgjudge-" + os.urandom(6).hex())  # binaries may run here
     os.mkdir(root, 0o711)
-    zygote = Zygote(source)
     harness = Harness(nonce, zygote, root)
     try:
         for j, job in enumerate(spec["jobs"]):

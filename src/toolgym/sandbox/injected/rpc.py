@@ -132,13 +132,13 @@ class Codec:
         if isinstance(v, dict):
             return {"D": [[self._enc(k, memo), self._enc(x, memo)] for k, x in dict.items(v)], "#": n}
         if isinstance(v, tuple):
-            return {"T": [self._enc(x, memo) for x in tuple.__iter__(v)]}
+            return {"T": [self._enc(x, memo) for x in tuple.__iter__(v)], "#": n}
         if isinstance(v, (set, frozenset)):
-            return {"F" if isinstance(v, frozenset) else "S": [self._enc(x, memo) for x in v]}
+            return {"F" if isinstance(v, frozenset) else "S": [self._enc(x, memo) for x in v], "#": n}
         if isinstance(v, (bytes, bytearray)):
-            return {"BA" if isinstance(v, bytearray) else "B": base64.b64encode(bytes(v)).decode()}
+            return {"BA" if isinstance(v, bytearray) else "B": base64.b64encode(bytes(v)).decode(), "#": n}
         if isinstance(v, complex):
-            return {"C": [v.real, v.imag]}
+            return {"C": [v.real, v.imag], "#": n}
         if self.by_value(v):
             attrs = object.__getattribute__(v, "__dict__")
             return {"O": t.__name__, "A": [[k, self._enc(x, memo)] for k, x in dict.items(attrs)
@@ -165,18 +165,25 @@ class Codec:
             for k, x in d["D"]:
                 out[self._dec(k, memo)] = self._dec(x, memo)
             return out
+        if "S" in d:  # a set can only hold hashable items, never itself: filled after registering
+            out = memo[d["#"]] = set()
+            out.update(self._dec(x, memo) for x in d["S"])
+            return out
         if "T" in d:
-            return tuple(self._dec(x, memo) for x in d["T"])
-        if "S" in d:
-            return {self._dec(x, memo) for x in d["S"]}
-        if "F" in d:
-            return frozenset(self._dec(x, memo) for x in d["F"])
-        if "B" in d:
-            return base64.b64decode(d["B"])
-        if "BA" in d:
-            return bytearray(base64.b64decode(d["BA"]))
-        if "C" in d:
-            return complex(*d["C"])
+            out = tuple(self._dec(x, memo) for x in d["T"])
+        elif "F" in d:
+            out = frozenset(self._dec(x, memo) for x in d["F"])
+        elif "B" in d:
+            out = base64.b64decode(d["B"])
+        elif "BA" in d:
+            out = bytearray(base64.b64decode(d["BA"]))
+        elif "C" in d:
+            out = complex(*d["C"])
+        else:
+            out = None
+        if out is not None:
+            memo[d["#"]] = out
+            return out
         if "O" in d:
             cls = self._class(str(d["O"]))
             obj = memo[d["#"]] = cls.__new__(cls)
@@ -336,37 +343,40 @@ class Link:
         try:
             send(self.fd, req)
             reply = recv(self.fd)
-            return self._answer(reply, args)
+            if reply is None:
+                raise ValueError("end of stream")
+            if "x" in reply:
+                name, msg, kind = (str(x) for x in reply["x"])
+            else:
+                memo = {}
+                value = self.codec.decode(reply["v"], memo)
+                for orig, new in zip(args, reply.get("m") or [], strict=False):
+                    if new is not None:
+                        _copy_back(orig, self.codec.decode(new, memo))
+                return value, memo, reply
         except (OSError, ValueError, KeyError, TypeError, IndexError, AttributeError, RecursionError):
             # the stream broke or carried something malformed: the program failed the test
             self.dead = True
             raise CandidateAbort("the program ended or broke the call channel during the test") from None
+        raise _exception(name, msg, kind)
 
-    def _answer(self, reply, args):
-        if reply is None:
-            raise ValueError("end of stream")
-        if "x" in reply:
-            name, msg, kind = reply["x"]
-            if kind == "mem":
-                raise MemoryError(msg)
-            if kind == "stop":
-                raise StopIteration
-            if kind == "base":
-                raise CandidateAbort(f"{name}: {msg}" if msg else name)
-            cls = getattr(builtins, name, None)
-            exc = None
-            if isinstance(cls, type) and issubclass(cls, Exception) and cls.__module__ == "builtins":
-                try:
-                    exc = cls(msg) if msg else cls()
-                except Exception:  # noqa: BLE001 - a type that wants other arguments
-                    exc = None
-            raise exc if exc is not None else CandidateError(f"{name}: {msg}" if msg else name)
-        memo = {}
-        value = self.codec.decode(reply["v"], memo)
-        for orig, new in zip(args, reply.get("m") or [], strict=False):
-            if new is not None:
-                _copy_back(orig, self.codec.decode(new, memo))
-        return value, memo, reply
+
+def _exception(name, msg, kind):
+    """The evaluator's version of an exception the program raised (built here from its name)."""
+    if kind == "mem":
+        return MemoryError(msg)
+    if kind == "stop":
+        return StopIteration()
+    if kind == "base":
+        return CandidateAbort(f"{name}: {msg}" if msg else name)
+    cls = getattr(builtins, name, None)
+    if isinstance(cls, type) and issubclass(cls, Exception) and cls.__module__ == "builtins":
+        try:
+            return cls(msg) if msg else cls()
+        except Exception:  # noqa: BLE001 - a type that wants other arguments
+            pass
+    return CandidateError(f"{name}: {msg}" if msg else name)
+
 
 
 class Remote:

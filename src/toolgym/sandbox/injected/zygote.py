@@ -1,10 +1,11 @@
-"""The judge's fork server: a clean interpreter that forks one process per test role.
+"""The judge's fork server: a clean process that forks one process per test role.
 
-The harness starts it as ``python -I -S -c SOURCE SOCK SYSPATH`` (a fresh exec: none of
-the harness's memory), as the sandbox's root. Forking a warm interpreter costs ~1 ms
-where a fresh ``python`` costs tens of ms. Requests arrive on the SOCK_SEQPACKET socket
-SOCK as JSON with the child's fds attached; the reply is {"pid"} then, when the child
-ended, {"exit"}. A child drops to the request's uid before it runs anything.
+The harness forks it at its start, before it reads the spec, so its memory holds no
+program, test, expected output or nonce; it runs as the sandbox's root. Forking a warm
+interpreter costs ~1 ms where a fresh ``python`` costs tens of ms. Requests arrive on a
+SOCK_SEQPACKET socket as JSON with the child's fds attached; the reply is {"pid"}, and
+{"exit", "pid"} when that child has ended. A child drops to the request's uid before it
+runs anything.
 
 Child kinds:
 - "cand": the submission (function mode), uid 65534. fd 3 brings the program; fd 4 is its
@@ -219,17 +220,11 @@ def _child(req, fds):
         os.execve(req["argv"][0], req["argv"], dict(os.environ))
 
 
-def main():
-    sock_fd, path = int(sys.argv[1]), json.loads(sys.argv[2])
-    sys.path[:] = [p for p in path if isinstance(p, str)]
+def serve(sock):
+    """Run as the fork server on `sock` (a SOCK_SEQPACKET socket) until it closes."""
     prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
     prctl(PR_SET_DUMPABLE, 0)
-    sock = socket.socket(fileno=sock_fd)
     gc.collect()
     gc.freeze()  # children never scan (and so never copy) the zygote's objects
     sock.send(b'{"ready": true}')
     _serve(sock)
-
-
-if __name__ == "__main__":
-    main()
