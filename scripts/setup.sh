@@ -43,7 +43,7 @@ if command -v dockerd >/dev/null && ! docker_up; then
     for _ in $(seq 60); do docker_up && break; sleep 1; done
     docker_up || { echo "setup.sh: dockerd did not start; see /var/log/toolgym-dockerd.log" >&2; exit 1; }
   else
-    log "no Docker engine answers and this user cannot start one: toolgym will use the local sandbox"
+    log "no Docker engine answers and this user cannot start one; the local sandbox, too, runs only as root"
   fi
 fi
 

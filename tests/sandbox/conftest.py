@@ -15,7 +15,7 @@ import pytest
 from toolgym.sandbox import Limits, open_sandbox
 
 BACKENDS = ("local", "docker")
-SB_BACKENDS = ("local", "docker", "local-unshare")  # the security suite also covers the fallback
+SB_BACKENDS = BACKENDS
 LIMITS = Limits(timeout_s=3, memory_mb=256, pids=64, output_bytes=64 << 10)
 
 
@@ -103,22 +103,8 @@ def backend(request) -> str:
 
 
 def open_for(backend: str, limits: Limits = LIMITS, pool_size: int = 1):
-    """open_sandbox, where 'local-unshare' is the local backend without bubblewrap."""
-    if backend != "local-unshare":
-        return open_sandbox(backend, limits, pool_size=pool_size)
-    if os.geteuid() != 0:
-        pytest.skip("the unshare fallback needs root")
-    old = os.environ.get("TOOLGYM_LOCAL_TOOL")
-    os.environ["TOOLGYM_LOCAL_TOOL"] = "unshare"
-    try:
-        box = open_sandbox("local", limits, pool_size=pool_size)
-    finally:
-        if old is None:
-            del os.environ["TOOLGYM_LOCAL_TOOL"]
-        else:
-            os.environ["TOOLGYM_LOCAL_TOOL"] = old
-    assert box.backend_impl.tool["tool"] == "unshare"
-    return box
+    """open_sandbox for one backend of SB_BACKENDS."""
+    return open_sandbox(backend, limits, pool_size=pool_size)
 
 
 @pytest.fixture(scope="module", params=SB_BACKENDS)

@@ -101,20 +101,22 @@ def _cgroup_fallback() -> dict[str, str | None]:
 def _local_checks(report: dict[str, Any] | None) -> list[Check]:
     if report:
         loc = report["local"]
-        bw = _check("bubblewrap", "ok" if loc["available"] else "missing", f"{loc.get('tool')}: {loc.get('why')}",
-                    "apt-get install bubblewrap (and allow unprivileged user namespaces)")
+        # installed but unusable here (not root, no cgroup, another arch): a warning, with why as the fix
+        status = "ok" if loc["available"] else ("warn" if shutil.which("bwrap") else "missing")
+        bw = _check("bubblewrap", status, f"{loc.get('tool')}: {loc.get('why')}",
+                    loc.get("why") or "apt-get install bubblewrap; the local sandbox runs only as root")
         cg = loc.get("cgroups") or {}
     else:
         path = shutil.which("bwrap")
         bw = _check("bubblewrap", "ok" if path else "missing", path or "bwrap not on PATH",
-                    "apt-get install bubblewrap")
+                    "apt-get install bubblewrap; the local sandbox runs only as root")
         cg = _cgroup_fallback()
     usable = sorted(k for k, v in cg.items() if v)
     version = "v2" if Path("/sys/fs/cgroup/cgroup.controllers").is_file() else "v1"
     cg_check = _check("cgroups", "ok" if {"memory", "pids"} <= set(usable) else "warn",
                       f"cgroup {version}; usable controllers: {', '.join(usable) or 'none'}",
-                      "run as root with cgroup memory+pids controllers delegated; without them the local "
-                      "sandbox limits memory and processes by rlimits only", controllers=cg)
+                      "run as root with the cgroup memory and pids controllers enabled; without them the local "
+                      "sandbox refuses to start (use Docker)", controllers=cg)
     return [bw, cg_check]
 
 
