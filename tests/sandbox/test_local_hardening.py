@@ -354,8 +354,8 @@ def test_dev_shm_is_not_the_hosts(tool):
         planted.unlink()
     assert out["seen"] is False and out["listing"] == [n for n in out["listing"] if n.startswith("from-inside-")]
     assert not [p for p in host_shm.iterdir() if p.name.startswith("from-inside-")]
-    assert set(out["dev"]) <= {"core", "fd", "full", "null", "ptmx", "pts", "random", "shm", "stderr", "stdin",
-                               "stdout", "tty", "urandom", "zero"}, out["dev"]
+    assert set(out["dev"]) <= {"core", "fd", "full", "mqueue", "null", "ptmx", "pts", "random", "shm", "stderr",
+                               "stdin", "stdout", "tty", "urandom", "zero"}, out["dev"]
 
 
 # ----------------------------------------------------------------------------- refusals

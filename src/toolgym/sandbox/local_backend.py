@@ -129,7 +129,7 @@ def _workroot(keep: list[str]) -> str:
 
 
 def bwrap_prefix(bwrap: str, setpriv: str, keep: list[str], workroot: str, tmp_mb: int, work_mb: int,
-                 seccomp_fd: int, oom_dir: str | None = None) -> list[str]:
+                 seccomp_fd: int, oom_dir: str | None = None, pids_dir: str | None = None) -> list[str]:
     """bwrap's argv up to the command to run inside (append it): the allowlisted sandbox.
 
     `keep`: the interpreter's prefix dirs (`_keep_dirs`); `oom_dir`: the host dir of the
@@ -155,7 +155,9 @@ def bwrap_prefix(bwrap: str, setpriv: str, keep: list[str], workroot: str, tmp_m
         if os.path.exists(f"/proc/{p}"):
             cmd += ["--ro-bind", "/dev/null", f"/proc/{p}"]
     cmd += ["--dev", "/dev",
-            "--size", str(SHM_MB << 20), "--perms", "1777", "--tmpfs", "/dev/shm", "--remount-ro", "/dev",
+            "--size", str(SHM_MB << 20), "--perms", "1777", "--tmpfs", "/dev/shm",
+            # the IPC namespace's POSIX message queues, visible so the executor can wipe them
+            "--mqueue", "/dev/mqueue", "--remount-ro", "/dev",
             "--size", str(tmp_mb << 20), "--perms", "1777", "--tmpfs", "/tmp"]
     made |= {"/proc", "/dev", "/tmp"}
 
@@ -173,6 +175,8 @@ def bwrap_prefix(bwrap: str, setpriv: str, keep: list[str], workroot: str, tmp_m
         cmd += parents(k) + ["--ro-bind", k, k]
     if oom_dir is not None:
         cmd += parents("/sys/fs/cgroup/memory") + ["--ro-bind", oom_dir, "/sys/fs/cgroup/memory"]
+    if pids_dir is not None and pids_dir != oom_dir:  # the executor reads its task count there
+        cmd += parents("/sys/fs/cgroup/pids") + ["--ro-bind", pids_dir, "/sys/fs/cgroup/pids"]
     cmd += ["--remount-ro", "/", "--cap-drop", "ALL"]
     for cap in (*CAPS, "CAP_SETPCAP"):  # SETPCAP only for setpriv, which drops it again
         cmd += ["--cap-add", cap]
@@ -271,7 +275,9 @@ class LocalWorker:
         fd = -1
         try:
             fd = seccomp.program_fd()
-            cmd = [*bwrap_prefix(tool["path"], tool["setpriv"], keep, workroot, tmp_mb, work_mb, fd, oom_dir),
+            pids = self.cgroup.dirs.get("pids")
+            cmd = [*bwrap_prefix(tool["path"], tool["setpriv"], keep, workroot, tmp_mb, work_mb, fd, oom_dir,
+                                 str(pids) if pids is not None else None),
                    *args, "--workroot", workroot]
             cmd = ["/bin/sh", "-c", 'for f in $TG_CG; do echo $$ > "$f" || exit 97; done; exec "$@"', "sh", *cmd]
             self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,

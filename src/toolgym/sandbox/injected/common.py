@@ -15,7 +15,9 @@ PR_GET_DUMPABLE, PR_SET_DUMPABLE, PR_SET_CHILD_SUBREAPER, PR_SET_NO_NEW_PRIVS = 
 PR_SET_PDEATHSIG = 1
 IPC_RMID = 0
 WIPE_DIRS = ("/tmp", "/var/tmp", "/dev/shm", "/dev/mqueue")
-PIDS_FILES = ("/sys/fs/cgroup/pids/pids.current", "/sys/fs/cgroup/pids.current")
+# the sandbox's pids cgroup: Docker (cgroup v1, v2), and the local backend's bind mounts
+PIDS_FILES = ("/sys/fs/cgroup/pids/pids.current", "/sys/fs/cgroup/pids.current",
+              "/sys/fs/cgroup/memory/pids.current")
 _LIBC = []
 
 

@@ -70,6 +70,7 @@ _IN = _OUT = -1
 _SESSION = None  # dict(pid, ctl, out, err, uid) of the live session interpreter
 _SEQ = [0]
 _TEMPLATE = None  # (pid, socket) of the template process
+_BASE_TASKS = [None]  # tasks in the sandbox's pids cgroup when no call runs
 _REFUSED = None  # why this sandbox refuses to run anything (a hardening step failed)
 
 
@@ -654,11 +655,11 @@ def _run_one(desc, stdin_fd, lim, oom_before):
 def _clean_uids(uids, spare=None):
     """Kill what every untrusted uid a call may have used left behind. True if none is left.
 
-    Skipped when the sandbox's pids cgroup counts no task but the executor, the template
-    and a live session: that count is exact and includes forks in progress, and no other
-    process exists that could create one."""
+    Skipped when the sandbox's pids cgroup counts no task beyond those at start-up (the
+    executor, the template) and a live session: that count is exact and includes forks in
+    progress, and no other process exists that could create one."""
     _reap()
-    if tasks() == 1 + len(_keep()):
+    if _BASE_TASKS[0] is not None and tasks() == _BASE_TASKS[0] + (1 if _SESSION else 0):
         return True
     ok = True
     for uid in uids:
@@ -1024,6 +1025,7 @@ def main(argv):
     if _REFUSED is None:
         os.makedirs(WORKROOT, exist_ok=True)
         _start_template()  # before any request is read: its memory never holds one
+        _BASE_TASKS[0] = tasks()  # this sandbox's tasks when nothing runs (helpers outside it included)
     while True:
         req = read_frame(_IN)
         if req is None:
