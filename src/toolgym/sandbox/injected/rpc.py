@@ -95,14 +95,21 @@ class Codec:
         self.make_callback = make_callback  # candidate side: a stand-in that calls back
         self.names = names  # candidate side: the program's namespace
         self.records = {}
+        self.refs = False
 
     # -- encode
-    def encode(self, v, memo=None, handle=False):
+    def encode(self, v, memo=None, handle=False, refs=False):
+        """`handle`: send `v` itself by reference; `refs`: send objects of the sender's classes by
+        reference (an attribute read: the test may go on to change the object in place)."""
         memo = {} if memo is None else memo
         if handle:
             return self._handle(v)
-        with _deep():
-            return self._enc(v, memo)
+        self.refs = refs
+        try:
+            with _deep():
+                return self._enc(v, memo)
+        finally:
+            self.refs = False
 
     def _handle(self, v):
         if self.handles is None:
@@ -149,7 +156,7 @@ class Codec:
         name = t.__module__ + "." + t.__name__
         if name in ("decimal.Decimal", "fractions.Fraction"):
             return {"N": name, "s": str(v), "#": n}
-        if self.by_value(v):
+        if self.by_value(v) and not (self.refs and self.handles is not None):
             attrs = object.__getattribute__(v, "__dict__")
             return {"O": t.__name__, "A": [[k, self._enc(x, memo)] for k, x in dict.items(attrs)
                                            if isinstance(k, str)], "#": n}
@@ -332,9 +339,13 @@ def serve_candidate(program, fd):
                 send(fd, {"v": None})
                 continue
             obj = target(req["t"])
+            if op == "setattr":  # the test builds a structure out of the program's objects
+                setattr(obj, str(req["n"]), codec.decode(req["a"][0], memo))
+                send(fd, {"v": None})
+                continue
             if op == "getattr":
                 value = getattr(obj, str(req["n"]))
-                send(fd, {"v": _encode_result(codec, value)})
+                send(fd, {"v": _encode_result(codec, value, refs=True)})
                 continue
             args = [codec.decode(a, memo) for a in req.get("a", [])]
             kwargs = {str(k): codec.decode(a, memo) for k, a in req.get("k", [])}
@@ -353,9 +364,9 @@ def serve_candidate(program, fd):
                 os._exit(1)
 
 
-def _encode_result(codec, value, memo=None):
+def _encode_result(codec, value, memo=None, refs=False):
     try:
-        return codec.encode(value, memo)
+        return codec.encode(value, memo, refs=refs)
     except (TypeError, ValueError, RecursionError):
         return codec.encode(value, handle=True)
 
@@ -477,7 +488,9 @@ class Remote:
         return value
 
     def __setattr__(self, name, value):
-        raise AttributeError("attributes of the program's objects cannot be set from the test")
+        link = object.__getattribute__(self, "_link")
+        link.request({"op": "setattr", "t": object.__getattribute__(self, "_target"), "n": str(name),
+                      "a": [link.codec.encode(value)]})
 
     def __iter__(self):
         it = self._call("method", (), {}, "__iter__")
