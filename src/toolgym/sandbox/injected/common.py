@@ -6,6 +6,7 @@ each of them runs as one self-contained `python -c` program.
 
 import os
 import signal
+import sys
 import time
 
 RUN_UID = 65534  # untrusted code
@@ -245,3 +246,102 @@ def listing(path, spare=(), protected=lambda path: False):
         return [n for n in os.listdir(path) if n not in spare and not protected(os.path.join(path, n))]
     except OSError:
         return []
+
+
+def read_exact(fd, n):
+    """Exactly `n` bytes from `fd`, or None at the end of the stream."""
+    chunks, got = [], 0
+    while got < n:
+        b = os.read(fd, min(n - got, 1 << 20))
+        if not b:
+            return None
+        chunks.append(b)
+        got += len(b)
+    return b"".join(chunks)
+
+
+def reap():
+    """Collect dead children and orphans (PID 1 and subreapers inherit them). {pid: status}."""
+    done = {}
+    while True:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            break
+        if pid == 0:
+            break
+        done[pid] = status
+    return done
+
+
+def exit_code(exc):
+    """The status `python` exits with for SystemExit `exc` (printing a non-int code)."""
+    code = exc.code
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code & 0xFF
+    try:
+        sys.stderr.write(str(code) + "\n")
+    except Exception:
+        pass
+    return 1
+
+
+def flush():
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:
+            pass
+
+
+def print_exc(exc):
+    """A traceback as the interpreter prints it, without the frames of these scripts."""
+    import traceback  # preloaded by the scripts: no allocation-heavy import after a MemoryError
+
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_frame.f_code.co_filename.startswith("<sandbox"):
+        tb = tb.tb_next
+    sys.stderr.write("".join(traceback.TracebackException(type(exc), exc, tb).format()))
+
+
+def run_as_main(path, filename):
+    """Run the program in `path` as `python -I main.py` would, in this (forked) interpreter,
+    then exit with its status: threads joined, atexit hooks run, streams flushed."""
+    import builtins
+    import types
+
+    main = types.ModuleType("__main__")
+    main.__file__ = path
+    main.__builtins__ = builtins
+    sys.modules["__main__"] = main
+    rc = 0
+    try:
+        with open(path, "rb") as fh:
+            code = compile(fh.read(), filename, "exec")
+        exec(code, main.__dict__)
+    except SystemExit as exc:
+        rc = exit_code(exc)
+    except BaseException as exc:  # noqa: B036 - mirror the interpreter's top level
+        if isinstance(exc, MemoryError):
+            main.__dict__.clear()  # free the program's data so the report itself can allocate
+        try:
+            print_exc(exc)
+        except MemoryError:
+            os.write(2, b"MemoryError\n")
+        rc = 1
+    try:
+        import threading
+
+        threading._shutdown()
+    except BaseException:
+        pass
+    try:
+        import atexit
+
+        atexit._run_exitfuncs()
+    except BaseException:
+        pass
+    flush()
+    os._exit(rc)

@@ -50,11 +50,17 @@ from common import (
     UNTRUSTED_UIDS,
     WIPE_DIRS,
     drop_to,
+    exit_code,
+    flush,
     ipc_objects,
     kill_uid,
     listing,
     other_pids,
     prctl,
+    print_exc,
+    read_exact,
+    reap,
+    run_as_main,
     tasks,
     wipe,
 )
@@ -75,30 +81,19 @@ _REFUSED = None  # why this sandbox refuses to run anything (a hardening step fa
 
 
 # ----------------------------------------------------------------------------- framing
-def _read_exact(fd, n):
-    chunks, got = [], 0
-    while got < n:
-        b = os.read(fd, min(n - got, 1 << 20))
-        if not b:
-            return None
-        chunks.append(b)
-        got += len(b)
-    return b"".join(chunks)
-
-
 def read_frame(fd):
-    head = _read_exact(fd, 4)
+    head = read_exact(fd, 4)
     if head is None:
         return None
     (n,) = struct.unpack(">I", head)
     if n > MAX_FRAME:
         while n > 0:  # drain it so the stream stays in sync
-            chunk = _read_exact(fd, min(n, 1 << 20))
+            chunk = read_exact(fd, min(n, 1 << 20))
             if chunk is None:
                 return None
             n -= len(chunk)
         return {"__error__": "frame too large"}
-    body = _read_exact(fd, n)
+    body = read_exact(fd, n)
     if body is None:
         return None
     try:
@@ -172,20 +167,6 @@ def _oom_count():
     return 0
 
 
-def _reap():
-    """Collect zombies (we are PID 1 or a subreaper: orphans land here). Returns {pid: status}."""
-    done = {}
-    while True:
-        try:
-            pid, status = os.waitpid(-1, os.WNOHANG)
-        except ChildProcessError:
-            break
-        if pid == 0:
-            break
-        done[pid] = status
-    return done
-
-
 def _keep():
     keep = {_TEMPLATE[0]} if _TEMPLATE else set()
     if _SESSION:
@@ -203,7 +184,7 @@ def _kill_all(keep=(), patience=10.0):
     deadline = time.monotonic() + patience
     pause = 0.0005
     while True:
-        _reap()
+        reap()
         pids = other_pids(keep)
         if not pids:
             return True
@@ -212,7 +193,7 @@ def _kill_all(keep=(), patience=10.0):
                 os.kill(pid, signal.SIGKILL)
             except OSError:
                 pass
-        _reap()
+        reap()
         if time.monotonic() > deadline:
             return not other_pids(keep)
         time.sleep(pause)
@@ -304,82 +285,15 @@ def _python_stdio():
                                                    errors="backslashreplace", line_buffering=True)
 
 
-def _print_exc(exc):
-    import traceback  # preloaded by main(): no allocation-heavy import after a MemoryError
-
-    tb = exc.__traceback__
-    while tb is not None and tb.tb_frame.f_code.co_filename == _print_exc.__code__.co_filename:
-        tb = tb.tb_next  # hide executor frames
-    te = traceback.TracebackException(type(exc), exc, tb)
-    sys.stderr.write("".join(te.format()))
-
-
-def _exit_code(exc):
-    code = exc.code
-    if code is None:
-        return 0
-    if isinstance(code, int):
-        return code & 0xFF
-    try:
-        sys.stderr.write(str(code) + "\n")
-    except Exception:
-        pass
-    return 1
-
-
-def _flush():
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except Exception:
-            pass
-
-
 def _python_main(path, argv, cwd):
     """Run user code as `python3 -I main.py ARGV` would, in this forked interpreter."""
-    import builtins
-    import types
-
     os.environ.clear()
     os.environ.update(_env(cwd))
     _python_signals()
     _python_stdio()
     sys.argv = ["main.py", *argv]
     sys.path.insert(0, cwd)
-    main = types.ModuleType("__main__")
-    main.__file__ = path
-    main.__builtins__ = builtins
-    sys.modules["__main__"] = main
-    rc = 0
-    try:
-        with open(path, "rb") as fh:
-            src = fh.read()
-        code = compile(src, "main.py", "exec")
-        exec(code, main.__dict__)
-    except SystemExit as exc:
-        rc = _exit_code(exc)
-    except BaseException as exc:  # noqa: B036 - mirror the interpreter's top level
-        if isinstance(exc, MemoryError):
-            main.__dict__.clear()  # free the program's data so the report itself can allocate
-        try:
-            _print_exc(exc)
-        except MemoryError:
-            os.write(2, b"MemoryError\n")
-        rc = 1
-    try:
-        import threading
-
-        threading._shutdown()
-    except BaseException:
-        pass
-    try:
-        import atexit
-
-        atexit._run_exitfuncs()
-    except BaseException:
-        pass
-    _flush()
-    os._exit(rc)
+    run_as_main(path, "main.py")
 
 
 # ----------------------------------------------------------------------------- the template
@@ -658,7 +572,7 @@ def _clean_uids(uids, spare=None):
     Skipped when the sandbox's pids cgroup counts no task beyond those at start-up (the
     executor, the template) and a live session: that count is exact and includes forks in
     progress, and no other process exists that could create one."""
-    _reap()
+    reap()
     if _BASE_TASKS[0] is not None and tasks() == _BASE_TASKS[0] + (1 if _SESSION else 0):
         return True
     ok = True
@@ -881,11 +795,11 @@ def _session_loop(ctl):
             code = compile(msg.get("code", ""), f"<cell {cell}>", "exec")
             exec(code, ns.__dict__)
         except SystemExit as exc:
-            rc = _exit_code(exc)
+            rc = exit_code(exc)
         except BaseException as exc:  # noqa: B036
-            _print_exc(exc)
+            print_exc(exc)
             rc = 1
-        _flush()
+        flush()
         write_frame(ctl, {"rc": rc})
 
 

@@ -42,6 +42,7 @@ from common import (
     kill_uid,
     listing,
     prctl,
+    reap,
     tasks,
     wipe,
 )
@@ -285,13 +286,13 @@ class Harness:
     def clear_processes(self):
         """No process of an untrusted uid survives a test: the pids cgroup's exact count says
         when there is none (cheap), else each uid is killed all at once."""
-        _reap()
+        reap()
         if self.base_tasks is not None and tasks() == self.base_tasks:
             return
         for uid in UNTRUSTED_UIDS:
             if not kill_uid(uid):
                 raise RuntimeError(f"processes of uid {uid} could not be killed")
-        _reap()
+        reap()
 
     def clear_all(self):
         """Between jobs: no process, IPC object or file of an untrusted uid survives."""
@@ -305,7 +306,7 @@ class Harness:
         def protected(path):
             return path == workroot or any(p == path or p.startswith(path + "/") for p in prefixes)
 
-        _reap()
+        reap()
         for d in (*WIPE_DIRS, self.root):
             if not wipe(d, (), protected) or listing(d, (), protected):
                 raise RuntimeError(f"{d} could not be wiped between jobs")
@@ -531,17 +532,6 @@ class Harness:
             self.emit(v)
         self.emit({"done": True, "j": j, "elapsed_s": round(time.monotonic() - start, 4),
                    "checker_errors": self.checker_errors[:3]})
-
-
-def _reap():
-    """Collect orphans that died (we are their subreaper), but not the zygote's children."""
-    while True:
-        try:
-            pid, _ = os.waitpid(-1, os.WNOHANG)
-        except ChildProcessError:
-            return
-        if pid == 0:
-            return
 
 
 def load_spec(path=SPEC_FILE):

@@ -26,6 +26,8 @@ import os
 import struct
 import sys
 
+from common import read_exact
+
 CALL_EXC = ("exc", "base", "mem", "stop")
 
 
@@ -37,29 +39,18 @@ def send(fd, obj):
         data = data[os.write(fd, data):]
 
 
-def _exact(fd, n):
-    chunks, got = [], 0
-    while got < n:
-        b = os.read(fd, min(n - got, 1 << 20))
-        if not b:
-            return None
-        chunks.append(b)
-        got += len(b)
-    return b"".join(chunks)
-
-
 MAX_FRAME = 256 << 20
 
 
 def recv(fd):
     """One frame; None at the end of the stream; ValueError for anything malformed."""
-    head = _exact(fd, 4)
+    head = read_exact(fd, 4)
     if head is None:
         return None
     n = struct.unpack(">I", head)[0]
     if n > MAX_FRAME:
         raise ValueError("frame too large")
-    body = _exact(fd, n)
+    body = read_exact(fd, n)
     return None if body is None else json.loads(body.decode("utf-8", "surrogatepass"))
 
 

@@ -19,7 +19,6 @@ Child kinds:
 
 # What programs and tests commonly use: loaded here so children do not pay for the imports.
 import bisect  # noqa: F401
-import builtins
 import collections  # noqa: F401
 import copy  # noqa: F401
 import fcntl
@@ -38,10 +37,9 @@ import signal
 import socket
 import string  # noqa: F401
 import sys
-import types
 import typing  # noqa: F401
 
-from common import PR_SET_DUMPABLE, PR_SET_PDEATHSIG, drop_to, prctl
+from common import PR_SET_DUMPABLE, PR_SET_PDEATHSIG, drop_to, flush, prctl, run_as_main
 from rpc import evaluate, serve_candidate
 
 
@@ -84,56 +82,10 @@ def _setup(req, fds):
     atexit._clear()
 
 
-def _flush():
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except BaseException:
-            pass
-
-
 def _run_py(path):
-    """Run a program as `python -I main.py` would."""
-    main = types.ModuleType("__main__")
-    main.__file__ = path
-    main.__builtins__ = builtins
-    sys.modules["__main__"] = main
+    """Run a stdio program as `python -I main.py` would."""
     sys.argv = [path]
-    rc = 0
-    try:
-        with open(path, "rb") as fh:
-            code = compile(fh.read(), path, "exec")
-        exec(code, main.__dict__)
-    except SystemExit as exc:
-        c = exc.code
-        rc = 0 if c is None else (c & 0xFF if isinstance(c, int) else 1)
-        if not isinstance(c, int) and c is not None:
-            try:
-                sys.stderr.write(str(c) + "\n")
-            except BaseException:
-                pass
-    except BaseException as exc:  # noqa: B036 - mirror the interpreter's top level
-        try:
-            import traceback
-
-            sys.stderr.write("".join(traceback.format_exception(type(exc), exc, exc.__traceback__.tb_next)))
-        except BaseException:
-            sys.stderr.write(type(exc).__name__ + "\n")
-        rc = 1
-    try:
-        import threading
-
-        threading._shutdown()
-    except BaseException:
-        pass
-    try:
-        import atexit
-
-        atexit._run_exitfuncs()
-    except BaseException:
-        pass
-    _flush()
-    os._exit(rc)
+    run_as_main(path, path)
 
 
 def _run_checker():
@@ -148,7 +100,7 @@ def _run_checker():
     except BaseException as e:  # noqa: B036
         out = {"ok": False, "error": (type(e).__name__ + ": " + str(e))[:400]}
     os.write(3, json.dumps(out).encode())
-    _flush()
+    flush()
     os._exit(0)
 
 
