@@ -1140,13 +1140,17 @@ async def test_modules_planted_on_sys_path_do_not_reach_batch_mates(sb, victim):
 
 
 # =========================================================================== 6. local backend
-@pytest.fixture(scope="module", params=["local"])
-def local_sb(request):
-    require_backend(request.param)
-    box = open_for(request.param, CALL)
+def _one_backend(backend: str):
+    require_backend(backend)
+    box = open_for(backend, CALL)
     box.wait_ready(120)
     yield box
     box.close()
+
+
+@pytest.fixture(scope="module")
+def local_sb():
+    yield from _one_backend("local")
 
 
 def test_local_host_files_are_out_of_reach(local_sb):
@@ -1300,13 +1304,9 @@ print("nonewprivs", st["NoNewPrivs"].strip())
     assert problems == [], out
 
 
-@pytest.fixture(scope="module", params=["docker"])
-def docker_sb(request):
-    require_backend(request.param)
-    box = open_for(request.param, CALL)
-    box.wait_ready(120)
-    yield box
-    box.close()
+@pytest.fixture(scope="module")
+def docker_sb():
+    yield from _one_backend("docker")
 
 
 def test_docker_container_logs_hold_nothing(docker_sb):
