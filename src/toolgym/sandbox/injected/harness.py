@@ -134,6 +134,7 @@ class Run:
         self.over = None  # the stream whose cap was passed
         self.timed_out = False
         self.status = {}
+        self.killed = set()  # still running when the test ended, so killed by the harness
 
 
 class Harness:
@@ -263,6 +264,7 @@ class Harness:
 
     def end(self, run):
         """Kill what is left of the test, collect exit statuses, close its pipes."""
+        run.killed = {pid for pid in run.pids if pid not in self.zygote.exits}
         for pid in run.pids:
             for f in (os.killpg, os.kill):
                 try:
@@ -312,7 +314,7 @@ class Harness:
                 raise RuntimeError(f"{d} could not be wiped between jobs")
 
     # ---- verdict helpers ------------------------------------------------------------
-    def crash_verdict(self, run, status, stderr_text):
+    def crash_verdict(self, run, status, stderr_text, pid=None):
         """Verdict for a program run that did not end normally; None if it ended normally."""
         if run.timed_out:
             return "TLE", f"time limit exceeded ({self.limit_s:.2f}s)"
@@ -325,6 +327,8 @@ class Harness:
             return "TLE", "CPU time limit exceeded"
         if "MemoryError" in stderr_text[-2000:] or "bad_alloc" in stderr_text[-2000:]:
             return "MLE", f"memory limit exceeded ({self.memory_mb} MiB)"
+        if sig == signal.SIGKILL and pid in run.killed:
+            return "RE", "the program broke off the test (its call channel ended)"
         if sig == signal.SIGKILL:
             return "MLE", "killed (likely out of memory)"
         if sig is not None:
@@ -479,7 +483,12 @@ class Harness:
             v["status"], v["message"] = "RE", text
         elif tag == b"V":
             v["got"] = _excerpt(text)
-            ok = self.values_equal(json.loads(text), test["expected"])
+            try:
+                got = json.loads(text)
+            except ValueError:  # cannot happen for a whole value; a broken one fails, never passes
+                v["status"], v["message"] = "RE", "the return value could not be read"
+                return v
+            ok = self.values_equal(got, test["expected"])
             v["status"] = "AC" if ok else "WA"
             v["message"] = "" if ok else "expected {}, got {}".format(
                 _excerpt(json.dumps(test["expected"]), 60), _excerpt(text, 60))
@@ -487,7 +496,7 @@ class Harness:
             v["got"] = _excerpt(text)
             v["status"], v["message"] = "WA", "return value is not JSON-serializable: " + _excerpt(text, 80)
         else:  # the program ended (or was killed) during the test, or the evaluator failed
-            crash = self.crash_verdict(run, run.status.get(cand), stderr)
+            crash = self.crash_verdict(run, run.status.get(cand), stderr, cand)
             v["status"], v["message"] = crash or ("RE", "the process exited before the test finished")
         return v
 

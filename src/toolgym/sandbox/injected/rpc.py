@@ -31,9 +31,21 @@ from common import read_exact
 CALL_EXC = ("exc", "base", "mem", "stop")
 
 
+class _deep:  # noqa: N801
+    """Room for long linked lists and deep trees while a value is encoded or decoded."""
+
+    def __enter__(self):
+        self.old = sys.getrecursionlimit()
+        sys.setrecursionlimit(max(self.old, 20000))
+
+    def __exit__(self, *exc):
+        sys.setrecursionlimit(self.old)
+
+
 # ------------------------------------------------------------------------------ framing
 def send(fd, obj):
-    body = json.dumps(obj, allow_nan=True).encode("utf-8", "surrogatepass")
+    with _deep():
+        body = json.dumps(obj, allow_nan=True).encode("utf-8", "surrogatepass")
     data = struct.pack(">I", len(body)) + body
     while data:
         data = data[os.write(fd, data):]
@@ -51,21 +63,13 @@ def recv(fd):
     if n > MAX_FRAME:
         raise ValueError("frame too large")
     body = read_exact(fd, n)
-    return None if body is None else json.loads(body.decode("utf-8", "surrogatepass"))
+    if body is None:
+        return None
+    with _deep():
+        return json.loads(body.decode("utf-8", "surrogatepass"))
 
 
 # ------------------------------------------------------------------------------ values
-class _deep:  # noqa: N801
-    """Room for long linked lists and deep trees while a value is encoded or decoded."""
-
-    def __enter__(self):
-        self.old = sys.getrecursionlimit()
-        sys.setrecursionlimit(max(self.old, 20000))
-
-    def __exit__(self, *exc):
-        sys.setrecursionlimit(self.old)
-
-
 class Record:
     """An object received by value whose class the receiver does not have."""
 
@@ -102,14 +106,18 @@ class Codec:
         finally:
             self.refs = False
 
-    def _handle(self, v):
+    def _handle(self, v, n=None):
         if self.handles is None:
-            if self.callbacks is not None and callable(v) and not isinstance(v, type):
+            if self.callbacks is not None and not isinstance(v, type):
+                # the test's function or object, used by the program through calls back
                 self.callbacks.append(v)
-                return {"E": len(self.callbacks) - 1}
+                return {"E": len(self.callbacks) - 1, "c": callable(v)}
             raise TypeError(f"cannot send a {type(v).__name__} to the program")
         self.handles.append(v)
-        return {"H": len(self.handles) - 1, "t": type(v).__name__}
+        out = {"H": len(self.handles) - 1, "t": type(v).__name__}
+        if n is not None:
+            out["#"] = n  # the same object again is a reference to this handle
+        return out
 
     def _enc(self, v, memo):
         t = type(v)
@@ -151,7 +159,7 @@ class Codec:
             attrs = object.__getattribute__(v, "__dict__")
             return {"O": t.__name__, "A": [[k, self._enc(x, memo)] for k, x in dict.items(attrs)
                                            if isinstance(k, str)], "#": n}
-        return self._handle(v)
+        return self._handle(v, n)
 
     # -- decode (pure: builds data, runs none of the sender's code)
     def decode(self, d, memo=None):
@@ -201,19 +209,27 @@ class Codec:
             cls = self._class(str(d["O"]))
             obj = memo[d["#"]] = cls.__new__(cls)
             for k, x in d["A"]:
-                obj.__dict__[str(k)] = self._dec(x, memo)
+                k = str(k)
+                value = self._dec(x, memo)
+                if self.handles is None and not issubclass(cls, Record):
+                    _check_attribute(cls, k, value, self.proxy)
+                obj.__dict__[k] = value
             return obj
         if "H" in d:
             if self.handles is not None:
-                return self.handles[int(d["H"])]
-            return self.make_proxy(int(d["H"]), str(d.get("t", "object")))
+                out = self.handles[int(d["H"])]
+            else:
+                out = self.make_proxy(int(d["H"]), str(d.get("t", "object")))
+            if "#" in d:
+                memo[d["#"]] = out
+            return out
         if "P" in d and self.handles is not None:
             t = d["P"]
             return self.handles[int(t["h"])] if "h" in t else self.names[str(t["n"])]
         if "E" in d:
             if self.make_callback is None:
                 raise ValueError("malformed value")
-            return self.make_callback(int(d["E"]))
+            return self.make_callback(int(d["E"]), bool(d.get("c", True)))
         raise ValueError("malformed value")
 
     def _class(self, name):
@@ -223,6 +239,19 @@ class Codec:
         if name not in self.records:
             self.records[name] = type(name, (Record,), {})
         return self.records[name]
+
+
+def _check_attribute(cls, name, value, proxy):
+    """An attribute the program sends for an object of one of the TEST's classes (its code runs
+    in the evaluator): plain data only, never shadowing what the class defines (a method, a
+    property), never the program's live objects. Anything else breaks the call channel."""
+    if name.startswith("__") or not name.isidentifier():
+        raise ValueError(f"attribute {name!r} refused")
+    if name in dir(cls) and (callable(getattr(cls, name, None)) or
+                             isinstance(cls.__dict__.get(name), (property, staticmethod, classmethod))):
+        raise ValueError(f"attribute {name!r} would shadow the class's own {name}")
+    if proxy is not None and isinstance(value, proxy) or callable(value) and not isinstance(value, type):
+        raise ValueError(f"attribute {name!r} holds code of the program")
 
 
 def _mutable(v):
@@ -274,18 +303,33 @@ def serve_candidate(program, fd):
     def by_value(v):
         return getattr(type(v), "__module__", None) == "__submission__" or isinstance(v, Record)
 
-    def callback(cid):
+    def ask(req):
+        send(fd, req)
+        reply = recv(fd)
+        if reply is None:
+            os._exit(0)
+        if "x" in reply:
+            raise RuntimeError(f"the test's code raised {reply['x'][0]}: {reply['x'][1]}")
+        return codec.decode(reply["v"])
+
+    class TestObject:
+        """An object of the test (e.g. LeetCode's MountainArray implementation), used through calls back."""
+
+        def __init__(self, cid):
+            object.__setattr__(self, "_cid", cid)
+
+        def __getattr__(self, name):
+            return ask({"cb": object.__getattribute__(self, "_cid"), "attr": str(name)})
+
+    def callback(cid, is_callable):
+        if not is_callable:
+            return TestObject(cid)
+
         def call_back(*args, **kwargs):
             """A function of the test, run by the evaluator (e.g. LeetCode's guess())."""
             memo = {}
-            send(fd, {"cb": cid, "a": [codec.encode(a, memo) for a in args],
-                      "k": [[k, codec.encode(a, memo)] for k, a in kwargs.items()]})
-            reply = recv(fd)
-            if reply is None:
-                os._exit(0)
-            if "x" in reply:
-                raise RuntimeError(f"the test's function raised {reply['x'][0]}: {reply['x'][1]}")
-            return codec.decode(reply["v"])
+            return ask({"cb": cid, "a": [codec.encode(a, memo) for a in args],
+                        "k": [[k, codec.encode(a, memo)] for k, a in kwargs.items()]})
         return call_back
 
     codec = Codec(classes, by_value, handles, make_callback=callback, names=ns)
@@ -382,12 +426,18 @@ class Link:
 
     def _call_back(self, req):
         """Run a function of the test that the program called (its arguments arrive as data)."""
-        fn = self.callbacks[int(req["cb"])]
+        obj = self.callbacks[int(req["cb"])]
         memo = {}
         args = [self.codec.decode(a, memo) for a in req.get("a", [])]
         kwargs = {str(k): self.codec.decode(a, memo) for k, a in req.get("k", [])}
         try:
-            value = fn(*args, **kwargs)
+            if "attr" in req:
+                name = str(req["attr"])
+                if name.startswith("__"):
+                    raise AttributeError(name)
+                value = getattr(obj, name)
+            else:
+                value = obj(*args, **kwargs)
             reply = {"v": self.codec.encode(value)}
         except Exception as e:  # noqa: BLE001 - reported to the program as an error of the call
             reply = {"x": [type(e).__name__, str(e)[:400], "exc"]}
@@ -515,6 +565,14 @@ class Remote:
 
     __hash__ = object.__hash__
 
+    def __or__(self, other):  # `Node | None` in the test's annotations
+        return self
+
+    __ror__ = __or__
+
+    def __mro_entries__(self, bases):
+        return (object,)  # a test class "subclassing" a program's interface class (LeetCode's MountainArray)
+
 
 class ProgramNamespace:
     """`__program__` in the test: setting an attribute sets a global of the program (tests
@@ -539,8 +597,13 @@ def evaluate(test, verdict_fd, fd):
         v = tns.get(name)
         return v if isinstance(v, type) else None
 
+    program_classes = set()
+
     def by_value(v):
-        return isinstance(v, Record) or getattr(type(v), "__module__", None) == "__test__"
+        """Data the program rebuilds with its own class of that name (ListNode, TreeNode, ...);
+        other objects of the test's classes stay here and are used through calls back."""
+        return isinstance(v, Record) or getattr(type(v), "__module__", None) == "__test__" and \
+            type(v).__name__ in program_classes
 
     link.codec = Codec(classes, by_value, handles=None, proxy=Remote,
                        make_proxy=lambda hid, tname: Remote(link, {"h": hid}, "object", tname),
@@ -548,8 +611,11 @@ def evaluate(test, verdict_fd, fd):
     tns["__program__"] = ProgramNamespace(link)
 
     def verdict(tag, text=""):
-        data = tag + text.encode("utf-8", "replace")[:2000]
-        os.write(verdict_fd, struct.pack(">I", len(data)) + data)
+        data = text.encode("utf-8", "replace")
+        data = tag + (data if tag == b"V" else data[:2000])  # a value is parsed whole; messages cut
+        data = struct.pack(">I", len(data)) + data
+        while data:
+            data = data[os.write(verdict_fd, data):]
         os._exit(0)
 
     try:
@@ -560,14 +626,17 @@ def evaluate(test, verdict_fd, fd):
             verdict(b"O" if kind == "mem" else b"E", f"{name}: {msg}" if msg else name)
         for item in reply["names"]:
             name, kind = str(item[0]), item[1]
-            if hasattr(builtins, name):
-                continue  # the test sees the real builtins, never the program's stand-ins
+            if name.startswith("__") or not name.isidentifier() or hasattr(builtins, name):
+                continue  # the test sees the real builtins (and its own dunders), never the program's
             if kind in ("class", "callable"):
                 tns[name] = Remote(link, {"n": name}, kind, name)
+                if kind == "class":
+                    program_classes.add(name)
             else:
                 tns[name] = link.codec.decode(item[2])
     except (OSError, ValueError, KeyError, TypeError, IndexError, AttributeError, RecursionError):
         verdict(b"C")
+    tns.update(__name__="__test__", __builtins__=builtins, __program__=ProgramNamespace(link))
     try:
         if test["kind"] == "call":
             fn = eval(test["call"], tns)
