@@ -8,7 +8,10 @@ place), verified (archive sha256, record counts and fields, a generation or toke
 for models), and a broken entry is rebuilt, never used.
 
 Every function taking a name also takes a local path (a folder with ``<split>.jsonl`` files, a
-``.jsonl`` file, or a model folder), so users with their own copies skip the cache.
+``.jsonl`` file, or a model folder), so users with their own copies skip the cache. Model and dataset
+names given to toolgym's commands and loaders go through one resolver (``toolgym._assets.names``, also
+:func:`resolve_model`): an existing local path wins, then a toolgym asset, then a Hugging Face Hub id
+(``owner/name``), which needs the Hub or the local Hugging Face cache.
 
 Record schemas returned by :func:`load_records` (extra fields may appear):
 
@@ -60,7 +63,7 @@ from toolgym._assets.download import Archive, Progress, obtain
 from toolgym.errors import AssetError
 
 __all__ = ["KNOWN_ASSETS", "AssetError", "AssetSpec", "asset_path", "cache_root", "fetch",
-           "list_assets", "load_records", "verify"]
+           "list_assets", "load_records", "resolve_model", "verify"]
 
 cache_root = _cache.cache_root
 
@@ -144,10 +147,15 @@ def _spec(name: str) -> AssetSpec:
 
 
 def _as_local_path(name: str | Path) -> Path | None:
-    """A name that is an existing path (or spelled like one) is used as-is."""
+    """A name that is an existing path (or spelled like one) is used as-is. A missing ``owner/name``
+    is not a path: it is left to the caller (a Hugging Face Hub id, see ``_assets.names``)."""
     if isinstance(name, Path) or "/" in name or name.startswith(".") or name.endswith((".jsonl", ".json")):
         p = Path(name).expanduser()
         if not p.exists():
+            from toolgym._assets.names import looks_like_path, split_hub_id
+
+            if isinstance(name, str) and not looks_like_path(name) and split_hub_id(name) is not None:
+                return None
             raise AssetError(f"no such file or folder: {p}")
         return p
     return None
@@ -289,8 +297,15 @@ def _read_jsonl(path: Path) -> list[dict]:
 def load_records(name: str | Path, split: str | None = None) -> list[dict]:
     """Normalized records of a dataset (schemas in the module docstring), fetching it on
     demand. ``name`` may also be a local ``.jsonl``/``.json`` file or a folder of
-    ``<split>.jsonl`` files (such as a cache entry copied elsewhere)."""
-    local = _as_local_path(name)
+    ``<split>.jsonl`` files (such as a cache entry copied elsewhere), or a Hugging Face Hub dataset id
+    (``owner/name[:config]``, read with ``datasets.load_dataset``: its own fields, no toolgym schema).
+    The order is: an existing local path, a toolgym asset, a Hub id (see ``toolgym._assets.names``)."""
+    from toolgym._assets import names
+
+    resolved = names.resolve(name, "dataset")
+    if resolved.source == "hub":
+        return names.load_hub_dataset(str(name), resolved.ref, resolved.config, split)
+    local = Path(resolved.ref) if resolved.source == "local" else None
     if local is not None:
         if local.is_file():
             return _read_jsonl(local)
@@ -310,6 +325,16 @@ def load_records(name: str | Path, split: str | None = None) -> list[dict]:
     if split is None or split not in available:
         raise AssetError(f"no split {split!r} in {folder}; available: {', '.join(available) or 'none'}")
     return _read_jsonl(folder / f"{split}.jsonl")
+
+
+def resolve_model(name: str | Path, kind: str = "model") -> str:
+    """What to pass to transformers' ``from_pretrained`` for a model (or ``kind="tokenizer"``) name: an
+    existing local path, else a toolgym asset's cache folder, else a Hugging Face Hub id that the local
+    Hugging Face cache or the Hub has. Raises :class:`AssetError` with one actionable line otherwise
+    (e.g. a Hub id with no network or ``HF_HUB_OFFLINE=1``)."""
+    from toolgym._assets.names import resolve_model as _resolve
+
+    return _resolve(name, kind)
 
 
 def list_assets() -> list[dict[str, Any]]:

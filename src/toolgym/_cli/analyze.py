@@ -22,16 +22,17 @@ def _load_model(name: str, device: str):  # noqa: ANN202 - heavy types imported 
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from toolgym.assets import asset_path
-    from toolgym.errors import AssetError
+    from toolgym._assets.names import load_error
+    from toolgym.assets import resolve_model
+    from toolgym.devices import resolve_device
 
-    path = Path(name) if Path(name).exists() else asset_path(name)  # AssetError says how to fetch
+    dev = resolve_device(device, what="--device", local_rank=None)
+    path = resolve_model(name)  # a local path, a toolgym asset or a Hugging Face Hub id; one line if absent
     try:
-        tok = AutoTokenizer.from_pretrained(str(path))
-        model = AutoModelForCausalLM.from_pretrained(str(path), dtype=torch.float32)
+        tok = AutoTokenizer.from_pretrained(path)
+        model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
     except (OSError, ValueError) as exc:
-        raise AssetError(f"cannot load a causal LM from {path}: {str(exc).splitlines()[0]}") from exc
-    dev = ("cuda" if torch.cuda.is_available() else "cpu") if device == "auto" else device
+        raise load_error(name, "model", exc) from None
     if dev.startswith("cuda"):
         model = model.to(torch.bfloat16)
     return model.to(dev).eval(), tok
@@ -40,7 +41,7 @@ def _load_model(name: str, device: str):  # noqa: ANN202 - heavy types imported 
 @app.command("teacher-signal")
 def teacher_signal(
     rollouts: Path = typer.Argument(..., help="Rollouts JSONL of toolgym Trajectory records."),
-    model: str = typer.Option(..., "--model", help="Scoring model: a local folder or an asset name."),
+    model: str = typer.Option(..., "--model", help="Scoring model: a local folder, an asset name or a Hugging Face Hub id."),
     out: Path = typer.Option(None, "--out", help="Output folder (default: <rollouts stem>_teacher_signal)."),
     conditions: str = typer.Option("all", help="Comma-separated conditions, or 'all'."),
     threshold: float = typer.Option(1.0, help="Success threshold on the reward."),
@@ -50,7 +51,7 @@ def teacher_signal(
     batch_size: int = typer.Option(8, help="Scoring batch size."),
     n_boot: int = typer.Option(2000, help="Bootstrap resamples (prompt level)."),
     text_from: str = typer.Option("auto", help="Response text from 'turns', decoded 'ids', or 'auto'."),
-    device: str = typer.Option("auto", help="'auto', 'cpu' or 'cuda'."),
+    device: str = typer.Option("auto", help="auto (CUDA when available, else CPU) | cpu | cuda | cuda:N."),
     seed: int = typer.Option(0, help="Seed of prompt sampling and the random-peer control."),
     json_out: bool = typer.Option(False, "--json", help="Print the result as JSON."),
 ) -> None:
@@ -70,6 +71,9 @@ def teacher_signal(
         raise ToolgymError(f"unknown condition(s) {', '.join(unknown)}; choose from {', '.join(ts.CONDITIONS)}")
     if text_from not in ("auto", "turns", "ids"):
         raise ToolgymError(f"--text-from must be auto, turns or ids, not {text_from!r}")
+    from toolgym.devices import check_device
+
+    device = check_device(device, "--device")
     if not rollouts.exists():
         raise ToolgymError(f"no such rollouts file: {rollouts}")
     trajs = read_jsonl(rollouts)

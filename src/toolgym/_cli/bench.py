@@ -56,6 +56,8 @@ def run(
     sandbox: str = typer.Option("auto", help="sandbox backend: auto | docker | local"),
     max_turns: int = typer.Option(4, help="turns per episode in tools mode"),
     seed: int = typer.Option(0),
+    device: str = typer.Option("auto", help="hf sampler / loglik model: auto (CUDA when available, else CPU) | cpu "
+                                            "| cuda | cuda:N"),
     completions: str = typer.Option(None, help="score completions from this JSONL instead of sampling"),
     trust_pickle: bool = typer.Option(False, "--trust-pickle",
                                       help="allow LiveCodeBench pickled private tests (restricted unpickler)"),
@@ -72,7 +74,7 @@ def run(
                           temperature=temperature, top_p=top_p, max_tokens=max_tokens, sampler=sampler,
                           base_url=base_url, tokenizer=tokenizer, batch=batch, concurrency=concurrency,
                           sandbox_backend=sandbox, trust_pickle=trust_pickle, completions=completions,
-                          max_turns=max_turns)
+                          max_turns=max_turns, device=device)
         stream = sys.stderr if as_json else sys.stdout
 
         def log(msg: str) -> None:

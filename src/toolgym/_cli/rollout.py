@@ -15,13 +15,12 @@ import typer
 from toolgym.errors import ConfigError
 
 
-def _resolve_model(model: str) -> str:
-    """A local folder, or an asset name from the cache (e.g. smollm2-135m-instruct)."""
-    if Path(model).expanduser().exists():
-        return str(Path(model).expanduser())
-    from toolgym.assets import asset_path
+def _resolve_model(model: str, kind: str = "model") -> str:
+    """A local path, a toolgym asset (e.g. smollm2-135m-instruct) or a Hugging Face Hub id (see
+    `toolgym.assets.resolve_model`); one error line when none of them can be had here."""
+    from toolgym.assets import resolve_model
 
-    return str(asset_path(model))
+    return resolve_model(model, kind)
 
 
 def _parse_kwargs(items: list[str]) -> dict[str, Any]:
@@ -39,10 +38,13 @@ def _parse_kwargs(items: list[str]) -> dict[str, Any]:
 
 def rollout(
     env_id: str = typer.Argument(..., help="environment id, e.g. toolgym/Arith-v0"),
-    model: str = typer.Option(..., "--model", help="model folder or asset name (openai: the served model name)"),
+    model: str = typer.Option(..., "--model", help="local folder, asset name (smollm2-135m-instruct) or Hugging Face "
+                                                   "Hub id (openai: the served model name)"),
     sampler: str = typer.Option("hf", "--sampler", help="hf | vllm | openai"),
     base_url: str = typer.Option("http://127.0.0.1:8000/v1", "--base-url", help="openai: the server's /v1 URL"),
-    tokenizer: str = typer.Option(None, "--tokenizer", help="tokenizer folder/asset (default: the model's)"),
+    tokenizer: str = typer.Option(None, "--tokenizer", help="tokenizer folder, asset or Hub id (default: the model's)"),
+    device: str = typer.Option(None, "--device", help="hf sampler: auto (CUDA when available, else CPU) | cpu | "
+                                                    "cuda | cuda:N (default auto)"),
     tasks: int = typer.Option(4, "--tasks", min=1, help="number of tasks (task indices 0..N-1)"),
     group: int = typer.Option(4, "--group", min=1, help="episodes per task (G)"),
     out: Path = typer.Option(..., "--out", help="output JSONL file"),
@@ -70,17 +72,26 @@ def rollout(
     registry.spec(env_id)  # unknown ids fail here with the registry's message
     if sampler not in ("hf", "vllm", "openai"):
         raise ConfigError(f"--sampler must be hf, vllm or openai, got {sampler!r}")
+    hf_kwargs: dict[str, Any] = {}
+    if device is not None:
+        from toolgym.devices import check_device, resolve_device
+
+        device = check_device(device, "--device")
+        if sampler != "hf" and device != "auto":
+            raise ConfigError(f"--device applies to --sampler hf; {sampler} places the model itself")
+        hf_kwargs["device"] = resolve_device(device, what="--device", local_rank=None)
     try:
         params = SamplingParams(temperature=temperature, top_p=top_p, top_k=top_k, max_tokens=max_tokens, seed=seed)
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
     if sampler == "openai":  # the served model name; the tokenizer comes from a local copy
         smp = build_sampler("openai", model, base_url=base_url, max_model_len=max_total_tokens)
-        tok_ref = _resolve_model(tokenizer or model)
+        tok_ref = _resolve_model(tokenizer or model, "tokenizer")
     else:
         model_path = _resolve_model(model)
-        tok_ref = _resolve_model(tokenizer) if tokenizer else model_path
-        smp = build_sampler(sampler, model_path, max_model_len=max_total_tokens)
+        tok_ref = _resolve_model(tokenizer, "tokenizer") if tokenizer else model_path
+        smp = build_sampler(sampler, model_path, max_model_len=max_total_tokens,
+                            **(hf_kwargs if sampler == "hf" else {}))
     tpl = ChatTemplate(getattr(smp, "tokenizer", None) or tok_ref)
     runner = RolloutRunner(smp, tpl, env_id, params,
                            EpisodeLimits(max_turns=max_turns, max_total_tokens=max_total_tokens, max_wall_s=max_wall_s),
@@ -90,7 +101,8 @@ def rollout(
     groups = asyncio.run(runner.arun(specs, group))
     wall = time.perf_counter() - t0
     trajs = [t for g in groups for t in g]
-    meta = {"env_id": env_id, "model": model, "sampler": sampler, "tasks": tasks, "group": group,
+    meta = {"env_id": env_id, "model": model, "sampler": sampler, "device": getattr(smp, "device", None),
+            "tasks": tasks, "group": group,
             "sampling": params.to_dict(), "max_turns": max_turns, "max_total_tokens": max_total_tokens,
             "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     write_jsonl(out, trajs, meta)

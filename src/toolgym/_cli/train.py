@@ -9,10 +9,26 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 import typer
 
+from toolgym.devices import check_device
 from toolgym.errors import ToolgymError
+
+_DEVICE_HELP = "where the model runs: auto (CUDA when available, else CPU) | cpu | cuda | cuda:N"
+
+
+def _check_model_name(cfg: Any) -> None:
+    """Resolve model.name_or_path / model.tokenizer up front (local path, toolgym asset, Hugging Face Hub id),
+    so a Hub id that cannot be had here is one line before anything is built."""
+    from toolgym.assets import resolve_model
+
+    name = cfg.model.name_or_path
+    if not (name == "demo" or name.startswith("demo:")):
+        resolve_model(name)
+    if cfg.model.tokenizer:
+        resolve_model(cfg.model.tokenizer, "tokenizer")
 
 
 def _fail(exc: ToolgymError) -> None:
@@ -41,6 +57,7 @@ def train(
     ray: str = typer.Option(None, "--ray", metavar="ADDRESS",
                             help="rollouts on Ray: a running cluster's host:port (ray start --head), "
                                  "or 'local' to start one on this machine"),
+    device: str = typer.Option(None, "--device", help=_DEVICE_HELP + " (overrides model.device)"),
 ) -> None:
     """Train a policy with RL (CTPO, GRPO, GSPO, ...) from a YAML config: SFT warm start, rollouts, updates, evals."""
     from toolgym.training.config import load_config
@@ -57,10 +74,15 @@ def train(
         if ray != "local":
             overrides.append(f"ray.address={json.dumps(ray)}")
     try:
+        if device is not None:
+            overrides.append(f"model.device={json.dumps(check_device(device, '--device'))}")
         cfg = load_config(config, overrides)
+        _check_model_name(cfg)
+        from toolgym.training import distributed as D
         from toolgym.training.trainer import train as run
 
-        summary = run(cfg, resume=resume)
+        with D.default_device(cfg.model.device):
+            summary = run(cfg, resume=resume)
     except ToolgymError as exc:
         _fail(exc)
         return
@@ -81,23 +103,31 @@ def sft(
     config: Path = typer.Argument(..., help="run config (YAML) with an sft: section"),
     out: Path = typer.Option(..., "--out", help="folder for the warm-started model and tokenizer"),
     set_: list[str] = typer.Option([], "--set", "-s", help="override a field: section.key=value"),
+    device: str = typer.Option(None, "--device", help=_DEVICE_HELP + " (overrides model.device)"),
 ) -> None:
     """Supervised warm start only: train on demonstrations (assistant tokens only) and save the model."""
     from toolgym.training.config import load_config
 
     try:
-        cfg = load_config(config, [*set_, "sft.enabled=true"])
+        overrides = [*set_, "sft.enabled=true"]
+        if device is not None:
+            overrides.append(f"model.device={json.dumps(check_device(device, '--device'))}")
+        cfg = load_config(config, overrides)
+        _check_model_name(cfg)
         import torch
 
         from toolgym.agents.chat import ChatTemplate
+        from toolgym.training import distributed as D
         from toolgym.training import sft as S
         from toolgym.training.trainer import Trainer, load_policy
 
         torch.manual_seed(cfg.seed)
-        tr = Trainer(cfg, console=False)
+        with D.default_device(cfg.model.device):
+            tr = Trainer(cfg, console=False)
         demos = tr._demonstrations() if not cfg.sft.data else S.read_demonstrations(cfg.sft.data)
         out.mkdir(parents=True, exist_ok=True)
         model, tok = load_policy(cfg, out / ".scratch", demos)
+        model.to(tr.dist.device)
         template = ChatTemplate(tok)
         trajs = S.demonstration_trajectories(template, demos, cfg.sft.max_seq_len)
         pad = tok.pad_token_id if tok.pad_token_id is not None else 0

@@ -25,7 +25,14 @@ class ChatTemplate:
         if isinstance(tokenizer, str):
             from transformers import AutoTokenizer
 
-            tokenizer = AutoTokenizer.from_pretrained(tokenizer)
+            from toolgym._assets.names import load_error
+            from toolgym.assets import resolve_model
+
+            name = tokenizer
+            try:
+                tokenizer = AutoTokenizer.from_pretrained(resolve_model(name, "tokenizer"))
+            except (OSError, ValueError) as exc:
+                raise load_error(name, "tokenizer", exc) from None
         if not getattr(tokenizer, "chat_template", None):
             raise ConfigError("the tokenizer has no chat_template; set tokenizer.chat_template or pick a chat model")
         self.tokenizer = tokenizer

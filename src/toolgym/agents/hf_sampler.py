@@ -12,11 +12,15 @@ from typing import Any
 
 from toolgym.agents._batching import BatchQueue, Request
 from toolgym.agents.sampling import ContextOverflow, Sample, Sampler, SamplerError, SamplingParams
-from toolgym.errors import ConfigError
 
 
 class HFSampler(Sampler):
-    """Samples from a transformers causal LM. `model` is a path/name or a loaded `PreTrainedModel`."""
+    """Samples from a transformers causal LM. `model` is a name or a loaded `PreTrainedModel`.
+
+    A name is resolved like every model name in toolgym (an existing local path, a toolgym asset, or a
+    Hugging Face Hub id; see `toolgym.assets.resolve_model`). `device` is auto | cpu | cuda | cuda:N;
+    None means auto for a name and the model's own device for a loaded model. The model and every
+    input go to that device (sampling itself runs on the CPU logits of the last position)."""
 
     name = "hf"
 
@@ -25,7 +29,7 @@ class HFSampler(Sampler):
         model: Any,
         tokenizer: Any = None,
         *,
-        device: str = "cpu",
+        device: str | None = None,
         dtype: str = "float32",
         max_batch_size: int = 32,
         max_model_len: int | None = None,
@@ -34,18 +38,33 @@ class HFSampler(Sampler):
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
-        if isinstance(model, str):
+        from toolgym._assets.names import load_error
+        from toolgym.assets import resolve_model
+        from toolgym.devices import resolve_device
+
+        if device is None and not isinstance(model, str):
+            params = next(iter(model.parameters()), None)
+            device = str(params.device) if params is not None else "cpu"
+        dev = resolve_device(device or "auto", local_rank=None)
+        if isinstance(tokenizer, str):
+            tok_name = tokenizer
+            tok_ref = resolve_model(tok_name, "tokenizer")
             try:
-                model = AutoModelForCausalLM.from_pretrained(model, dtype=getattr(torch, dtype))
-            except OSError as exc:
-                raise ConfigError(f"cannot load model {model!r}: {exc}. Fetch it with `toolgym assets fetch`.") from exc
-            if tokenizer is None:
-                tokenizer = AutoTokenizer.from_pretrained(model.name_or_path)
-        elif isinstance(tokenizer, str):
-            tokenizer = AutoTokenizer.from_pretrained(tokenizer)
-        self.model = model.to(device).eval()
+                tokenizer = AutoTokenizer.from_pretrained(tok_ref)
+            except (OSError, ValueError) as exc:
+                raise load_error(tok_name, "tokenizer", exc) from None
+        if isinstance(model, str):
+            name = model
+            ref = resolve_model(name)
+            try:
+                model = AutoModelForCausalLM.from_pretrained(ref, dtype=getattr(torch, dtype))
+                if tokenizer is None:
+                    tokenizer = AutoTokenizer.from_pretrained(ref)
+            except (OSError, ValueError) as exc:
+                raise load_error(name, "model", exc) from None
+        self.model = model.to(dev).eval()
         self.tokenizer = tokenizer
-        self.device = device
+        self.device = dev
         cfg = self.model.config
         self.max_model_len = max_model_len or getattr(cfg, "max_position_embeddings", None)
         self.eos_token_ids = set(eos_token_ids or _eos_ids(self.model, tokenizer))

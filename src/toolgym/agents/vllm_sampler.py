@@ -34,6 +34,9 @@ class VLLMSampler(Sampler):
                 "vllm is not installed in this environment; on CPU run scripts/setup_vllm.sh and use "
                 ".venv-vllm/bin/python, on GPU `pip install vllm`"
             ) from exc
+        from toolgym.assets import resolve_model
+
+        model = resolve_model(model)  # a local path, a toolgym asset or a Hugging Face Hub id; one line if absent
         kwargs: dict[str, Any] = {"model": model, "seed": seed, "logprobs_mode": logprobs_mode,
                                   "max_logprobs": 1, **engine_kwargs}
         if max_model_len is not None:

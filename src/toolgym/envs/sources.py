@@ -241,7 +241,8 @@ def generic_adapter(row: dict[str, Any], index: int) -> Task:
 def load_source(data: Any, adapter: Adapter = generic_adapter, split: str | None = None,
                 name: str | None = None, limit: int | None = None) -> TaskSource:
     """A TaskSource from: a TaskSource, a list of Tasks/records, a file or folder path, or `asset:NAME`
-    (also a bare asset name such as "gsm8k" when no such file exists)."""
+    (also a bare asset name such as "gsm8k", or a Hugging Face Hub dataset id "owner/name[:config]",
+    when no such file exists)."""
     if isinstance(data, TaskSource):
         return data
     if isinstance(data, list):
@@ -251,8 +252,11 @@ def load_source(data: Any, adapter: Adapter = generic_adapter, split: str | None
     if isinstance(data, (str, Path)):
         s = str(data)
         asset = s[len("asset:"):] if s.startswith("asset:") else None
-        if asset is None and not Path(s).expanduser().exists() and "/" not in s and "." not in s:
-            asset = s
+        if asset is None and not Path(s).expanduser().exists():
+            from toolgym._assets.names import looks_like_path, split_hub_id
+
+            if ("/" not in s and "." not in s) or (not looks_like_path(s) and split_hub_id(s) is not None):
+                asset = s  # an asset name, or a Hugging Face Hub id (owner/name[:config])
         if asset is not None:
             from toolgym import assets
 

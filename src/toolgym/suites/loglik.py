@@ -171,6 +171,7 @@ class LoglikScorer:
         self.max_tokens = max_tokens
         self._bool_keep = _supports_bool_logits_to_keep()
         self._dtype = next(model.parameters()).dtype
+        self._device = next(model.parameters()).device  # inputs are built on the CPU, then moved here
 
     def _encode(self, item: MCItem) -> tuple[list[int], list[list[int]]]:
         ctx: list[int] | None = None
@@ -197,11 +198,13 @@ class LoglikScorer:
         for r, p in enumerate(rows):
             for _, at, _ in p.targets:
                 keep[r, at] = True
+        dev = self._device
+        ids, mask, pos = ids.to(dev), mask.to(dev), pos.to(dev)
         if self._bool_keep:
-            flat = self.model(input_ids=ids, attention_mask=mask, position_ids=pos, logits_to_keep=keep).logits
+            flat = self.model(input_ids=ids, attention_mask=mask, position_ids=pos, logits_to_keep=keep.to(dev)).logits
             flat = flat.reshape(-1, flat.shape[-1])
         else:  # older transformers: full logits, then select
-            flat = self.model(input_ids=ids, attention_mask=mask, position_ids=pos).logits[keep]
+            flat = self.model(input_ids=ids, attention_mask=mask, position_ids=pos).logits[keep.to(dev)]
         logp = torch.log_softmax(flat.float(), dim=-1)
         # Row-major order of the kept positions -> index into `flat`.
         order = keep.flatten().cumsum(0) - 1
@@ -209,8 +212,8 @@ class LoglikScorer:
         for r, p in enumerate(rows):
             n_choices = 1 + max(j for j, _, _ in p.targets)
             sums = [0.0] * n_choices
-            rows_idx = torch.tensor([int(order[r * length + at]) for _, at, _ in p.targets])
-            toks = torch.tensor([t for _, _, t in p.targets])
+            rows_idx = torch.tensor([int(order[r * length + at]) for _, at, _ in p.targets], device=logp.device)
+            toks = torch.tensor([t for _, _, t in p.targets], device=logp.device)
             vals = logp[rows_idx, toks].tolist()
             for (j, _, _), v in zip(p.targets, vals, strict=True):
                 sums[j] += v

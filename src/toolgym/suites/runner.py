@@ -57,8 +57,16 @@ class BenchConfig:
     trust_pickle: bool = False
     completions: str | None = None
     max_turns: int = 4
+    device: str = "auto"  # hf sampler and loglik model: auto | cpu | cuda | cuda:N (not a resume key)
 
     def __post_init__(self) -> None:
+        from toolgym.devices import check_device
+
+        self.device = check_device(self.device, "--device")
+        if self.device.startswith("cuda") and self.completions is None:  # no CUDA: one line now, not after loading
+            from toolgym.devices import resolve_device
+
+            resolve_device(self.device, what="--device", local_rank=None)
         if self.mode not in MODES:
             raise ConfigError(f"--mode must be one of {', '.join(MODES)}, got {self.mode!r}")
         if self.samples < 1:
@@ -152,15 +160,23 @@ def make_sampler(cfg: BenchConfig) -> tuple[Any, Any]:
     from toolgym.agents.chat import ChatTemplate
     from toolgym.suites.models import resolve_model
 
-    path = resolve_model(cfg.model)
-    tok_path = resolve_model(cfg.tokenizer) if cfg.tokenizer else path
+    if cfg.sampler not in ("hf", "vllm", "openai"):
+        raise ConfigError(f"--sampler must be hf, vllm or openai, got {cfg.sampler!r}")
+    if cfg.sampler != "hf" and cfg.device != "auto":
+        raise ConfigError(f"--device applies to --sampler hf (and --mode loglik); {cfg.sampler} places the model itself")
+    if cfg.sampler == "openai":  # a served name: only the tokenizer is loaded here
+        path = cfg.model
+        tok_path = resolve_model(cfg.tokenizer or cfg.model, "tokenizer")
+    else:
+        path = resolve_model(cfg.model)
+        tok_path = resolve_model(cfg.tokenizer, "tokenizer") if cfg.tokenizer else path
     template = ChatTemplate(tok_path)
     if cfg.sampler == "hf":
         from toolgym.agents.hf_sampler import HFSampler
 
         # One decode batch per chunk of prompts: two sequential batches of half the size cost
         # nearly twice as many decode steps on CPU.
-        return HFSampler(path, template.tokenizer, max_batch_size=_generate_chunk(cfg)), template
+        return HFSampler(path, template.tokenizer, max_batch_size=_generate_chunk(cfg), device=cfg.device), template
     if cfg.sampler == "vllm":
         from toolgym.agents import vllm_sampler
 
@@ -246,7 +262,7 @@ def _run_loglik(entry: SuiteEntry, todo: list[EvalTask], cfg: BenchConfig, store
     from toolgym.suites.science import to_mc_items
 
     if "lm" not in state:
-        state["lm"] = load_causal_lm(cfg.model)
+        state["lm"] = load_causal_lm(cfg.model, device=cfg.device)
     model, tok = state["lm"]
     scorer = LoglikScorer(model, tok, batch_questions=cfg.batch)
     # Similar lengths side by side: batches carry little padding (records are keyed by id, so the

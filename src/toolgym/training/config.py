@@ -129,6 +129,8 @@ class RolloutConfig:
     sampler: Literal["hf", "vllm", "openai"] = "hf"
     base_url: str | None = None  # openai sampler
     sampler_kwargs: dict[str, Any] = field(default_factory=dict)
+    # openai: the server's weights never change during training; true trains on that frozen policy knowingly
+    frozen_policy_ok: bool = False
     sandbox: str | None = "auto"  # one shared sandbox pool for all envs: auto, docker, local; null: none
     sandbox_pool: int = 0  # workers in that pool; 0: the number of CPU cores
 
@@ -141,18 +143,33 @@ class RolloutConfig:
         _require(self.temperature > 0, f"{p}.temperature", "a number > 0", self.temperature)
         _require(0 < self.top_p <= 1, f"{p}.top_p", "a number in (0, 1]", self.top_p)
         _require(self.sampler != "openai" or bool(self.base_url), f"{p}.base_url", "a URL when sampler is 'openai'", self.base_url)
+        if self.top_p < 1:  # the trainer scores softmax(logits / temperature): no truncation (specs/ctpo.md §3.8)
+            raise ConfigError(f"{p}.top_p={self.top_p:g} truncates the sampling distribution, so the trainer's log-probs "
+                              "would not be the behaviour policy's: use top_p: 1.0 for training (lower "
+                              f"{p}.temperature to sharpen sampling; eval.top_p may stay below 1)")
+        if self.sampler == "openai" and not self.frozen_policy_ok:
+            raise ConfigError(f"{p}.sampler=openai cannot receive weight updates during training (the server's weights "
+                              "stay frozen, so every step would sample the initial policy): use sampler: hf or vllm, "
+                              "evaluate with `toolgym bench --sampler openai`, or set "
+                              f"{p}.frozen_policy_ok: true to train on the frozen policy knowingly")
 
 
 @dataclass
 class ModelConfig:
     name_or_path: str = ""  # asset name, local folder, or hub id
     tokenizer: str | None = None  # default: the model's own
+    # bf16: mixed precision: fp32 master weights and optimizer, forward and loss under torch.autocast(bfloat16)
     dtype: Literal["fp32", "bf16"] = "fp32"
     gradient_checkpointing: bool = False
     model_kwargs: dict[str, Any] = field(default_factory=dict)
+    # auto | cpu | cuda | cuda:N; auto takes CUDA when available; torchrun ranks take cuda:LOCAL_RANK
+    device: str = "auto"
 
     def _check(self, p: str) -> None:
         _require(bool(self.name_or_path), f"{p}.name_or_path", "a model asset name, folder or id", self.name_or_path)
+        from toolgym.devices import check_device
+
+        self.device = check_device(self.device, f"{p}.device")
 
 
 @dataclass

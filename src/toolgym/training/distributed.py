@@ -18,6 +18,9 @@ mixed-device sharding); DDP is.
 from __future__ import annotations
 
 import os
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,21 +43,55 @@ class DistInfo:
         return self.world > 1
 
 
-def init() -> DistInfo:
-    """Join the process group that torchrun describes (env vars); a single process needs none."""
+_DEFAULT_DEVICE: list[str] = []  # innermost default_device() first
+
+
+@contextmanager
+def default_device(spec: str) -> Iterator[None]:
+    """Within the block, ``init()`` without a device uses ``spec`` (how the CLI hands ``model.device``
+    to a Trainer that calls ``init()`` without one)."""
+    _DEFAULT_DEVICE.insert(0, spec)
+    try:
+        yield
+    finally:
+        _DEFAULT_DEVICE.remove(spec)
+
+
+def requested_device(device: str | None = None) -> tuple[str, str]:
+    """(device spec, the setting it came from). ``device`` None: the innermost ``default_device()``, else
+    ``auto``. The deprecated ``TOOLGYM_DEVICE`` environment variable replaces ``auto`` only."""
+    spec, what = (device, "model.device") if device is not None else (
+        (_DEFAULT_DEVICE[0], "model.device") if _DEFAULT_DEVICE else ("auto", "model.device"))
+    env = os.environ.get("TOOLGYM_DEVICE")
+    if env and str(spec).strip().lower() == "auto":
+        warnings.warn("TOOLGYM_DEVICE is deprecated: set model.device in the config or pass --device",
+                      FutureWarning, stacklevel=3)
+        return env, "TOOLGYM_DEVICE (deprecated; use model.device or --device)"
+    return spec, what
+
+
+def init(device: str | None = None) -> DistInfo:
+    """Join the process group that torchrun describes (env vars); a single process needs none.
+
+    ``device`` is ``auto | cpu | cuda | cuda:N`` (see :func:`toolgym.devices.resolve_device`): ``auto``
+    takes CUDA when available; under torchrun ``auto``/``cuda`` give each rank ``cuda:LOCAL_RANK`` (nccl),
+    ``cpu`` gives gloo."""
+    from toolgym.devices import resolve_device
+
+    spec, what = requested_device(device)
     world = int(os.environ.get("WORLD_SIZE", "1"))
     if world <= 1:
-        return DistInfo(device="cuda" if torch.cuda.is_available() and os.environ.get("TOOLGYM_DEVICE") == "cuda" else "cpu")
+        return DistInfo(device=resolve_device(spec, what=what, local_rank=None))
     import torch.distributed as dist
 
     local = int(os.environ.get("LOCAL_RANK", "0"))
-    use_cuda = torch.cuda.is_available() and os.environ.get("TOOLGYM_DEVICE", "cuda") == "cuda"
+    dev = resolve_device(spec, what=what, local_rank=local)
+    use_cuda = dev.startswith("cuda")
     if not dist.is_initialized():
         dist.init_process_group(backend="nccl" if use_cuda else "gloo")
     if use_cuda:
-        torch.cuda.set_device(local)
-    return DistInfo(rank=dist.get_rank(), world=dist.get_world_size(), local_rank=local,
-                    device=f"cuda:{local}" if use_cuda else "cpu")
+        torch.cuda.set_device(dev)
+    return DistInfo(rank=dist.get_rank(), world=dist.get_world_size(), local_rank=local, device=dev)
 
 
 def wrap_model(model: torch.nn.Module, info: DistInfo, strategy: str | None = None) -> torch.nn.Module:

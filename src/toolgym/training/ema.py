@@ -27,11 +27,16 @@ def ema_update(teacher: torch.nn.Module, student: torch.nn.Module, rate: float =
 
 
 class EMATeacher:
-    """Owns the teacher copy. ``rate = 0`` keeps it frozen (the separate-teacher variant)."""
+    """Owns the teacher copy. ``rate = 0`` keeps it frozen (the separate-teacher variant).
+
+    The copy is kept in float32 whatever the student's dtype: a bf16 teacher would round away
+    ``rate * (theta - phi)`` steps far below its 8-bit mantissa (under ``model.dtype: bf16`` it is
+    run under the same autocast as the student, so only its forward is bf16).
+    """
 
     def __init__(self, student: torch.nn.Module, rate: float = 0.05) -> None:
         self.rate = rate
-        self.model = copy.deepcopy(student)
+        self.model = copy.deepcopy(student).float()
         self.model.requires_grad_(False)
         self.model.eval()
         self.updates = 0

@@ -137,7 +137,7 @@ class DistillationObjective:
         device = trainer.dist.device
         loss, m = mopd_forward_loss(
             trainer.model, self._ensure_teacher(trainer).model, inputs, divergence=o.divergence, k=o.k,
-            alpha=o.alpha, tail=o.tail,
+            alpha=o.alpha, tail=o.tail, behaviour_temperature=trainer.score_temperature,
             old_logp=None if old is None else old.to(device),
             rollout_logp=None if behaviour is None else behaviour.to(device),
             ratio_cap=o.ratio_cap, weight_cap=o.weight_cap, agg=o.agg,

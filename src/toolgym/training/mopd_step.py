@@ -23,7 +23,13 @@ from toolgym.training.mopd import (
     problem_of,
     render_teacher_prompt_ids,
 )
-from toolgym.training.mopd_batch import MOPDInputs, mopd_step_inputs, student_forward, teacher_topk_logprobs
+from toolgym.training.mopd_batch import (
+    MOPDInputs,
+    mopd_step_inputs,
+    student_forward,
+    teacher_topk_logprobs,
+    token_logprobs,
+)
 from toolgym.training.mopd_loss import Agg, distill_divergence, mopd_loss
 
 
@@ -138,6 +144,7 @@ def mopd_forward_loss(
     alpha: float = 0.5,
     tail: bool = True,
     temperature: float = 1.0,
+    behaviour_temperature: float = 1.0,
     old_logp: torch.Tensor | None = None,
     rollout_logp: torch.Tensor | None = None,
     ratio_cap: float = 2.0,
@@ -147,6 +154,10 @@ def mopd_forward_loss(
 ) -> tuple[torch.Tensor, dict[str, float]]:
     """Student pass (grad) -> teacher pass at the student's top-k ids (no grad) -> divergence -> loss.
 
+    ``temperature`` scales both models' logits for the divergence (1: the models' own distributions).
+    ``behaviour_temperature``: the rollouts' sampling temperature. The IS ratio and the rollout weight
+    compare the student's log-probs of the sampled tokens under ``softmax(logits / behaviour_temperature)``,
+    the policy that sampled them, with ``old_logp`` / ``rollout_logp`` (which must be of that policy too).
     ``old_logp``: the trainer's log-probs before this update (omit for one on-policy step: rho = 1).
     ``rollout_logp``: the inference engine's log-probs, for the optional rollout weight (needs
     ``old_logp`` or uses the current, detached log-probs as the trainer side).
@@ -160,12 +171,20 @@ def mopd_forward_loss(
     t2 = time.perf_counter()
     div = distill_divergence(divergence, lp_topk=out.lp_topk.float(), lq_topk=lq, logp=out.logp.float(),
                              teacher_logp=teacher_logp, alpha=alpha, tail=tail)
+    behaviour_logp = None  # [B, T] detached: the ratio and the weight carry no gradient
+    if old_logp is not None or rollout_logp is not None:
+        behaviour_logp = out.logp.detach()
+        if behaviour_temperature != temperature:
+            with torch.no_grad():
+                scaled = out.logits.detach().float() * (temperature / behaviour_temperature)
+                behaviour_logp = token_logprobs(scaled, s_batch.response_ids)
+                del scaled
     trainer_old = None
     if rollout_logp is not None:
-        trainer_old = old_logp if old_logp is not None else out.logp.detach()
+        trainer_old = old_logp if old_logp is not None else behaviour_logp
     loss, metrics = mopd_loss(
         div, inputs.loss_mask, inputs.seq_mask,
-        logp=out.logp if old_logp is not None else None, old_logp=old_logp, ratio_cap=ratio_cap,
+        logp=behaviour_logp if old_logp is not None else None, old_logp=old_logp, ratio_cap=ratio_cap,
         trainer_old_logp=trainer_old, rollout_logp=rollout_logp, weight_cap=weight_cap, agg=agg,
     )
     m = inputs.loss_mask * inputs.seq_mask.unsqueeze(-1)

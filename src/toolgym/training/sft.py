@@ -152,6 +152,7 @@ def sft_train(model: Any, trajectories: Sequence[Any], *, epochs: int, lr: float
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(s / total, 1.0))))
     rng = random.Random(f"sft:{seed}")
     model.train()
+    device = next(model.parameters()).device  # batches are built on the CPU: follow the model
     step = 0
     last: dict[str, float] = {}
     for epoch in range(epochs):
@@ -159,7 +160,7 @@ def sft_train(model: Any, trajectories: Sequence[Any], *, epochs: int, lr: float
         rng.shuffle(order)
         tot_loss = tot_tok = tot_ok = 0.0
         for b in range(0, len(order), batch_size):
-            batch = collate([trajectories[i] for i in order[b : b + batch_size]], pad_id)
+            batch = collate([trajectories[i] for i in order[b : b + batch_size]], pad_id).to(device)
             logp, _ = response_logprobs(model, batch)
             mask = batch.loss_mask
             n = mask.sum().clamp_min(1)

@@ -294,7 +294,7 @@ def score_responses(
     for start in range(0, len(order), batch_size):
         rows = order[start : start + batch_size]
         prompts = [enc[k][0] if enc[k][0] else [pad] for k in rows]
-        batch = build_batch(prompts, [enc[k][1] for k in rows], pad)
+        batch = build_batch(prompts, [enc[k][1] for k in rows], pad).to(next(model.parameters()).device)
         with torch.no_grad():
             lp = token_logprobs(response_logits(model, batch).float(), batch.response_ids)
         lp = (lp * batch.response_mask).double()

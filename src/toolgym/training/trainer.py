@@ -110,7 +110,7 @@ class PolicyGradient:
     def loss(self, trainer: Trainer, batch: RolloutBatch, rows: list[int], token_count: float,
              seq_count: float) -> tuple[torch.Tensor, dict[str, float]]:
         tb = trainer.collate([batch.trajectories[i] for i in rows])
-        logp, _ = response_logprobs(trainer.model, tb)
+        logp, _ = response_logprobs(trainer.model, tb, temperature=trainer.score_temperature)
         T = tb.loss_mask.shape[1]
         old = torch.stack([torch.nn.functional.pad(batch.old_logp[i], (0, T - len(batch.old_logp[i]))) for i in rows])
         mask = tb.loss_mask * batch.keep[rows].float().unsqueeze(1)
@@ -181,7 +181,7 @@ def load_policy(cfg: TrainConfig, out_dir: Path, demos: list[dict[str, Any]] | N
         path = str(asset_path(mc.name_or_path))
     except Exception:  # not an asset name: a local folder or a hub id
         pass
-    dtype = torch.bfloat16 if mc.dtype == "bf16" else torch.float32
+    dtype = torch.float32  # bf16 is mixed precision: fp32 master weights, bf16 autocast (Trainer.autocast)
     try:
         model = transformers.AutoModelForCausalLM.from_pretrained(path, dtype=dtype, **mc.model_kwargs)
         tok = transformers.AutoTokenizer.from_pretrained(mc.tokenizer or path)
@@ -209,7 +209,7 @@ class Trainer:
 
     def __init__(self, cfg: TrainConfig, *, console: bool = True) -> None:
         self.cfg = cfg
-        self.dist = D.init()
+        self.dist = D.init(cfg.model.device)
         self.out = Path(cfg.output_dir)
         self.objective_factory = OBJECTIVES.get(cfg.algorithm)
         if self.objective_factory is None:
@@ -240,8 +240,7 @@ class Trainer:
         if cfg.model.name_or_path.startswith("demo") and self.dist.main and not (self.out / "demo-model").exists():
             self.module.save_pretrained(self.out / "demo-model")
             self.tokenizer.save_pretrained(self.out / "demo-model")
-        if cfg.model.dtype == "bf16":
-            self.module.to(torch.bfloat16)
+        self.module.float()  # master weights stay fp32; model.dtype bf16 only autocasts the forward (self.autocast)
         self.module.to(self.dist.device)
         if cfg.model.gradient_checkpointing:
             self.module.gradient_checkpointing_enable()
@@ -283,6 +282,13 @@ class Trainer:
             from toolgym.agents import build_sampler
 
             self.sampler = build_sampler(r.sampler, cfg.model.name_or_path, base_url=r.base_url, **r.sampler_kwargs)
+            if r.sampler == "openai":  # only with rollout.frozen_policy_ok (the config refuses it otherwise)
+                import warnings
+
+                msg = (f"rollout.sampler=openai: the server at {r.base_url} gets no weight updates, so every step "
+                       "samples the initial policy (rollout.frozen_policy_ok: true)")
+                warnings.warn(msg, stacklevel=2)
+                self.logger.say(f"warning: {msg}")
         if cfg.distributed == "ray":  # rollouts on Ray workers; the local sampler still serves evaluations
             from toolgym.distributed.training import RayRollouts
 
@@ -306,18 +312,33 @@ class Trainer:
 
     # -- pieces of a step -------------------------------------------------------------------------------
 
+    @property
+    def score_temperature(self) -> float:
+        """The temperature the rollouts were sampled at: every trainer log-prob of a sampled token is one of
+        ``softmax(logits / T)``, the behaviour policy (top-p < 1 is refused by the config, so nothing is truncated)."""
+        return float(self.cfg.rollout.temperature)
+
+    def autocast(self) -> Any:
+        """``model.dtype: bf16``: the forward (and the loss) under ``torch.autocast(bfloat16)`` over fp32 master
+        weights; fp32: a no-op. Backward and the optimizer step run outside it, on the fp32 parameters."""
+        if self.cfg.model.dtype != "bf16":
+            return _null()
+        return torch.autocast(device_type=torch.device(self.dist.device).type, dtype=torch.bfloat16)
+
     def collate(self, trajs: Sequence[Trajectory]) -> TokenBatch:
         return collate(trajs, self.pad_id).to(self.dist.device)
 
     @torch.no_grad()
     def old_logprobs(self, trajs: Sequence[Trajectory]) -> list[torch.Tensor]:
-        """Trainer log-probs of every response token, before any update of this step (float32, on CPU)."""
+        """Trainer log-probs of every response token at the sampling temperature, before any update of this step
+        (float32, on CPU)."""
         out: list[torch.Tensor] = []
         mb = max(1, len(trajs) // (self.cfg.mini_batches * self.cfg.grad_accum))
         self.module.eval()
         for i in range(0, len(trajs), mb):
             chunk = list(trajs[i : i + mb])
-            lp, _ = response_logprobs(self.module, self.collate(chunk))
+            with self.autocast():
+                lp, _ = response_logprobs(self.module, self.collate(chunk), temperature=self.score_temperature)
             for j, t in enumerate(chunk):
                 out.append(lp[j, : len(t.response_ids)].float().cpu())
         return out
@@ -391,7 +412,8 @@ class Trainer:
                     sync = c == len(chunks) - 1
                     ctx = self.model.no_sync() if (self.dist.enabled and not sync and hasattr(self.model, "no_sync")) else _null()
                     with ctx:
-                        loss, m = objective.loss(self, batch, chunk, tok, seqs)
+                        with self.autocast():
+                            loss, m = objective.loss(self, batch, chunk, tok, seqs)
                         (loss * self.dist.world).backward()
                     mini_loss += float(loss.detach())
                     skipped += int(m.pop("rows_skipped_nonfinite", 0))
