@@ -12,6 +12,7 @@ import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from toolgym.envs.tasks._code import humaneval_test_code
 from toolgym.suites.tasks import CodeTest, EvalTask
 
 _FENCE = re.compile(r"```[ \t]*(?:python3?|py|Python)?[ \t]*\n(.*?)```", re.DOTALL)
@@ -24,7 +25,7 @@ def humaneval_task(rec: dict[str, Any]) -> EvalTask:
             f"code block.\n\n```python\n{prompt}```")
     return EvalTask(
         id=str(rec["id"]), kind="code", prompt=user,
-        tests=[CodeTest(code=f"{rec['test']}\ncheck({entry})\n")], test_mode="function",
+        tests=[CodeTest(code=humaneval_test_code(prompt, str(rec["test"]), entry))], test_mode="function",
         program_prefix=prompt, entry_point=entry, metadata={"dataset": "humaneval"},
     )
 

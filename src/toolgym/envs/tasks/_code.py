@@ -30,10 +30,28 @@ FUNCTION_HINT = "Write a Python solution in one ```python code block."
 STDIO_HINT = "Write a Python program that reads from standard input and writes to standard output, in one ```python code block."
 
 
+def humaneval_test_code(prompt: str, test: str, entry_point: str) -> str:
+    """A HumanEval test that uses the PROMPT's helpers, not the program's: HumanEval/32, 38 and
+    50 check the answer with a helper the prompt defines (`poly`, `encode_cyclic`,
+    `encode_shift`), and a program that redefines it (e.g. both as the identity) would pass."""
+    import ast
+
+    try:
+        tree = ast.parse(prompt)
+    except SyntaxError:
+        return f"{test}\ncheck({entry_point})\n"
+    helpers = [ast.get_source_segment(prompt, node) or "" for node in tree.body
+               if isinstance(node, (ast.Import, ast.ImportFrom))
+               or isinstance(node, ast.FunctionDef) and node.name != entry_point]
+    defs = "\n\n".join(h for h in helpers if h)
+    return (defs + "\n\n" if defs else "") + f"{test}\ncheck({entry_point})\n"
+
+
 def _humaneval(row: dict[str, Any], i: int) -> Task:
     prompt, test, ep = require(row, "prompt"), require(row, "test"), require(row, "entry_point")
     text = f"Complete this Python function.\n```python\n{prompt}```\n{FUNCTION_HINT}"
-    return _task(str(row.get("id", i)), text, "function", [], [{"code": f"{test}\ncheck({ep})"}], "humaneval", ep, prefix=prompt)
+    return _task(str(row.get("id", i)), text, "function", [], [{"code": humaneval_test_code(prompt, test, ep)}],
+                 "humaneval", ep, prefix=prompt)
 
 
 def _mbpp(row: dict[str, Any], i: int) -> Task:

@@ -83,12 +83,13 @@ class Codec:
     name; `handles` keeps objects that cannot travel (candidate side only)."""
 
     def __init__(self, classes, by_value, handles=None, proxy=None, make_proxy=None, callbacks=None,
-                 make_callback=None, names=None):
+                 make_callback=None, names=None, lendable=None):
         self.classes, self.by_value, self.handles, self.proxy = classes, by_value, handles, proxy
         self.make_proxy = make_proxy
         self.callbacks = callbacks  # evaluator side: its functions the candidate may call back
         self.make_callback = make_callback  # candidate side: a stand-in that calls back
         self.names = names  # candidate side: the program's namespace
+        self.lendable = lendable  # evaluator side: what of the test the program may use by reference
         self.records = {}
         self.refs = False
 
@@ -108,11 +109,12 @@ class Codec:
 
     def _handle(self, v, n=None):
         if self.handles is None:
-            if self.callbacks is not None and not isinstance(v, type):
-                # the test's function or object, used by the program through calls back
-                self.callbacks.append(v)
-                return {"E": len(self.callbacks) - 1, "c": callable(v)}
-            raise TypeError(f"cannot send a {type(v).__name__} to the program")
+            kind = self.lendable(v) if self.lendable is not None else None
+            if kind is None:
+                raise TypeError(f"cannot send a {type(v).__name__} to the program")
+            # the test's function, object or iterator, used by the program through calls back
+            self.callbacks.append(v)
+            return {"E": len(self.callbacks) - 1, "c": kind}
         self.handles.append(v)
         out = {"H": len(self.handles) - 1, "t": type(v).__name__}
         if n is not None:
@@ -211,7 +213,7 @@ class Codec:
             for k, x in d["A"]:
                 k = str(k)
                 value = self._dec(x, memo)
-                if self.handles is None and not issubclass(cls, Record):
+                if self.handles is None:
                     _check_attribute(cls, k, value, self.proxy)
                 obj.__dict__[k] = value
             return obj
@@ -229,7 +231,7 @@ class Codec:
         if "E" in d:
             if self.make_callback is None:
                 raise ValueError("malformed value")
-            return self.make_callback(int(d["E"]), bool(d.get("c", True)))
+            return self.make_callback(int(d["E"]), str(d.get("c", "f")))
         raise ValueError("malformed value")
 
     def _class(self, name):
@@ -247,6 +249,8 @@ def _check_attribute(cls, name, value, proxy):
     property), never the program's live objects. Anything else breaks the call channel."""
     if name.startswith("__") or not name.isidentifier():
         raise ValueError(f"attribute {name!r} refused")
+    if issubclass(cls, Record):
+        cls = object  # a record has nothing to shadow, but holds no code of the program either
     if name in dir(cls) and (callable(getattr(cls, name, None)) or
                              isinstance(cls.__dict__.get(name), (property, staticmethod, classmethod))):
         raise ValueError(f"attribute {name!r} would shadow the class's own {name}")
@@ -271,7 +275,10 @@ def _copy_back(orig, new):
         orig.update(new)
     elif isinstance(orig, bytearray) and isinstance(new, bytearray):
         orig[:] = new
-    elif hasattr(orig, "__dict__") and hasattr(new, "__dict__") and not isinstance(orig, type):
+    elif type(new) is type(orig) and isinstance(getattr(orig, "__dict__", None), dict) \
+            and not isinstance(orig, type):
+        # same class only (decoding checked every attribute against it); an object the program
+        # turned into something else is not poured into the test's object
         orig.__dict__.clear()
         orig.__dict__.update(new.__dict__)
 
@@ -321,9 +328,28 @@ def serve_candidate(program, fd):
         def __getattr__(self, name):
             return ask({"cb": object.__getattribute__(self, "_cid"), "attr": str(name)})
 
-    def callback(cid, is_callable):
-        if not is_callable:
+    class TestIterator:
+        """An iterator of the test (e.g. a generator argument): next() runs in the evaluator."""
+
+        def __init__(self, cid):
+            self._cid = cid
+
+        def __iter__(self):
+            return self
+
+        def __next__(self):
+            try:
+                return ask({"cb": self._cid, "next": 1})
+            except RuntimeError as e:
+                if str(e).startswith("the test's code raised StopIteration"):
+                    raise StopIteration from None
+                raise
+
+    def callback(cid, kind):
+        if kind == "o":
             return TestObject(cid)
+        if kind == "i":
+            return TestIterator(cid)
 
         def call_back(*args, **kwargs):
             """A function of the test, run by the evaluator (e.g. LeetCode's guess())."""
@@ -431,12 +457,19 @@ class Link:
         args = [self.codec.decode(a, memo) for a in req.get("a", [])]
         kwargs = {str(k): self.codec.decode(a, memo) for k, a in req.get("k", [])}
         try:
+            kind = self.codec.lendable(obj)
             if "attr" in req:
                 name = str(req["attr"])
-                if name.startswith("__"):
+                if name.startswith("__") or kind != "o":
                     raise AttributeError(name)
                 value = getattr(obj, name)
+            elif "next" in req:
+                if kind != "i":
+                    raise TypeError("not an iterator")
+                value = next(obj)
             else:
+                if kind != "f":
+                    raise TypeError("not a function of the test")
                 value = obj(*args, **kwargs)
             reply = {"v": self.codec.encode(value)}
         except Exception as e:  # noqa: BLE001 - reported to the program as an error of the call
@@ -605,9 +638,28 @@ def evaluate(test, verdict_fd, fd):
         return isinstance(v, Record) or getattr(type(v), "__module__", None) == "__test__" and \
             type(v).__name__ in program_classes
 
+    def lendable(v):
+        """What the program may use by reference: functions the test defined ("f"), methods and
+        instances of its classes ("f", "o"), iterators ("i", next() only). Nothing else of the
+        evaluator (frames, modules, builtins, code) is ever handed over."""
+        import types
+
+        if isinstance(v, types.FunctionType):
+            return "f" if v.__globals__ is tns else None
+        if isinstance(v, types.MethodType):
+            return "f" if isinstance(v.__func__, types.FunctionType) and v.__func__.__globals__ is tns \
+                and lendable(v.__self__) in ("o", None) else None
+        if not isinstance(v, type) and getattr(type(v), "__module__", None) == "__test__":
+            return "o"
+        import collections.abc
+
+        if isinstance(v, collections.abc.Iterator):
+            return "i"
+        return None
+
     link.codec = Codec(classes, by_value, handles=None, proxy=Remote,
                        make_proxy=lambda hid, tname: Remote(link, {"h": hid}, "object", tname),
-                       callbacks=link.callbacks)
+                       callbacks=link.callbacks, lendable=lendable)
     tns["__program__"] = ProgramNamespace(link)
 
     def verdict(tag, text=""):
