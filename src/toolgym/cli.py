@@ -31,6 +31,7 @@ _COMMANDS: list[tuple[str, str]] = [
     ("toolgym._cli.rollout", "rollout"),
     ("toolgym._cli.train", "train"),
     ("toolgym._cli.train", "sft"),
+    ("toolgym._cli.export", "export"),
 ]
 
 

@@ -156,7 +156,7 @@ def test_real_run_checkpoints_the_teacher(tmp_path):
     assert [r["step"] for r in rows] == [1, 2]
     assert all(math.isfinite(r["loss"]) and "mopd/trained_frac" in r for r in rows)
     assert rows[-1]["mopd/ema_updates"] == 2
-    blob = torch.load(tmp_path / "run" / "checkpoints" / "step-000002" / "trainer_state.pt", weights_only=False)
+    blob = torch.load(tmp_path / "run" / "checkpoints" / "step-000002" / "trainer_state.pt", weights_only=True)
     saved = blob["state"]["extra"]["objective"]
     assert saved["steps"] == 2 and saved["updates"] == 2
     for k, v in tr.objective.teacher.model.state_dict().items():

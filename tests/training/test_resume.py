@@ -14,6 +14,7 @@ from pathlib import Path
 import torch
 import yaml
 
+from toolgym.training.checkpoint import load_weights
 from toolgym.training.logging import read_metrics
 
 from .trainer_util import tiny_config
@@ -69,7 +70,7 @@ def test_kill9_then_resume_matches_uninterrupted_run(tmp_path):
         assert math.isclose(a[s]["loss"], b[s]["loss"], rel_tol=1e-5, abs_tol=1e-7), (s, a[s]["loss"], b[s]["loss"])
         assert a[s]["reward_mean"] == b[s]["reward_mean"]
         assert a[s]["response_tokens"] == b[s]["response_tokens"]
-    wa = torch.load(tmp_path / "full" / "checkpoints" / "step-000004" / "trainer_state.pt", weights_only=False)["model"]
-    wb = torch.load(out / "checkpoints" / "step-000004" / "trainer_state.pt", weights_only=False)["model"]
+    wa = load_weights(tmp_path / "full" / "checkpoints" / "step-000004")
+    wb = load_weights(out / "checkpoints" / "step-000004")
     for k in wa:
         torch.testing.assert_close(wa[k], wb[k], rtol=1e-5, atol=1e-6)

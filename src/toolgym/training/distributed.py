@@ -11,8 +11,11 @@ FSDP path (GPUs). ``wrap_model(model, "fsdp")`` shards every decoder layer and t
 too). Rollouts then need full weights: with vLLM, gather with
 ``torch.distributed.checkpoint.state_dict.get_model_state_dict(model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))``
 on rank 0 and push them with ``VLLMSampler.update_weights``. Select it with ``TOOLGYM_PARALLEL=fsdp``.
-It is not exercised by the CPU test-suite (gloo lacks the collectives FSDP2 relies on for
-mixed-device sharding); DDP is.
+Checkpoints and weight sync gather the full (unsharded) state with :func:`full_state_dict` /
+:func:`full_optimizer_state_dict` (a collective: every rank calls it; rank 0 saves), and resume loads it
+back with :func:`load_full_state_dict`. FSDP2 runs on CPU with gloo (torch 2.13): tests/training/test_fsdp.py
+checks checkpoint and resume on 2 ranks; the whole RL loop under FSDP with the shared-module HF sampler
+is not tested (ranks generating different lengths would issue different numbers of all-gathers).
 """
 
 from __future__ import annotations
@@ -169,3 +172,55 @@ def shutdown(info: DistInfo) -> None:
 
         if dist.is_initialized():
             dist.destroy_process_group()
+
+
+def is_fsdp(model: torch.nn.Module) -> bool:
+    """Whether ``model`` (or a submodule) is sharded with FSDP2 ``fully_shard`` (or wrapped by FSDP1)."""
+    try:
+        from torch.distributed.fsdp import FSDPModule
+    except ImportError:  # pragma: no cover - older torch
+        FSDPModule = ()  # noqa: N806
+    from torch.distributed.fsdp import FullyShardedDataParallel
+
+    return any(isinstance(m, (FSDPModule, FullyShardedDataParallel)) for m in model.modules())
+
+
+def full_state_dict(model: torch.nn.Module, *, rank0_only: bool = True) -> dict[str, torch.Tensor]:
+    """The unsharded model weights. A collective under FSDP: every rank must call it.
+
+    FSDP: ``get_model_state_dict(full_state_dict=True)``; with ``rank0_only`` also ``cpu_offload=True``,
+    so rank 0 gets the full weights on the CPU and the other ranks an empty dict (for saving); without,
+    every rank gets them (for pushing weights to each rank's sampler). Anything else: ``state_dict()``."""
+    if not is_fsdp(model):
+        return model.state_dict()
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
+
+    return get_model_state_dict(model, options=StateDictOptions(full_state_dict=True, cpu_offload=rank0_only))
+
+
+def full_optimizer_state_dict(model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> dict[str, Any]:
+    """The optimizer state, unsharded on rank 0 under FSDP (a collective there); ``optimizer.state_dict()``
+    otherwise."""
+    if not is_fsdp(model):
+        return optimizer.state_dict()
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_optimizer_state_dict
+
+    return get_optimizer_state_dict(model, optimizer,
+                                    options=StateDictOptions(full_state_dict=True, cpu_offload=True))
+
+
+def load_full_state_dict(model: torch.nn.Module, sd: dict[str, torch.Tensor],
+                         optimizer: torch.optim.Optimizer | None = None,
+                         optim_sd: dict[str, Any] | None = None) -> None:
+    """Load full (unsharded) state dicts, which every rank read from the checkpoint, into an FSDP model
+    (each rank keeps its shard) and its optimizer."""
+    from torch.distributed.checkpoint.state_dict import (
+        StateDictOptions,
+        set_model_state_dict,
+        set_optimizer_state_dict,
+    )
+
+    opts = StateDictOptions(full_state_dict=True, strict=False)
+    set_model_state_dict(model, sd, options=opts)
+    if optimizer is not None and optim_sd is not None:
+        set_optimizer_state_dict(model, optimizer, optim_sd, options=opts)

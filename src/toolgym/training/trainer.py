@@ -447,7 +447,9 @@ class Trainer:
     def sync_weights(self) -> None:
         """HF sampler: shares the module (nothing to copy). vLLM: push the new weights."""
         if hasattr(self.sampler, "update_weights") and getattr(self.sampler, "model", None) is not self.module:
-            self.sampler.update_weights({k: v.detach() for k, v in self.module.state_dict().items()})
+            # FSDP: state_dict() holds this rank's shards (DTensors); every rank's sampler needs full weights
+            full = D.full_state_dict(self.module, rank0_only=False)
+            self.sampler.update_weights({k: v.detach() for k, v in full.items()})
         if self.ray_rollouts is not None:
             self.ray_rollouts.sync(self.module)
 
@@ -492,7 +494,13 @@ class Trainer:
             state = TrainerState()
             if ckpt is not None:
                 self._build_optimizer()
-                state = load_checkpoint(ckpt, self.module, self.optimizer, self.scheduler)
+                if D.is_fsdp(self.module):  # every rank reads the full state; each keeps its shards
+                    state = load_checkpoint(
+                        ckpt, self.module, self.optimizer, self.scheduler,
+                        set_model=lambda sd: D.load_full_state_dict(self.module, sd),
+                        set_optimizer=lambda osd: D.load_full_state_dict(self.module, {}, self.optimizer, osd))
+                else:
+                    state = load_checkpoint(ckpt, self.module, self.optimizer, self.scheduler)
                 self.logger.say(f"resumed from {ckpt} at step {state.step}")
             else:
                 if cfg.sft.enabled:
@@ -595,6 +603,10 @@ class Trainer:
                         f"{res['sft_s']:.0f}s")
 
     def _save(self, state: TrainerState) -> None:
+        """Checkpoint (with an ``hf/`` folder of the policy) on rank 0. Under FSDP every rank first takes part
+        in gathering the full weights and optimizer state (rank 0 receives them, on the CPU)."""
+        model_state = D.full_state_dict(self.module, rank0_only=True)
+        optimizer_state = D.full_optimizer_state_dict(self.module, self.optimizer)
         if not self.dist.main:
             D.barrier(self.dist)
             return
@@ -602,7 +614,8 @@ class Trainer:
         keep = getattr(getattr(self, "objective", None), "state_dict", None)
         if keep is not None:
             state.extra["objective"] = keep()
-        save_checkpoint(ckdir, self.module, self.optimizer, self.scheduler, state)
+        save_checkpoint(ckdir, self.module, self.optimizer, self.scheduler, state, tokenizer=self.tokenizer,
+                        model_state=model_state, optimizer_state=optimizer_state)
         state.extra.pop("objective", None)
         old = sorted(p for p in ckdir.glob("step-*") if p.is_dir())
         for p in old[: max(0, len(old) - self.cfg.checkpoint.keep_last)]:
@@ -613,6 +626,9 @@ class Trainer:
         out: dict[str, Any] = {"steps": state.step, "output_dir": str(self.out)}
         if not self.dist.main:
             return out
+        final = latest_checkpoint(self.out / "checkpoints")
+        if final is not None and (final / "hf").is_dir():
+            out["hf"] = str(final / "hf")  # the trained policy as a Hugging Face folder
         evals = read_metrics(self.out, "eval")
         if evals:
             out["before"] = {k: evals[0].get(k) for k in ("step", "reward_mean", "tool_rate")}
