@@ -932,6 +932,10 @@ def main(argv):
     import threading  # noqa: F401
     import traceback  # noqa: F401
     import types  # noqa: F401
+    # what the judge harness and typical programs import: loaded once here, shared by every fork
+    for name in ("bisect", "collections", "copy", "functools", "heapq", "itertools", "math", "random", "re",
+                 "string", "typing"):
+        __import__(name)
     _REFUSED = _harden()
     _IN, _OUT = os.dup(0), os.dup(1)
     null = os.open(os.devnull, os.O_RDWR)
