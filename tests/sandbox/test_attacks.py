@@ -33,45 +33,25 @@ import pytest
 
 import toolgym
 from tests.sandbox.conftest import open_for, require_backend
+from tests.sandbox.judging import MEM, RIGHT, TL, WRONG, assert_all_ac, assert_no_ac, fn, statuses
 from toolgym.sandbox import Limits
 from toolgym.sandbox.judge import TestCase, ajudge, judge
 
 REPO = Path(toolgym.__file__).resolve().parents[2]
-TL = 2.0  # per-test time limit of every judge call here
-MEM = 256  # per-test memory limit (MiB)
 CALL = Limits(timeout_s=5, memory_mb=256, pids=64, output_bytes=256 << 10)
 
-WRONG = "def add(a, b):\n    return a - b\n"
-RIGHT = "def add(a, b):\n    return a + b\n"
 ASSERT_TEST = "assert add(1, 2) == 3\nassert add(-5, 9) == 4\n"
 HUMANEVAL_TEST = ("def check(candidate):\n    assert candidate(1, 2) == 3\n    assert candidate(-5, 9) == 4\n"
                   "    assert candidate(0, 0) == 0\n\ncheck(add)\n")
 
 
 # ------------------------------------------------------------------------------------ helpers
-def fn(sb, program: str, tests, **kw):
-    kw.setdefault("time_limit_s", TL)
-    kw.setdefault("memory_mb", MEM)
-    return judge(sb, program, tests, mode="function", **kw)
-
-
 def stdio(sb, program: str, tests, **kw):
     kw.setdefault("time_limit_s", TL)
     kw.setdefault("memory_mb", MEM)
     return judge(sb, program, tests, mode="stdio", **kw)
 
 
-def statuses(report) -> list[str]:
-    return [v.status for v in report.verdicts]
-
-
-def assert_no_ac(report, what: str = "") -> None:
-    assert report.total > 0
-    assert report.passed == 0, (what, report.verdicts)
-
-
-def assert_all_ac(report, what: str = "") -> None:
-    assert report.all_passed, (what, report.verdicts)
 
 
 CLEAN_LOOK = r'''

@@ -27,34 +27,17 @@ import secrets
 
 import pytest
 
-from toolgym.sandbox.judge import TestCase, judge
-
-TL = 2.0
-MEM = 256
-
-
-def fn(sb, program: str, tests, **kw):
-    kw.setdefault("time_limit_s", TL)
-    kw.setdefault("memory_mb", MEM)
-    return judge(sb, program, tests, mode="function", **kw)
-
-
-def statuses(report) -> list[str]:
-    return [v.status for v in report.verdicts]
-
-
-def assert_no_ac(report, what: str = "") -> None:
-    assert report.total > 0
-    assert report.passed == 0, (what, report.verdicts)
-
-
-def assert_all_ac(report, what: str = "") -> None:
-    assert report.all_passed, (what, report.verdicts, report.notes)
-
-
-RIGHT = "def add(a, b):\n    return a + b\n"
-WRONG = "def add(a, b):\n    return a - b\n"
-
+from tests.sandbox.judging import (
+    LISTNODE,
+    PROGRAM_LISTNODE,
+    RIGHT,
+    WRONG,
+    assert_all_ac,
+    assert_no_ac,
+    fn,
+    statuses,
+)
+from toolgym.sandbox.judge import TestCase
 
 # ================================================================ W1: the program's builtins
 # The candidate owns its end of the call channel (fd 4). At load it reads the evaluator's
@@ -107,35 +90,7 @@ def test_program_cannot_replace_the_tests_builtins(sb):
 
 # ================================================================ W2: shadowed helper methods
 # LeetCode's judge-side ListNode (toolgym/_assets/leetcode.py, build 2), as the tests define it.
-LISTNODE = '''
-class ListNode:
-    def __init__(self, val=0, next=None):
-        self.val = val
-        self.next = next
-
-    @classmethod
-    def from_list(cls, values):
-        head = None
-        for v in reversed(list(values)):
-            head = cls(v, head)
-        return head
-
-    @staticmethod
-    def _values(node, max_length=100000):
-        out, seen = [], set()
-        while node is not None and id(node) not in seen and len(out) < max_length:
-            seen.add(id(node))
-            out.append(node.val)
-            node = node.next
-        return out
-
-    def __eq__(self, other):
-        if not (hasattr(other, "val") and hasattr(other, "next")):
-            return False
-        return self._values(self) == self._values(other)
-
-    __hash__ = object.__hash__
-
+LISTNODE = LISTNODE + '''
 
 def run_add_two_numbers(solution_class, l1_vals, l2_vals):
     return solution_class().add_two_numbers(ListNode.from_list(l1_vals), ListNode.from_list(l2_vals))
@@ -147,12 +102,6 @@ def assert_add_two_numbers(result, expected_vals):
     return True
 '''
 
-PROGRAM_LISTNODE = '''
-class ListNode:
-    def __init__(self, val=0, next=None):
-        self.val = val
-        self.next = next
-'''
 
 ADD_TWO_RIGHT = PROGRAM_LISTNODE + '''
 class Solution:
@@ -293,9 +242,9 @@ class Solution:
 
 
 def test_long_linked_list_crosses_the_boundary(sb):
-    code = (LISTNODE + "\nvals = list(range({n}))\nres = Solution().reverse_list(ListNode.from_list(vals))\n"
+    code = (LISTNODE + "\nvals = list(range(N))\nres = Solution().reverse_list(ListNode.from_list(vals))\n"
             "assert res == ListNode.from_list(vals[::-1])\n")
-    rep = fn(sb, REVERSE_RIGHT, [TestCase(code=code.format(n=n)) for n in (5, 1000)])
+    rep = fn(sb, REVERSE_RIGHT, [TestCase(code=code.replace("range(N)", f"range({n})")) for n in (5, 1000)])
     assert_all_ac(rep, "an honest reverse of 5 and 1000 nodes")
 
 

@@ -25,26 +25,8 @@ import secrets
 
 import pytest
 
-from toolgym.sandbox.judge import TestCase, judge
-
-TL = 2.0
-MEM = 256
-
-
-def fn(sb, program: str, tests, **kw):
-    kw.setdefault("time_limit_s", TL)
-    kw.setdefault("memory_mb", MEM)
-    return judge(sb, program, tests, mode="function", **kw)
-
-
-def assert_no_ac(report, what: str = "") -> None:
-    assert report.total > 0
-    assert report.passed == 0, (what, report.verdicts)
-
-
-def assert_all_ac(report, what: str = "") -> None:
-    assert report.all_passed, (what, report.verdicts, report.notes)
-
+from tests.sandbox.judging import LISTNODE, PROGRAM_LISTNODE, assert_all_ac, assert_no_ac, fn
+from toolgym.sandbox.judge import TestCase
 
 # ================================================================ V1: frames of a test's generator
 TOTAL_RIGHT = "def total(xs):\n    return sum(x for x in xs)\n"
@@ -76,42 +58,7 @@ def test_a_generator_argument_can_be_iterated(sb):
 
 
 # ================================================================ V2: copy-back pours a Record into the test's object
-LISTNODE = '''
-class ListNode:
-    def __init__(self, val=0, next=None):
-        self.val = val
-        self.next = next
 
-    @classmethod
-    def from_list(cls, values):
-        head = None
-        for v in reversed(list(values)):
-            head = cls(v, head)
-        return head
-
-    @staticmethod
-    def _values(node, max_length=100000):
-        out, seen = [], set()
-        while node is not None and id(node) not in seen and len(out) < max_length:
-            seen.add(id(node))
-            out.append(node.val)
-            node = node.next
-        return out
-
-    def __eq__(self, other):
-        if not (hasattr(other, "val") and hasattr(other, "next")):
-            return False
-        return self._values(self) == self._values(other)
-
-    __hash__ = object.__hash__
-'''
-
-PROGRAM_LISTNODE = '''
-class ListNode:
-    def __init__(self, val=0, next=None):
-        self.val = val
-        self.next = next
-'''
 
 SORT_RIGHT = PROGRAM_LISTNODE + '''
 class Solution:
