@@ -322,8 +322,9 @@ def test_host_files_outside_the_allowlist_are_absent(tool, tmp_path):
 def test_nothing_but_the_scratch_dirs_is_writable(tool):
     keep = local_backend._keep_dirs(sys.executable)
     workroot = local_backend._workroot(keep)
-    targets = ["/", "/etc", "/usr", "/usr/bin", "/dev", "/proc/sys/kernel", keep[0], "/run" if
-               workroot.startswith("/run/") else "/work"]
+    # and whichever of /work and /run is not the work root (a venv under /work moves it to /run)
+    targets = ["/", "/etc", "/usr", "/usr/bin", "/dev", "/proc/sys/kernel", keep[0], "/work" if
+               workroot.startswith("/run/") else "/run"]
     code = (f"import json, os\nres = {{}}\nfor d in {[*targets, '/tmp', workroot, '/dev/shm']!r}:\n"
             "    try:\n        open(os.path.join(d, 'planted'), 'w').close(); res[d] = 'written'\n"
             "    except OSError as e:\n        res[d] = e.strerror\n"
