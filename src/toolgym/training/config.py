@@ -143,7 +143,7 @@ class RolloutConfig:
         _require(self.temperature > 0, f"{p}.temperature", "a number > 0", self.temperature)
         _require(0 < self.top_p <= 1, f"{p}.top_p", "a number in (0, 1]", self.top_p)
         _require(self.sampler != "openai" or bool(self.base_url), f"{p}.base_url", "a URL when sampler is 'openai'", self.base_url)
-        if self.top_p < 1:  # the trainer scores softmax(logits / temperature): no truncation (specs/ctpo.md §3.8)
+        if self.top_p < 1:  # the trainer scores softmax(logits / temperature): no truncation (README, Training)
             raise ConfigError(f"{p}.top_p={self.top_p:g} truncates the sampling distribution, so the trainer's log-probs "
                               "would not be the behaviour policy's: use top_p: 1.0 for training (lower "
                               f"{p}.temperature to sharpen sampling; eval.top_p may stay below 1)")
