@@ -241,6 +241,18 @@ def wipe(path, spare=(), protected=lambda path: False):
         os.close(fd)
 
 
+def protector(workroot):
+    """What a wipe must leave: the work root itself, and the interpreter's read-only prefix where
+    it is re-exposed under a wiped dir (an interpreter living under /tmp, e.g. a CI clone)."""
+    prefixes = {os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)} | {
+        sys.prefix, sys.base_prefix, sys.exec_prefix}
+
+    def protected(path):
+        return path == workroot or any(p == path or p.startswith(path + "/") for p in prefixes)
+
+    return protected
+
+
 def listing(path, spare=(), protected=lambda path: False):
     try:
         return [n for n in os.listdir(path) if n not in spare and not protected(os.path.join(path, n))]

@@ -58,6 +58,7 @@ from common import (
     other_pids,
     prctl,
     print_exc,
+    protector,
     read_exact,
     reap,
     run_as_main,
@@ -211,13 +212,8 @@ def _safe_path(root, name):
     return path
 
 
-_OWN_PREFIXES = {os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)} | {
-    sys.prefix, sys.base_prefix, sys.exec_prefix}
-
-
 def _protected(path):
-    """The work root itself, and the interpreter's read-only prefix re-exposed under /tmp."""
-    return path == WORKROOT or any(p == path or p.startswith(path + "/") for p in _OWN_PREFIXES)
+    return protector(WORKROOT)(path)
 
 
 def _wipe(path, spare=()):

@@ -42,6 +42,7 @@ from common import (
     kill_uid,
     listing,
     prctl,
+    protector,
     reap,
     tasks,
     wipe,
@@ -302,12 +303,7 @@ class Harness:
         for uid in UNTRUSTED_UIDS:
             if ipc_objects(uid) and not kill_uid(uid):  # only the owner may remove them
                 raise RuntimeError(f"processes of uid {uid} could not be killed")
-        workroot = os.path.dirname(os.path.abspath("."))
-        prefixes = {os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)}
-
-        def protected(path):
-            return path == workroot or any(p == path or p.startswith(path + "/") for p in prefixes)
-
+        protected = protector(os.path.dirname(os.path.abspath(".")))
         reap()
         for d in (*WIPE_DIRS, self.root):
             if not wipe(d, (), protected) or listing(d, (), protected):

@@ -28,8 +28,6 @@ import sys
 
 from common import read_exact
 
-CALL_EXC = ("exc", "base", "mem", "stop")
-
 
 class _deep:  # noqa: N801
     """Room for long linked lists and deep trees while a value is encoded or decoded."""
