@@ -2,7 +2,7 @@
 
 ``load_config(path_or_dict) -> TrainConfig``. Every section is a dataclass; unknown keys and
 invalid values raise :class:`toolgym.errors.ConfigError` naming the dotted field and what is
-allowed. The ``loss`` section's defaults depend on ``algorithm`` (specs/ctpo.md §3.3, §4);
+allowed. The ``loss`` section's defaults depend on ``algorithm`` (README, "Training");
 keys given in the file override them. Torch-free, so ``toolgym train --help`` and config
 checks stay fast.
 
@@ -327,7 +327,7 @@ def register_algorithm(name: str, loss: dict[str, Any], options: type | str | No
 
 register_algorithm("ctpo", dict(ratio="cumulative", clip_mode="adaptive", eps_low=0.025, eps_high=0.05, power=0.5,
                                 dual=0.05, agg="token-mean"),
-                   description="cumulative prefix ratio, sqrt(t)-adaptive log-space clip (specs/ctpo.md)")
+                   description="cumulative prefix ratio, sqrt(t)-adaptive log-space clip (README, Training)")
 register_algorithm("grpo", dict(ratio="token", clip_mode="fixed", eps_low=0.2, eps_high=0.2, power=0.0,
                                 dual=3.0, agg="token-mean"),
                    description="token ratio, ratio window [0.8, 1.2], dual clip 3")

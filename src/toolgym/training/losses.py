@@ -1,6 +1,6 @@
 """Policy-gradient losses: CTPO's cumulative prefix ratio and the GRPO/GSPO/full-IS baselines.
 
-Pure functions over padded ``[B, T]`` tensors and a policy-token mask (spec: specs/ctpo.md §3-4).
+Pure functions over padded ``[B, T]`` tensors and a policy-token mask (the algorithms are explained in the README, "Training" and "MOPD").
 The trainer only orchestrates; everything numerical about the ratio, the clip and the
 aggregation lives here so that it can be tested exactly.
 

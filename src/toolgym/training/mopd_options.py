@@ -1,4 +1,4 @@
-"""The ``options:`` section of ``algorithm: mopd | sdpo | opd`` (specs/mopd.md §11), torch-free.
+"""The ``options:`` section of ``algorithm: mopd | sdpo | opd`` (README, "MOPD"), torch-free.
 
 One dataclass per algorithm so that a dumped config shows the values a run really used:
 SDPO differs from MOPD only in its context (1 success, spec §11); OPD is standard on-policy

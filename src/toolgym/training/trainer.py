@@ -1,6 +1,6 @@
 """The RL trainer: rollouts -> rewards -> advantages -> K off-policy mini-batch updates -> weight sync.
 
-One step (specs/ctpo.md §3.10): pick ``rollout.prompts_per_step`` prompts at the data cursor, sample
+One step (README, "Training"): pick ``rollout.prompts_per_step`` prompts at the data cursor, sample
 ``group_size`` episodes per prompt with the RolloutRunner (sandboxed tools), compute group-relative
 advantages, recompute the behaviour log-probs with the trainer (no grad, pre-update weights; the
 sampler's own log-probs only enter the optional mismatch weight), then ``mini_batches`` optimizer
