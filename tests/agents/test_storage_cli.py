@@ -1,4 +1,5 @@
-"""JSONL persistence (lossless, versioned) and the `toolgym rollout` / `toolgym rollouts show` commands."""
+"""JSONL persistence (lossless, versioned) and the `toolgym rollout` / `toolgym rollouts show` commands.
+Other formats, pandas/`datasets` and interrupted runs: test_storage_formats.py."""
 
 from __future__ import annotations
 
@@ -84,8 +85,11 @@ def test_rollout_command_writes_a_readable_file(tiny_dir, tmp_path):
     assert res.returncode == 0, res.stderr[-2000:]
     summary = json.loads(res.stdout)
     assert summary["episodes"] == 4 and summary["groups"] == 2
+    # progress off a terminal: one plain stderr line per finished group
+    assert [x.split(" done")[0] for x in res.stderr.splitlines() if x.startswith("group ")] == ["group 1/2", "group 2/2"]
     trajs = read_jsonl(out)
-    assert len(trajs) == 4 and read_header(out)["meta"]["env_id"] == "toolgym/Arith-v0"
+    meta = read_header(out)["meta"]
+    assert len(trajs) == 4 and meta["env_id"] == "toolgym/Arith-v0" and meta["complete"] is True
     for g in group_by(trajs):
         assert len(g) == 2 and len({t.task_id for t in g}) == 1
     for t in trajs:

@@ -1,11 +1,15 @@
 """`toolgym rollout`: sample groups of episodes from an environment and write them to JSONL.
 
     toolgym rollout ENV_ID --model M [--sampler hf|vllm|openai] [--base-url URL] --tasks N --group G --out FILE.jsonl
+
+Each group is appended to the file as soon as it finishes, so an interrupted run keeps what it did; the
+sidecar FILE.jsonl.meta.json says `"complete": true` once every group is written.
 """
 
 from __future__ import annotations
 
 import json
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -56,8 +60,11 @@ def rollout(
     max_total_tokens: int = typer.Option(2048, "--max-total-tokens", min=16, help="prompt + response tokens per episode"),
     max_wall_s: float = typer.Option(300.0, "--max-wall-s", help="wall-time limit per episode"),
     seed: int = typer.Option(0, "--seed"),
+    concurrency: int = typer.Option(64, "--concurrency", min=1, help="episodes in flight at once"),
     env_kwarg: list[str] = typer.Option([], "--env-kwarg", "-k", help="key=value passed to the env constructor"),
     as_json: bool = typer.Option(False, "--json", help="print the summary as JSON"),
+    progress: bool = typer.Option(True, "--progress/--no-progress",
+                                  help="show progress on stderr (a bar on a terminal, a line per group otherwise)"),
 ) -> None:
     """Sample G episodes for each of N tasks and write their token-exact trajectories to JSONL."""
     import asyncio
@@ -66,7 +73,7 @@ def rollout(
     from toolgym.agents.chat import ChatTemplate
     from toolgym.agents.runner import EpisodeLimits, RolloutRunner, TaskSpec
     from toolgym.agents.sampling import SamplingParams
-    from toolgym.agents.storage import write_jsonl
+    from toolgym.agents.storage import RolloutWriter, write_meta
     from toolgym.envs import registry
 
     registry.spec(env_id)  # unknown ids fail here with the registry's message
@@ -95,17 +102,22 @@ def rollout(
     tpl = ChatTemplate(getattr(smp, "tokenizer", None) or tok_ref)
     runner = RolloutRunner(smp, tpl, env_id, params,
                            EpisodeLimits(max_turns=max_turns, max_total_tokens=max_total_tokens, max_wall_s=max_wall_s),
-                           env_kwargs=_parse_kwargs(env_kwarg), seed=seed)
+                           env_kwargs=_parse_kwargs(env_kwarg), seed=seed, max_concurrent_episodes=concurrency)
     specs = [TaskSpec(seed=seed + i, options={"index": i}) for i in range(tasks)]
-    t0 = time.perf_counter()
-    groups = asyncio.run(runner.arun(specs, group))
-    wall = time.perf_counter() - t0
-    trajs = [t for g in groups for t in g]
     meta = {"env_id": env_id, "model": model, "sampler": sampler, "device": getattr(smp, "device", None),
             "tasks": tasks, "group": group,
             "sampling": params.to_dict(), "max_turns": max_turns, "max_total_tokens": max_total_tokens,
-            "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
-    write_jsonl(out, trajs, meta)
+            "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "complete": False}
+    t0 = time.perf_counter()
+    with RolloutWriter(out, meta) as writer, _Progress(tasks, group, progress) as bar:
+        def done(_ti: int, trajs: list[Any]) -> None:
+            writer.write(trajs)
+            bar.advance(trajs)
+
+        groups = asyncio.run(runner.arun(specs, group, on_group=done))
+    wall = time.perf_counter() - t0
+    trajs = [t for g in groups for t in g]
+    write_meta(out, {**meta, "complete": True, "episodes": len(trajs), "wall_s": round(wall, 3)})
     summary = {
         "out": str(out), "episodes": len(trajs), "groups": len(groups),
         "mean_reward": sum(t.reward for t in trajs) / max(1, len(trajs)),
@@ -119,6 +131,43 @@ def rollout(
         typer.echo(f"wrote {summary['episodes']} episodes ({summary['groups']} groups) to {out} in {wall:.1f} s; "
                    f"mean reward {summary['mean_reward']:.3f}, {summary['model_tokens']} model tokens, "
                    f"{summary['errors']} errors; finish: {summary['finish_reasons']}")
+
+
+class _Progress:
+    """Groups done so far on stderr: a rich bar on a terminal, one plain line per group otherwise."""
+
+    def __init__(self, tasks: int, group: int, enabled: bool) -> None:
+        self.total, self.group, self.enabled = tasks, group, enabled
+        self.done = self.episodes = 0
+        self.reward = 0.0
+        self.t0 = time.perf_counter()
+        self._bar: Any = None
+
+    def __enter__(self) -> _Progress:
+        if self.enabled and sys.stderr.isatty():
+            from rich.console import Console
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+            self._bar = Progress(TextColumn("groups"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.description}"),
+                                 TimeElapsedColumn(), console=Console(stderr=True), transient=True)
+            self._bar.start()
+            self._task = self._bar.add_task("", total=self.total)
+        return self
+
+    def advance(self, trajs: list[Any]) -> None:
+        self.done += 1
+        self.episodes += len(trajs)
+        self.reward += sum(t.reward for t in trajs)
+        mean = self.reward / max(1, self.episodes)
+        if self._bar is not None:
+            self._bar.update(self._task, advance=1, description=f"mean reward {mean:.3f}")
+        elif self.enabled:
+            typer.echo(f"group {self.done}/{self.total} done: {self.episodes} episodes, mean reward {mean:.3f}, "
+                       f"{time.perf_counter() - self.t0:.1f} s", err=True)
+
+    def __exit__(self, *exc: object) -> None:
+        if self._bar is not None:
+            self._bar.stop()
 
 
 def _count(items: Any) -> dict[str, int]:

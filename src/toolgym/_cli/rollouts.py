@@ -1,6 +1,7 @@
 """`toolgym rollouts`: inspect rollout files.
 
     toolgym rollouts show FILE [--limit N] [--full] [--json]
+    toolgym rollouts export FILE --format parquet|jsonl --out OUT
 """
 
 from __future__ import annotations
@@ -10,7 +11,9 @@ from pathlib import Path
 
 import typer
 
-app = typer.Typer(no_args_is_help=True, help="Inspect rollout files.")
+from toolgym.errors import ConfigError
+
+app = typer.Typer(no_args_is_help=True, help="Inspect and convert rollout files.")
 
 
 def _clip(text: str, n: int) -> str:
@@ -68,3 +71,28 @@ def show(
                 typer.echo(f"      -> call {fn.get('name')}({_clip(json.dumps(fn.get('arguments'), ensure_ascii=False), 200)})")
     if limit and len(trajs) > limit:
         typer.echo(f"\n… {len(trajs) - limit} more episodes (use --limit 0)")
+
+
+@app.command()
+def export(
+    file: Path = typer.Argument(..., help="a JSONL file written by `toolgym rollout` (or by the trainer)"),
+    fmt: str = typer.Option("parquet", "--format", help="parquet | jsonl (jsonl: rewrite an old file with its "
+                                                          "header line as plain JSONL plus a .meta.json sidecar)"),
+    out: Path = typer.Option(..., "--out", help="output file"),
+) -> None:
+    """Convert a rollout file: Parquet with a nested schema, or plain JSONL + sidecar."""
+    from toolgym.agents.storage import read_header, read_jsonl, write_jsonl
+
+    if fmt not in ("parquet", "jsonl"):
+        raise ConfigError(f"--format must be parquet or jsonl, got {fmt!r}")
+    if out.resolve() == file.resolve():
+        raise ConfigError(f"--out must differ from the input file {file}")
+    meta = read_header(file).get("meta", {})
+    trajs = read_jsonl(file)
+    if fmt == "parquet":
+        from toolgym.agents.parquet import write_parquet
+
+        n = write_parquet(out, trajs, meta)
+    else:
+        n = write_jsonl(out, trajs, meta)
+    typer.echo(f"wrote {n} episodes to {out} ({fmt})")

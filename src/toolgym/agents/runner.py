@@ -101,9 +101,10 @@ class RolloutRunner:
         """Blocking form of `arun`."""
         return asyncio.run(self.arun(tasks, group_size))
 
-    async def arun(self, tasks: Sequence[TaskSpec | int | dict], group_size: int,
-                   serial: bool = False) -> list[list[Trajectory]]:
-        """All groups at once (or one episode after another with serial=True, for comparison)."""
+    async def arun(self, tasks: Sequence[TaskSpec | int | dict], group_size: int, serial: bool = False,
+                   on_group: Callable[[int, list[Trajectory]], Any] | None = None) -> list[list[Trajectory]]:
+        """All groups at once (or one episode after another with serial=True, for comparison).
+        on_group(task_index, group) runs as each group completes, e.g. to write it before the rest finish."""
         specs = [_spec(t) for t in tasks]
         sem = asyncio.Semaphore(1 if serial else self.max_concurrent_episodes)
         start = time.perf_counter()
@@ -112,12 +113,15 @@ class RolloutRunner:
             async with sem:
                 return await self.run_episode(specs[ti], ti, g)
 
-        jobs = [[one(ti, g) for g in range(group_size)] for ti in range(len(specs))]
-        flat = await asyncio.gather(*(j for group in jobs for j in group))
+        async def group(ti: int) -> list[Trajectory]:
+            trajs = list(await asyncio.gather(*(one(ti, g) for g in range(group_size))))
+            flag_mixed_group(trajs)
+            if on_group is not None:
+                on_group(ti, trajs)
+            return trajs
+
+        groups = list(await asyncio.gather(*(group(ti) for ti in range(len(specs)))))
         self.stats.wall_s += time.perf_counter() - start
-        groups = [flat[i * group_size : (i + 1) * group_size] for i in range(len(specs))]
-        for group in groups:
-            flag_mixed_group(group)
         return groups
 
     async def run_episode(self, spec: TaskSpec, task_index: int, episode_index: int) -> Trajectory:

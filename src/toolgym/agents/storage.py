@@ -1,11 +1,15 @@
-"""Rollouts on disk: JSONL, one trajectory per line, after one header line carrying the schema version.
+"""Rollouts on disk: plain JSONL, one trajectory per line, with the run's metadata in a sidecar file.
 
+`rollouts.jsonl` holds only trajectory records, so `datasets.load_dataset("json", data_files=...)` and
+`pandas.read_json(path, lines=True)` read it as-is; `rollouts.jsonl.meta.json` carries the schema version
+and run metadata. Files of older toolgym versions, whose first line was that header, still read.
 Python's float repr round-trips exactly, so log-probs read back bit-for-bit; ids stay ints.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -14,41 +18,122 @@ from typing import Any
 from toolgym.agents.trajectory import SCHEMA_VERSION, Trajectory
 from toolgym.errors import ToolgymError
 
+log = logging.getLogger(__name__)
+
 HEADER_KIND = "toolgym.rollouts"
+META_SUFFIX = ".meta.json"
 
 
 class RolloutFileError(ToolgymError):
     """A rollout file is missing, unreadable, or of a newer schema."""
 
 
+def meta_path(path: str | os.PathLike) -> Path:
+    """The sidecar of a rollout file: `<file>.meta.json` beside it."""
+    return Path(os.fspath(path) + META_SUFFIX)
+
+
+def header_for(meta: dict[str, Any] | None) -> dict[str, Any]:
+    """The header record (kind, schema version, run metadata) that a sidecar or a Parquet file carries."""
+    return {"kind": HEADER_KIND, "schema_version": SCHEMA_VERSION, "meta": dict(meta or {})}
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def _line(t: Trajectory) -> str:
+    """One JSONL record. U+2028/U+2029 are escaped: tools that split lines the way str.splitlines does
+    would otherwise cut a record in two."""
+    return t.to_json().replace("\u2028", "\\u2028").replace("\u2029", "\\u2029") + "\n"
+
+
+def write_meta(path: str | os.PathLike, meta: dict[str, Any] | None = None) -> Path:
+    """Write (or replace) the sidecar of `path` atomically. Returns the sidecar's path."""
+    side = meta_path(path)
+    side.parent.mkdir(parents=True, exist_ok=True)
+    _write_atomic(side, json.dumps(header_for(meta), ensure_ascii=False, indent=1) + "\n")
+    return side
+
+
 def write_jsonl(path: str | os.PathLike, trajectories: Iterable[Trajectory], meta: dict[str, Any] | None = None) -> int:
-    """Write a header line and the trajectories atomically (temp file + rename). Returns the count."""
+    """Write the sidecar, then the trajectories atomically (temp file + rename). Returns the count."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    write_meta(path, meta)
     tmp = path.with_name(path.name + ".tmp")
     n = 0
     with open(tmp, "w", encoding="utf-8") as fh:
-        header = {"kind": HEADER_KIND, "schema_version": SCHEMA_VERSION, "meta": meta or {}}
-        fh.write(json.dumps(header, ensure_ascii=False) + "\n")
         for t in trajectories:
-            fh.write(t.to_json() + "\n")
+            fh.write(_line(t))
             n += 1
     os.replace(tmp, path)
     return n
 
 
+class RolloutWriter:
+    """Appends trajectories as they are produced, one group per `write`, each flushed to the OS at once:
+    a run that is interrupted keeps every group it finished, and the file stays valid JSONL."""
+
+    def __init__(self, path: str | os.PathLike, meta: dict[str, Any] | None = None) -> None:
+        self.path = Path(path)
+        self.count = 0
+        write_meta(self.path, meta)
+        try:
+            self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        except OSError as exc:
+            raise RolloutFileError(f"cannot write rollout file {self.path}: {exc.strerror}") from exc
+
+    def write(self, trajectories: Iterable[Trajectory]) -> int:
+        """Append whole lines in one go (no half-written record survives a crash between groups)."""
+        trajs = list(trajectories)
+        data = "".join(_line(t) for t in trajs).encode("utf-8")
+        view = memoryview(data)
+        while view:
+            view = view[os.write(self._fd, view):]
+        self.count += len(trajs)
+        log.debug("%s: +%d trajectories (%d in all)", self.path, len(trajs), self.count)
+        return len(trajs)
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+    def __enter__(self) -> RolloutWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
 def read_header(path: str | os.PathLike) -> dict[str, Any]:
-    """The header line's run metadata ({} for files without a header)."""
+    """{"kind", "schema_version", "meta"} from the sidecar, or from the first line of an older file;
+    {} when the file has neither."""
+    side = meta_path(path)
+    if side.exists():
+        try:
+            obj = json.loads(side.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise RolloutFileError(f"{side}: not a readable JSON sidecar ({exc})") from exc
+        if not isinstance(obj, dict) or obj.get("kind") != HEADER_KIND:
+            raise RolloutFileError(f"{side}: not a toolgym rollout sidecar (kind must be {HEADER_KIND!r})")
+        check_schema(side, obj)
+        return obj
     with _open(path) as fh:
         first = fh.readline()
     try:
         obj = json.loads(first) if first.strip() else {}
     except ValueError as exc:
         raise RolloutFileError(f"{path}: line 1 is not JSON ({exc})") from exc
-    return obj if obj.get("kind") == HEADER_KIND else {}
+    return obj if isinstance(obj, dict) and obj.get("kind") == HEADER_KIND else {}
 
 
 def iter_jsonl(path: str | os.PathLike) -> Iterator[Trajectory]:
+    """Trajectories in write order; a header line of an older file is checked and skipped."""
+    if meta_path(path).exists():
+        read_header(path)  # refuses a newer schema before any record is read
     with _open(path) as fh:
         for lineno, line in enumerate(fh, 1):
             if not line.strip():
@@ -56,13 +141,10 @@ def iter_jsonl(path: str | os.PathLike) -> Iterator[Trajectory]:
             try:
                 obj = json.loads(line)
             except ValueError as exc:
-                raise RolloutFileError(f"{path}:{lineno}: not JSON ({exc})") from exc
+                cut = "" if line.endswith("\n") else " (the last line is incomplete: was the writer interrupted?)"
+                raise RolloutFileError(f"{path}:{lineno}: not JSON ({exc}){cut}") from exc
             if obj.get("kind") == HEADER_KIND:
-                if int(obj.get("schema_version", 0)) > SCHEMA_VERSION:
-                    raise RolloutFileError(
-                        f"{path}: schema version {obj['schema_version']} is newer than this toolgym "
-                        f"({SCHEMA_VERSION}); upgrade toolgym"
-                    )
+                check_schema(path, obj)
                 continue
             try:
                 yield Trajectory.from_dict(obj)
@@ -81,6 +163,14 @@ def group_by(trajectories: Iterable[Trajectory]) -> list[list[Trajectory]]:
     for t in trajectories:
         groups.setdefault(t.group_id, []).append(t)
     return list(groups.values())
+
+
+def check_schema(where: str | os.PathLike, obj: dict[str, Any]) -> None:
+    """Refuse a header written by a newer toolgym, whose records this version may misread."""
+    version = int(obj.get("schema_version", 0))
+    if version > SCHEMA_VERSION:
+        raise RolloutFileError(f"{where}: schema version {version} is newer than this toolgym ({SCHEMA_VERSION}); "
+                               "upgrade toolgym")
 
 
 def _open(path: str | os.PathLike):  # type: ignore[no-untyped-def]
