@@ -6,7 +6,6 @@ blocks the rollout loop; all failures come back as text.
 from __future__ import annotations
 
 import asyncio
-import json
 from typing import Any
 
 from toolgym.envs.tools import Tool, ToolContext, truncate
@@ -160,7 +159,3 @@ def summarize_report(report: Any, max_shown: int = 3) -> str:
 
 
 BUILTIN_TOOLS = {"python": python_tool, "calculator": calculator_tool, "run_tests": run_tests_tool}
-
-
-def _jsonable(x: Any) -> Any:
-    return json.loads(json.dumps(x, default=str))
