@@ -3,8 +3,8 @@
 For each seed the SFT warm start runs once (``toolgym sft``) and every algorithm starts RL from that same
 warm-started model, with the same prompts, rollout seeds, steps and mini-batches per rollout batch
 (several, so that the later ones are off-policy and the ratio/clip matter). Only ``algorithm`` differs
-(its loss defaults: specs/ctpo.md §4). Prints a Markdown table (held-out reward and tool use before and
-after, per run, and mean over seeds) and writes a PNG of the eval/train reward curves.
+(its loss defaults: docs/algorithms/baselines.md). Prints a Markdown table (held-out reward and tool use
+before and after, per run, and mean over seeds) and writes a PNG of the eval/train reward curves.
 
     .venv/bin/python benchmarks/algorithms.py [--seeds 0 1 2] [--algorithms ctpo grpo gspo] [--steps N]
         [--out runs/algorithms] [--set key=value ...] [--reuse]

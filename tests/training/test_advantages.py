@@ -17,7 +17,8 @@ from toolgym.training.advantages import (
 
 
 def _loop_reference(rewards: list[float], ids: list[str], estimator: str) -> list[float]:
-    """Plain-Python transcription of spec §3.7 and the Dr.GRPO/RLOO definitions."""
+    """Plain-Python transcription of the GRPO, Dr.GRPO and RLOO definitions (docs/algorithms/ctpo.md,
+    "Advantages")."""
     out = [0.0] * len(rewards)
     for g in set(ids):
         members = [i for i, x in enumerate(ids) if x == g and math.isfinite(rewards[i])]

@@ -1,4 +1,4 @@
-"""Loss unit tests (spec specs/ctpo.md §8.2): golden values, stop-gradient, gating, windows,
+"""Loss unit tests (docs/algorithms/ctpo.md, baselines.md): golden values, stop-gradient, gating, windows,
 aggregation, positions, masked-token invariance, safeguards, metrics and bad input.
 
 Expected numbers come from the spec's golden table or from ``reference_loss`` below, a literal
@@ -23,7 +23,6 @@ from toolgym.training.losses import (
     policy_loss,
     positions,
 )
-from toolgym.training.ratio_metrics import entropy_from_logits, fit_sqrt_sigma, position_stats
 
 F64 = torch.float64
 CTPO = ClipConfig(mode="adaptive", eps_low=0.025, eps_high=0.05, power=0.5, dual=0.05)
@@ -35,7 +34,8 @@ GSPO = ClipConfig(mode="fixed", eps_low=3e-4, eps_high=4e-4, dual=None)
 
 
 def reference_loss(logp, old, adv, mask, ratio, clip, agg, seq_weight=None):
-    """Spec §3.2-3.5 and §4 written token by token (slow, obviously correct)."""
+    """The ratio, clip and aggregation of docs/algorithms/ctpo.md and baselines.md written token by token
+    (slow, obviously correct)."""
     b, t_len = logp.shape
     terms = {}
     for i in range(b):
@@ -219,7 +219,7 @@ def test_reference_cases_hit_every_region() -> None:
     assert seen.all(), seen
 
 
-# ---------------------------------------------------------------- §8.2 items 1-8
+# ---------------------------------------------------------------- properties of the loss
 
 
 def test_value_is_exp_cumsum_of_masked_deltas() -> None:
@@ -260,7 +260,7 @@ def test_masked_token_invariance(ratio: str, clip: ClipConfig | None) -> None:
 
 
 def _open_gate(rho: float, a: float, t: int, clip: ClipConfig) -> bool:
-    """Gate table of spec §3.4, from the window alone (adaptive mode)."""
+    """Which tokens pass gradient (docs/algorithms/ctpo.md, "Clipping"), from the window alone (adaptive mode)."""
     s = t**clip.power
     lo, hi, cc = math.exp(-clip.eps_low * s), math.exp(clip.eps_high * s), math.exp(clip.dual * s)
     if a > 0:
@@ -586,44 +586,6 @@ def test_metrics_quantiles_kl_and_types() -> None:
     assert m["clip_frac"] == pytest.approx(m["clip_frac_high"] + m["clip_frac_low"] + m["clip_frac_dual"])
     _, mg = policy_loss(logp, old, adv, mask, ratio="token", clip=GRPO)
     assert "scale_mean" not in mg
-
-
-def test_position_stats_and_sigma_fit() -> None:
-    std = 0.04 * torch.arange(1, 101, dtype=F64).sqrt()
-    counts = torch.full((100,), 50.0)
-    counts[80:] = 10  # below min_count: ignored
-    std[80:] = 99.0
-    assert fit_sqrt_sigma(std, counts, min_count=30) == pytest.approx(0.04, rel=1e-12)
-    assert math.isnan(fit_sqrt_sigma(std, torch.zeros(100)))
-    # weighted: a manual WLS with unequal counts
-    g = torch.Generator().manual_seed(0)
-    std = torch.rand(20, generator=g, dtype=F64)
-    counts = torch.randint(30, 200, (20,), generator=g).double()
-    t = torch.arange(1, 21, dtype=F64)
-    w = counts.sqrt()
-    sigmas = torch.linspace(0, 1, 200001, dtype=F64)
-    obj = (w[None] * (std[None] - sigmas[:, None] * t.sqrt()[None]) ** 2).sum(1)
-    assert fit_sqrt_sigma(std, counts) == pytest.approx(float(sigmas[obj.argmin()]), abs=1e-5)
-    logp, old, _, mask = random_batch(17, b=5, t=12)
-    stats = position_stats(logp, old, mask, min_count=2)
-    l_t = torch.cumsum(mask * (logp - old), 1)
-    t_idx = positions(mask)
-    for p in (1, 3):
-        vals = l_t[(t_idx == p) & mask.bool()]
-        assert stats.counts[p - 1] == vals.numel()
-        assert float(stats.mean[p - 1]) == pytest.approx(float(vals.mean()))
-        assert float(stats.std[p - 1]) == pytest.approx(float(vals.std()))
-
-
-def test_entropy_from_logits() -> None:
-    g = torch.Generator().manual_seed(0)
-    logits = torch.randn(3, 5, 11, generator=g)
-    logits[0, 0, :5] = float("-inf")
-    ent = entropy_from_logits(logits, chunk_size=4)
-    ref = torch.distributions.Categorical(logits=logits.double()).entropy()
-    assert ent.shape == (3, 5) and torch.isfinite(ent).all()
-    assert torch.allclose(ent.double(), ref, atol=1e-5)
-    assert entropy_from_logits(logits.to(torch.bfloat16)).dtype == torch.float32
 
 
 @pytest.mark.parametrize(("ratio", "clip"), CASES)

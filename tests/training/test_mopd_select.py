@@ -47,7 +47,8 @@ def test_groups_of_eight(k: int, mode: str) -> None:
             assert set(sel.failures) <= set(f_other)
 
 
-# (k, rollout succeeded) -> (successes seen, failures seen) for 2S1F, n = 8 (spec §3 table)
+# (k, rollout succeeded) -> (successes seen, failures seen) for 2S1F, n = 8
+# (docs/algorithms/mopd.md, "Peer selection")
 TABLE = {
     (0, False): (0, 1),
     (1, True): (0, 1),

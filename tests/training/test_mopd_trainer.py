@@ -63,7 +63,8 @@ def _perturb(model: torch.nn.Module) -> None:
 
 def test_presets_and_bad_options_are_config_errors(tmp_path):
     cfg = load_config(_cfg(tmp_path))
-    assert cfg.mini_batches == 1 and cfg.update_epochs == 1  # spec §7: one on-policy step per rollout batch
+    # one on-policy step per rollout batch (docs/algorithms/mopd.md, "Defaults")
+    assert cfg.mini_batches == 1 and cfg.update_epochs == 1
     assert isinstance(cfg.options, MOPDOptions) and cfg.options.mode == "contrastive" and cfg.options.k == 20
     assert cfg.options.ema_rate == 0.05 and cfg.options.alpha == 0.5 and cfg.options.divergence == "jsd"
     sdpo = load_config(_cfg(tmp_path, algorithm="sdpo"))
@@ -82,7 +83,8 @@ def test_presets_and_bad_options_are_config_errors(tmp_path):
 def test_gradient_is_nonzero_exactly_for_rollouts_with_context(tmp_path):
     tr = _ready(tmp_path)
     obj = tr.objective_factory(tr.cfg)
-    # a mixed group, and a group of one: its rollout has no peer, hence no context (spec §3)
+    # a mixed group, and a group of one: its rollout has no peer, hence no context
+    # (docs/algorithms/mopd.md, "Peer selection")
     batch, prep = obj.prepare(tr, _groups(tr, [[1.0, 0.0, 1.0], [0.0]]))
     seq_mask = batch.extra["mopd"].inputs.seq_mask.tolist()
     assert seq_mask == [1.0, 1.0, 1.0, 0.0]

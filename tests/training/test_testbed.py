@@ -1,4 +1,4 @@
-"""Exact-enumeration tabular test bed (spec specs/ctpo.md §8.1).
+"""Exact-enumeration tabular test bed (docs/algorithms/baselines.md, "How the comparisons are tested").
 
 A tabular softmax policy over a vocabulary of V tokens and a horizon of H tokens, with its own
 logits row for every prefix state. Every one of the V^H sequences is enumerated, so each
@@ -157,7 +157,8 @@ def test_bias_pattern_of_the_expected_outcome_table(bed: Bed) -> None:
         assert tab[(a, "sequence")][0] < 1e-10, (a, tab)
         assert tab[(a, "token")][0] > 1e-3, (a, tab)  # GRPO: wrong state distribution
         assert tab[(a, "gspo")][0] > 1e-3, (a, tab)  # not an IS identity
-    # terminal reward sampled under π_b: only the full ratio is unbiased (spec §2 caveat)
+    # terminal reward sampled under π_b: only the full ratio is unbiased
+    # (docs/algorithms/ctpo.md, "Where toolgym differs from the paper")
     assert tab[("R", "sequence")][0] < 1e-10, tab
     assert tab[("R", "cumulative")][0] > 1e-3, tab
     assert tab[("R", "token")][0] > 1e-3, tab

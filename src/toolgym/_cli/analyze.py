@@ -55,7 +55,7 @@ def teacher_signal(
     seed: int = typer.Option(0, help="Seed of prompt sampling and the random-peer control."),
     json_out: bool = typer.Option(False, "--json", help="Print the result as JSON."),
 ) -> None:
-    """Does a peer context make the teacher's score track the verifier reward? (MOPD spec §13)
+    """Does a peer context make the teacher's score track the verifier reward? (docs/algorithms/mopd.md)
 
     Scores every response under contexts none / S1 / S2 / F / 1S1F / 2S (positive) / 2S1F
     (contrastive) / random / score_top3, then reports Spearman, Kendall tau-b, Goodman-Kruskal gamma,

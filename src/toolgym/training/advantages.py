@@ -1,7 +1,8 @@
 """Outcome advantages from group-relative rewards (GRPO, Dr.GRPO, RLOO).
 
 One scalar advantage per response; the trainer broadcasts it to the response's tokens and
-the loss mask removes tool tokens (spec §3.7). Groups are the G responses sampled for one
+the loss mask removes tool tokens (docs/algorithms/ctpo.md, "Advantages"). Groups are the G responses
+sampled for one
 prompt. Groups whose valid rewards are all equal get advantage 0 and are counted; non-finite
 rewards are skipped (advantage 0, excluded from their group's statistics) and counted, and
 ``AdvantageStats.valid`` tells the trainer which responses to drop.
@@ -114,7 +115,7 @@ def group_advantages(
 
 def grpo_advantages(rewards: Sequence[float] | Tensor, group_ids: Sequence[Hashable] | Tensor | None = None,
                     eps: float = 1e-6) -> tuple[Tensor, AdvantageStats]:
-    """GRPO: ``(R - mean_g)/(std_g + eps)`` with the unbiased (n-1) std (spec §3.7)."""
+    """GRPO: ``(R - mean_g)/(std_g + eps)`` with the unbiased (n-1) std."""
     return group_advantages(rewards, group_ids, "grpo", eps)
 
 

@@ -1,8 +1,8 @@
-"""Token-level divergences between a student P and a teacher Q (MOPD spec §5-§6).
+"""Token-level divergences between a student P and a teacher Q (docs/algorithms/mopd.md, "The divergence").
 
 All functions work on log-probabilities over a trailing bucket axis and return one value per
 leading position. The teacher side is always detached: distillation sends gradient only
-through the student. Conventions follow the spec: ``alpha = 1`` is reverse KL(P||Q), ``alpha = 0``
+through the student. Conventions: ``alpha = 1`` is reverse KL(P||Q), ``alpha = 0``
 is forward KL(Q||P), and ``0 < alpha < 1`` is the generalised JSD with mixture
 ``M = (1 - alpha) P + alpha Q`` (``alpha = 0.5`` is the symmetric JSD in nats).
 """

@@ -1,10 +1,11 @@
 """Policy-gradient losses: CTPO's cumulative prefix ratio and the GRPO/GSPO/full-IS baselines.
 
-Pure functions over padded ``[B, T]`` tensors and a policy-token mask (the algorithms are explained in the README, "Training" and "MOPD").
+Pure functions over padded ``[B, T]`` tensors and a policy-token mask (the algorithms: docs/algorithms/ctpo.md
+and docs/algorithms/baselines.md).
 The trainer only orchestrates; everything numerical about the ratio, the clip and the
 aggregation lives here so that it can be tested exactly.
 
-How the clipped PPO surrogate is evaluated. The spec writes, per policy token,
+How the clipped PPO surrogate is evaluated. Per policy token it is (docs/algorithms/ctpo.md, "Clipping")
 
     u = max(-A·ρ, -A·ρ̄),   ρ̄ = ρ clamped to the trust region [lo, hi]
     u = min(u, -A·c)        for A < 0 (dual clip at threshold c)
@@ -13,7 +14,7 @@ For A > 0 this equals ``-A·min(ρ, hi)``; for A < 0 it equals ``|A|·clamp(ρ, 
 it is 0. So ``u = -A·clamp(ρ, lower(A), upper(A))`` with sign-dependent bounds: the same value
 and the same gradient (zero outside the bounds, ``-A·ρ·∇log π`` inside), evaluated with one
 clamp. The clamp is done in log space for both clip modes (exp is monotone), where it also
-absorbs the ``log ρ ≤ 10`` cap. Tests compare this against a literal transcription of the spec.
+absorbs the ``log ρ ≤ 10`` cap. Tests compare this against a literal transcription of the max/min form.
 
 Two implementations. On CPU, ``policy_loss`` runs a one-pass numba kernel (``fused_loss``): eager
 ops each stream the whole batch through memory, which made CTPO's prefix sum and positions cost
@@ -45,7 +46,7 @@ CLIP_MODES: tuple[str, ...] = ("adaptive", "fixed")
 
 DELTA_CLAMP = 20.0  # |log π - log π_b| per token is clamped to this (values only)
 LOG_RATIO_CAP = 10.0  # upper cap on the log-ratio used as importance weight
-MISMATCH_CAP = 5.0  # default truncation of the rollout-vs-trainer weight (§3.8)
+MISMATCH_CAP = 5.0  # default truncation of the rollout-vs-trainer weight (docs/algorithms/ctpo.md)
 _NO_LOWER = -1e30  # "no lower bound" in log space, finite so that it can be scaled by t^p
 
 
@@ -96,7 +97,7 @@ class ClipConfig:
 
     @classmethod
     def ctpo(cls) -> ClipConfig:
-        """CTPO defaults: adaptive 0.025/0.05, p=0.5, dual 0.05 (spec §3.3)."""
+        """CTPO defaults: adaptive 0.025/0.05, p=0.5, dual 0.05 (docs/algorithms/ctpo.md, "Clipping")."""
         return cls("adaptive", 0.025, 0.05, 0.5, 0.05)
 
     @classmethod
@@ -127,7 +128,8 @@ def positions(mask: Tensor) -> Tensor:
 
 
 def mismatch_weight(old_logp: Tensor, rollout_logp: Tensor, mask: Tensor, cap: float = MISMATCH_CAP) -> Tensor:
-    """Per-sequence rollout-vs-trainer weight ``min(exp(Σ mask·(old - rollout)), cap)`` (§3.8), detached.
+    """Per-sequence rollout-vs-trainer weight ``min(exp(Σ mask·(old - rollout)), cap)``, detached
+    (docs/algorithms/ctpo.md, "Rollout-vs-trainer mismatch weight").
 
     Computed once per rollout batch and passed to ``policy_loss(seq_weight=...)``. NaN at a
     policy token gives a NaN weight, which ``finite_rows`` then flags.
@@ -374,7 +376,8 @@ def clip_flags(log_ratio: Tensor, positions: Tensor, advantages: Tensor, clip: C
     """Sign-aware clip events ``(high, low, dual)`` for log-ratios at 1-indexed policy positions.
 
     high: A>0 and ρ above the window; low: A<0 and ρ below it; dual: A<0 and the dual clip binds
-    (spec §3.11). Arguments broadcast against each other. ``policy_loss`` counts with this rule.
+    (docs/algorithms/ctpo.md, "Clipping"). Arguments broadcast against each other. ``policy_loss`` counts
+    with this rule.
     """
     scale: Tensor | float = 1.0
     if clip is not None and clip.mode == "adaptive" and clip.power != 0:

@@ -1,4 +1,4 @@
-"""MOPD peer selection and teacher context (spec §3-§4).
+"""MOPD peer selection and teacher context (docs/algorithms/mopd.md, "Peer selection", "Teacher prompt").
 
 For each rollout of a group, pick peers of the same prompt (successes in group order, one
 random failure), build the teacher context, and render the teacher's prompt. Pure Python: the
@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 Mode = Literal["positive", "contrastive", "sdpo"]
 
-# Section wording (a recorded run parameter; meaning and order follow the spec).
+# Section wording (a recorded run parameter; meaning and order: docs/algorithms/mopd.md, "Teacher prompt").
 H_SUCCESS = "Here is a correct solution to this problem:"
 H_SUCCESS_2 = "Here is another, different correct solution to this problem:"
 H_FAILURE = "Here is a solution to this problem that is known to be wrong. Do not repeat its mistake:"
@@ -99,7 +99,8 @@ class TeacherContext:
 
     @property
     def seq_mask(self) -> int:
-        """1 if any section is present; an empty context trains nothing (spec §3)."""
+        """1 if any section is present; an empty context trains nothing (docs/algorithms/mopd.md,
+        "Peer selection")."""
         return int(bool(self.sections))
 
     def has(self, kind: str) -> bool:

@@ -2,7 +2,8 @@
 
 Token-in/token-out: the student's sampled response ids are reused verbatim for the teacher;
 only the prompt part differs. Prompts are left-padded, responses right-padded, and position
-ids are recomputed from the attention mask so padding never shifts positions (spec §4-§5).
+ids are recomputed from the attention mask so padding never shifts positions (docs/algorithms/mopd.md,
+"Teacher prompt").
 """
 
 from __future__ import annotations
@@ -70,7 +71,7 @@ def build_batch(
 def response_logits(model: torch.nn.Module, batch: PromptResponseBatch, temperature: float = 1.0) -> torch.Tensor:
     """Logits predicting each response token: positions P-1 .. P+T-2 ([B, T, V]).
 
-    For an unpadded sequence this is the spec's slice -(R+1) .. -2 (the final position dropped).
+    For an unpadded sequence this is the slice -(R+1) .. -2 of the concatenation (the final position dropped).
     """
     p, t = batch.prompt_len, batch.response_len
     kwargs = {"input_ids": batch.input_ids, "attention_mask": batch.attention_mask,

@@ -1,4 +1,5 @@
-"""The MOPD loss (spec §7): a pure function over padded [B, T] tensors.
+"""The MOPD loss (docs/algorithms/mopd.md, "Weights, masks and aggregation"): a pure function over
+padded [B, T] tensors.
 
 ``loss = mean_i ( sum_t m_it * rho_t * w_t * D_it / max(sum_t m_it, 1) )`` with
 ``m = loss_mask * seq_mask``; sequences with an empty teacher context contribute 0 but still

@@ -1,7 +1,7 @@
-"""The ``options:`` section of ``algorithm: mopd | sdpo | opd`` (README, "MOPD"), torch-free.
+"""The ``options:`` section of ``algorithm: mopd | sdpo | opd`` (docs/algorithms/mopd.md), torch-free.
 
 One dataclass per algorithm so that a dumped config shows the values a run really used:
-SDPO differs from MOPD only in its context (1 success, spec §11); OPD is standard on-policy
+SDPO differs from MOPD only in its context (1 success); OPD is standard on-policy
 distillation (no peer context, sampled-token reverse KL, a frozen separate teacher).
 """
 
@@ -17,9 +17,9 @@ from toolgym.errors import ConfigError
 class MOPDOptions:
     mode: Literal["positive", "contrastive", "sdpo"] = "contrastive"  # which peers the teacher sees
     context: Literal["peers", "none"] = "peers"  # none: the teacher scores the student's own prompt
-    divergence: Literal["jsd", "topk", "sampled_rkl"] = "jsd"  # topk: forward KL over the student's top-k
+    divergence: Literal["jsd", "topk", "sampled_rkl"] = "jsd"  # topk: the same JSD(alpha) over the top-k as jsd
     k: int = 100
-    alpha: float = 0.5  # JSD interpolation (0: forward KL, 1: reverse KL)
+    alpha: float = 0.5  # JSD interpolation (0: forward KL, 1: reverse KL), for jsd and topk alike
     tail: bool = True  # the probability mass outside the top-k as one extra bucket
     threshold: float = 0.5  # a rollout with reward >= threshold is a success
     use_feedback: bool = True  # show a rollout's own verifier feedback (trajectory metadata "feedback")

@@ -1,4 +1,4 @@
-"""One MOPD step for the trainer: trajectories -> teacher inputs -> loss (spec §10).
+"""One MOPD step for the trainer: trajectories -> teacher inputs -> loss (docs/algorithms/mopd.md).
 
 The trainer owns optimisation and scheduling; these helpers own MOPD's data handling:
 peer contexts per group, teacher prompts (student response ids reused verbatim), the
@@ -58,7 +58,7 @@ class MOPDSettings:
 
 def preset(algorithm: Literal["mopd", "sdpo", "opd"]) -> MOPDSettings:
     """MOPD (2S1F, top-100 + tail JSD, EMA 0.05); SDPO as MOPD with the 1-success context (only the
-    context differs, spec §11); OPD: no context, sampled-token reverse KL, frozen teacher."""
+    context differs); OPD: no context, sampled-token reverse KL, frozen teacher."""
     if algorithm == "mopd":
         return MOPDSettings()
     if algorithm == "sdpo":

@@ -1,4 +1,4 @@
-"""Teacher-signal alignment analysis (MOPD spec §13).
+"""Teacher-signal alignment analysis (docs/algorithms/mopd.md, "Teacher-signal analysis").
 
 Does a peer context make a frozen teacher's score of a response track the verifier reward?
 For each (prompt, response, condition) a causal LM scores the response under a raw-text context
@@ -62,7 +62,7 @@ def _pearson(a: np.ndarray, b: np.ndarray) -> float | None:
 
 
 def spearman(s: Sequence[float], r: Sequence[float]) -> float:
-    """Pearson correlation of average ranks; 0 when n < 2 or either side is constant (spec §13)."""
+    """Pearson correlation of average ranks; 0 when n < 2 or either side is constant."""
     s_, r_ = np.asarray(s, float), np.asarray(r, float)
     v = _pearson(_ranks(s_), _ranks(r_)) if len(s_) >= 2 else None
     return 0.0 if v is None else v
