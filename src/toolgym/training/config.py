@@ -212,6 +212,7 @@ class LoggingConfig:
     plot: bool = True  # PNG of reward and eval curves at the end
     log_every: int = 1
     diagnostics_every: int = 0  # per-position log-ratio statistics every N steps; 0 disables
+    save_rollouts: bool = False  # each step's rollouts to OUTPUT_DIR/rollouts/step-NNNN.jsonl (+ .meta.json)
 
     def _check(self, p: str) -> None:
         _require(self.log_every >= 1, f"{p}.log_every", "an integer >= 1", self.log_every)

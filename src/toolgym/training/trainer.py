@@ -548,6 +548,10 @@ class Trainer:
     def step(self, step: int, cursor: int, objective: Objective) -> dict[str, Any]:
         t0 = time.perf_counter()
         groups = self.rollouts(step, cursor)
+        if self.cfg.logging.save_rollouts:
+            from toolgym.training.step_rollouts import save_step_rollouts
+
+            save_step_rollouts(self.cfg, self.out, step + 1, groups, self.dist)
         t1 = time.perf_counter()
         batch, prep = objective.prepare(self, groups)
         upd = self.update(batch, objective)
