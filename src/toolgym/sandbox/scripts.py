@@ -15,7 +15,7 @@ HERE = Path(__file__).with_name("injected")
 
 
 # the injected modules each script may import
-MODULES = {"executor": ("common",), "harness": ("common", "rpc", "zygote")}
+MODULES = {"executor": ("common",), "harness": ("common", "rpc", "zygote", "kattis")}
 
 
 @lru_cache(maxsize=8)

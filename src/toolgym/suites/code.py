@@ -8,6 +8,7 @@ asynchronous and bounded by a semaphore so many programs run at once across the 
 from __future__ import annotations
 
 import asyncio
+import logging
 import re
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -15,6 +16,7 @@ from typing import Any
 from toolgym.envs.tasks._code import humaneval_test_code
 from toolgym.suites.tasks import CodeTest, EvalTask
 
+log = logging.getLogger(__name__)
 _FENCE = re.compile(r"```[ \t]*(?:python3?|py|Python)?[ \t]*\n(.*?)```", re.DOTALL)
 
 
@@ -114,6 +116,7 @@ async def judge_many(
     from toolgym.sandbox import ajudge
 
     sem = asyncio.Semaphore(max(1, concurrency))
+    warned: set[str] = set()
 
     async def one(task: EvalTask, program: str) -> dict[str, Any]:
         if not task.tests:
@@ -121,12 +124,19 @@ async def judge_many(
         async with sem:
             try:
                 rep = await ajudge(sandbox, program, tests=_judge_tests(task), mode=task.test_mode,
-                                   time_limit_s=task.time_limit_s, memory_mb=memory_mb)
+                                   **{"time_limit_s": task.time_limit_s, "memory_mb": memory_mb,
+                                      **task.judge_options})
             except Exception as exc:  # a sandbox failure is a recorded verdict, not a crash
                 return {"passed": 0, "total": len(task.tests), "ok": False, "statuses": [],
                         "error": f"{type(exc).__name__}: {exc}"}
         statuses = [getattr(v, "status", str(v)) for v in rep.verdicts]
-        return {"passed": rep.passed, "total": rep.total, "ok": rep.total > 0 and rep.passed == rep.total,
-                "statuses": statuses}
+        out = {"passed": rep.passed, "total": rep.total, "ok": rep.total > 0 and rep.passed == rep.total,
+               "statuses": statuses}
+        if "JE" in statuses:  # the problem's own validator failed: a fault of the task, said once per task
+            out["error"] = next((n for n in rep.notes if n), "judge error")
+            if task.id not in warned:
+                warned.add(task.id)
+                log.warning("%s: %s", task.id, out["error"])
+        return out
 
     return list(await asyncio.gather(*(one(t, p) for t, p in jobs)))

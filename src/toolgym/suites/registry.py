@@ -92,7 +92,9 @@ def _builtin() -> dict[str, Suite]:
         SuiteEntry("leetcode", CODE_ENV, "asset:leetcode", "pass@1", optional=True),
         SuiteEntry("livecodebench", CODE_ENV, "livecodebench:$TOOLGYM_LCB_DIR", "pass@1", optional=True),
         SuiteEntry("codecontests", CODE_ENV, "codecontests:$TOOLGYM_CODECONTESTS", "pass@1", optional=True),
-    ], "Code: HumanEval, MBPP, LeetCode; LiveCodeBench / CodeContests from local files when configured.")
+        SuiteEntry("kattis", CODE_ENV, "kattis:$TOOLGYM_KATTIS_DIR", "pass@1", optional=True),
+    ], "Code: HumanEval, MBPP, LeetCode; LiveCodeBench / CodeContests / Kattis packages from local files when "
+       "configured.")
     math = Suite("math", [
         SuiteEntry("gsm8k", MATH_ENV, "asset:gsm8k", "pass@1"),
         SuiteEntry("math500", MATH_ENV, "asset:math500", "pass@1"),

@@ -8,6 +8,8 @@
   codecontests:PATH          CodeContests-format JSONL/JSON/Parquet
   gpqa:PATH                  the official GPQA CSV (gpqa_diamond.csv)
   aime:PATH                  AIME-format JSONL
+  kattis:PATH                Kattis/ICPC problem packages: one package folder or a folder of them
+                             (options.time_limit_s: for packages that state no time limit)
 PATH may use ~ and $VARS; an unset variable leaves the entry "not configured" (skipped, reported).
 """
 
@@ -22,7 +24,7 @@ from toolgym.suites.tasks import EvalTask
 MC_DATASETS = ("arc_challenge", "arc_easy", "mmlu", "sciq", "openbookqa")
 MATH_DATASETS = ("gsm8k", "math", "math500")
 CODE_DATASETS = ("humaneval", "mbpp", "leetcode")
-KINDS = ("asset", "livecodebench", "codecontests", "gpqa", "aime")
+KINDS = ("asset", "livecodebench", "codecontests", "gpqa", "aime", "kattis")
 
 
 class NotConfigured(AssetError):
@@ -80,6 +82,10 @@ def load_source(source: str, *, options: dict[str, Any] | None = None, seed: int
         from toolgym.suites.loaders.codecontests import load_codecontests
 
         return load_codecontests(path)
+    if kind == "kattis":
+        from toolgym.suites.loaders.kattis import DEFAULT_TIME_LIMIT_S, load_kattis
+
+        return load_kattis(path, float(opts.get("time_limit_s") or DEFAULT_TIME_LIMIT_S))
     if kind == "gpqa":
         from toolgym.suites.loaders.gpqa import load_gpqa_records
         from toolgym.suites.science import mc_tasks

@@ -42,6 +42,7 @@ class EvalTask:
     program_prefix: str = ""  # e.g. the HumanEval prompt, prepended when a completion lacks the function
     entry_point: str = ""
     time_limit_s: float = 6.0  # per test
+    judge_options: dict[str, Any] = field(default_factory=dict)  # extra judge() keywords (Kattis validators)
     metadata: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:

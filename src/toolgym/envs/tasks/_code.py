@@ -201,8 +201,16 @@ def assemble_program(code: str, task: Task) -> str:
     return code
 
 
-async def run_judge(sb: Any, program: str, tests: list[Any], mode: str, time_limit_s: float = 2.0) -> Any:
-    """The sandbox judge, async (micro-batched across concurrent episodes on one sandbox)."""
+async def run_judge(sb: Any, program: str, tests: list[Any], mode: str, time_limit_s: float = 2.0,
+                    **options: Any) -> Any:
+    """The sandbox judge, async (micro-batched across concurrent episodes on one sandbox). `options`:
+    further `judge` keywords, e.g. a Kattis package's validator, time and memory limits."""
     from toolgym.sandbox.judge import ajudge
 
-    return await ajudge(sb, program, tests, mode, time_limit_s=time_limit_s)
+    return await ajudge(sb, program, tests, mode, **{"time_limit_s": time_limit_s, **options})
+
+
+def judge_options(task: Task) -> dict[str, Any]:
+    """The task's own judge keywords (a Kattis package's validator and limits), else none."""
+    gt = task.ground_truth if isinstance(task.ground_truth, dict) else {}
+    return dict(gt.get("judge") or {})

@@ -1,7 +1,10 @@
 """toolgym/CodeContest-v0: write a program; optional public-test feedback; reward on hidden tests.
 
 Tasks: HumanEval and MBPP (function mode) and LeetCode from the asset cache, or local
-LiveCodeBench / CodeContests-format files (stdio mode). The final message's last ```python
+LiveCodeBench / CodeContests-format files (stdio mode), or Kattis/ICPC problem packages
+(`dataset="kattis:DIR"`, or a folder holding problem.yaml packages): judged with each package's
+output validator (interactive ones too) and its time/memory limits (`time_limit_s` for those
+that state none). The final message's last ```python
 block is the submission. With `feedback_turns > 0` a failing submission gets the public-test
 results back and may be revised; with `tools=True` the model can also call `run_tests`.
 Reward: the fraction of hidden tests passed (`reward_mode="fraction"`) or 1/0 (`"all"`).
@@ -13,12 +16,15 @@ from typing import Any
 
 from toolgym.envs.builtin_tools import run_tests_tool, summarize_report
 from toolgym.envs.core import ToolEnv
+from toolgym.envs.kattis import is_package_source, package_tasks
 from toolgym.envs.parsing import ParsedTurn
 from toolgym.envs.rubric import Rubric
+from toolgym.envs.sources import ListSource
 from toolgym.envs.tasks._code import (
     assemble_program,
     code_adapter,
     hidden_test_cases,
+    judge_options,
     public_test_cases,
     run_judge,
 )
@@ -47,6 +53,9 @@ class CodeContestEnv(ToolEnv):
         self.reward_mode = reward_mode
         self.feedback_turns = feedback_turns
         self.time_limit_s = time_limit_s
+        if is_package_source(dataset):  # Kattis packages: parsed here, malformed ones skipped with a warning
+            found = package_tasks(dataset, time_limit_s)
+            dataset = ListSource(found[:limit] if limit else found, str(dataset))
         tasks = build_source(dataset, code_adapter, split=split, partition=partition, seed=seed, limit=limit)
         tool_list = [run_tests_tool(limits=kwargs.get("limits"))] if tools else []
         turns = max_turns or (1 + feedback_turns + (3 if tools else 0))
@@ -62,7 +71,8 @@ class CodeContestEnv(ToolEnv):
             return 0.0
         tests = hidden_test_cases(task)
         sb = await self.aget_sandbox()
-        report = await run_judge(sb, assemble_program(code, task), tests, task.ground_truth["mode"], self.time_limit_s)
+        report = await run_judge(sb, assemble_program(code, task), tests, task.ground_truth["mode"], self.time_limit_s,
+                                 **judge_options(task))
         state.setdefault("info", {})["judge"] = {"passed": report.passed, "total": report.total,
                                                  "statuses": [v.status for v in report.verdicts][:50]}
         if report.total == 0:
@@ -81,7 +91,8 @@ class CodeContestEnv(ToolEnv):
         if not tests or code is None:
             return None
         sb = await self.aget_sandbox()
-        report = await run_judge(sb, assemble_program(code, self._task), tests, self._task.ground_truth["mode"], self.time_limit_s)
+        report = await run_judge(sb, assemble_program(code, self._task), tests, self._task.ground_truth["mode"],
+                                 self.time_limit_s, **judge_options(self._task))
         if report.passed == report.total:
             return None
         self._ctx.state["feedback_used"] = used + 1

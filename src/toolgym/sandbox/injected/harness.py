@@ -29,6 +29,7 @@ import socket
 import sys
 import time
 
+import kattis
 import zygote
 from common import (
     EVAL_UID,
@@ -136,6 +137,10 @@ class Run:
         self.timed_out = False
         self.status = {}
         self.killed = set()  # still running when the test ended, so killed by the harness
+        self.relay = None  # (stream name, fd, pid): the stream is forwarded to fd, closed once pid has ended
+
+
+kattis.Run = Run
 
 
 class Harness:
@@ -165,20 +170,28 @@ class Harness:
             self.dirs[uid] = self.make_dir(uid)
         return self.dirs[uid]
 
-    def start(self, run, kind, uid, cwd, limit_s, memory_mb, stdin=None, inputs=(), outputs=(), extra=(), **kw):
+    def start(self, run, kind, uid, cwd, limit_s, memory_mb, stdin=None, inputs=(), outputs=(), extra=(),
+              label=None, stdin_fd=None, stdout_fd=None, **kw):
         """Start one child; `inputs` are bytes fed to fds 3..; `outputs` names read from fds after
-        them. Its pid is appended to run.pids once `started` collects it."""
+        them; its streams are named `label` (default: kind). stdin_fd/stdout_fd, when given, are
+        its fds 0/1 (and closed here). Its pid is appended to run.pids once `started` collects it."""
+        label = label or kind
         fds = []
-        if stdin is None:
+        if stdin_fd is not None:
+            fds.append(stdin_fd)
+        elif stdin is None:
             fds.append(os.open(os.devnull, os.O_RDONLY))
         else:
             r, w = os.pipe()
             fds.append(r)
             run.writes[w] = bytearray(stdin)
         for name, cap in (("stdout", self.cap), ("stderr", self.cap)):
+            if name == "stdout" and stdout_fd is not None:
+                fds.append(stdout_fd)
+                continue
             r, w = os.pipe()
             fds.append(w)
-            run.reads[r] = (f"{kind}.{name}", cap)
+            run.reads[r] = (f"{label}.{name}", cap)
         for data in inputs:
             r, w = os.pipe()
             fds.append(r)
@@ -186,7 +199,7 @@ class Harness:
         for name in outputs:
             r, w = os.pipe()
             fds.append(w)
-            run.reads[r] = (f"{kind}.{name}", 1 << 20)
+            run.reads[r] = (f"{label}.{name}", 1 << 20)
         fds.extend(extra)
         req = {"kind": kind, "uid": uid, "cwd": cwd, "mem": memory_mb << 20 if memory_mb else 0,
                "cpu": int(limit_s) + 1, "fsize": self.spec.get("file_bytes", 16 << 20), **kw}
@@ -199,7 +212,7 @@ class Harness:
                 pass
         self.zygote.request(req, fds)
         run.pending += 1
-        run.kinds.append(kind)
+        run.kinds.append(label)
 
     def started(self, run):
         """The pids of the children asked for (in order), once the zygote has forked them."""
@@ -208,8 +221,9 @@ class Harness:
             run.pending -= 1
         return run.pids
 
-    def supervise(self, run, until, deadline):
-        """Move data until process `until` ends (then drain briefly), a cap is passed, or the deadline."""
+    def supervise(self, run, until, deadline, finish=True):
+        """Move data until process `until` ends (then drain briefly), a cap is passed, or the deadline;
+        then end the test's processes (unless `finish` is false)."""
         poller = select.poll()
         for fd in run.reads:
             poller.register(fd, select.POLLIN)
@@ -223,6 +237,15 @@ class Harness:
         prefix = run.kinds[run.pids.index(until)] + "."
         while run.over is None:
             now = time.monotonic()
+            if run.relay and run.relay[2] in self.zygote.exits and not run.writes[run.relay[1]] \
+                    and all(n != run.relay[0] for n, _ in run.reads.values()):
+                fd, run.relay = run.relay[1], None  # the source is dead and drained: EOF for the reader
+                try:
+                    poller.unregister(fd)
+                except KeyError:
+                    pass
+                os.close(fd)
+                del run.writes[fd]
             if until in self.zygote.exits:
                 # what `until` wrote is all that is needed (the others are killed next)
                 drain_until = drain_until or now + 0.25
@@ -243,8 +266,11 @@ class Harness:
                         continue
                     except OSError:
                         buf.clear()
+                        run.relay = None if run.relay and run.relay[1] == fd else run.relay
                     if not buf:
                         poller.unregister(fd)
+                        if run.relay and run.relay[1] == fd:
+                            continue  # kept open: its source may send more
                         os.close(fd)
                         del run.writes[fd]
                 elif fd in run.reads:
@@ -258,10 +284,16 @@ class Harness:
                         os.close(fd)
                         del run.reads[fd]
                         continue
+                    if run.relay and run.relay[0] == name:
+                        if not run.writes[run.relay[1]]:
+                            poller.register(run.relay[1], select.POLLOUT)
+                        run.writes[run.relay[1]] += chunk
+                        continue
                     run.out[name] += chunk
                     if len(run.out[name]) > cap:
                         run.over = name
-        self.end(run)
+        if finish:
+            self.end(run)
 
     def end(self, run):
         """Kill what is left of the test, collect exit statuses, close its pipes."""
@@ -343,6 +375,10 @@ class Harness:
             return False, self.first_diff(expected.split("\n"), got.split("\n"), "line")
         if kind == "custom":
             return self.custom_check(inp, expected, got)
+        if kind == "kattis":
+            return kattis.compare_default(expected, got, self.spec["kattis_flags"])
+        if kind == "validator":
+            return kattis.validate(self, self.validator, {"input": inp, "output": expected}, got)
         et, gt = expected.split(), got.split()
         if kind == "tokens":
             if et == gt:
@@ -441,7 +477,9 @@ class Harness:
             v["status"], v["message"] = crash
             return v
         ok, msg = self.compare(test["input"], test["output"], got)
-        v["status"], v["message"] = ("AC", "") if ok else ("WA", msg)
+        v["status"], v["message"] = ("AC", "") if ok else ("WA", msg) if ok is False else ("JE", msg)
+        if ok is None:
+            self.checker_errors.append(msg)
         return v
 
     def run_function(self, test):
@@ -520,14 +558,21 @@ class Harness:
         self.dirs = {}
         start = time.monotonic()
         how, ce = self.prepare() if job["mode"] == "stdio" else (None, None)
+        self.validator, je = kattis.prepare(self, job["validator"]) if job.get("validator") and ce is None \
+            else (None, None)
+        if je is not None:
+            self.checker_errors.append(je)
         stop = bool(job["stop_at_first_failure"])
         failed = False
         for i, test in enumerate(job["tests"]):
-            if ce is not None:
-                v = {"status": "CE", "message": ce, "time_s": 0.0, "got": None, "expected": None}
+            if ce is not None or je is not None:
+                v = {"status": "CE" if je is None else "JE", "message": ce or je, "time_s": 0.0, "got": None,
+                     "expected": None}
             elif failed and stop:
                 v = {"status": "SKIPPED", "message": "skipped after an earlier failure", "time_s": 0.0,
                      "got": None, "expected": None}
+            elif job.get("validator") and job["validator"]["interactive"]:
+                v = kattis.interact(self, how, self.validator, test)
             elif job["mode"] == "stdio":
                 v = self.run_stdio(how, test)
             else:

@@ -82,9 +82,9 @@ def _setup(req, fds):
     atexit._clear()
 
 
-def _run_py(path):
-    """Run a stdio program as `python -I main.py` would."""
-    sys.argv = [path]
+def _run_py(path, argv=None):
+    """Run a stdio program (or a Python output validator) as `python -I main.py [args]` would."""
+    sys.argv = list(argv or [path])
     run_as_main(path, path)
 
 
@@ -165,7 +165,7 @@ def _child(req, fds):
     elif kind == "eval":
         evaluate(json.loads(_read_all(3)), 4, 5)
     elif kind == "py":
-        _run_py(req["path"])
+        _run_py(req["path"], req.get("argv"))
     elif kind == "checker":
         _run_checker()
     else:
