@@ -55,7 +55,7 @@ optimizer:
   grad_clip: null
 eval: {every: 10, tasks: 50}
 checkpoint: {every: 20}
-logging: {tensorboard: true, diagnostics_every: 5}
+logging: {tensorboard: true, log_every: 5}
 sft: {enabled: true, demos: 200, epochs: 2, lr: 5e-5}
 """
 
@@ -74,7 +74,7 @@ def test_full_yaml_file(tmp_path: Path) -> None:
     assert cfg.loss.mismatch_weight is True and cfg.loss.mismatch_cap == 3.0
     assert cfg.advantage.estimator == "rloo"
     assert cfg.optimizer.lr == 1e-5 and cfg.optimizer.betas == (0.9, 0.95) and cfg.optimizer.grad_clip is None
-    assert cfg.eval.every == 10 and cfg.checkpoint.every == 20 and cfg.logging.tensorboard
+    assert cfg.eval.every == 10 and cfg.checkpoint.every == 20 and cfg.logging.tensorboard and cfg.logging.log_every == 5
     assert cfg.sft.enabled and cfg.sft.demos == 200
 
 
@@ -228,3 +228,30 @@ def test_every_example_config_loads(path: Path) -> None:
     cfg = load_config(path)
     assert cfg.algorithm in ("ctpo", "grpo", "gspo", "full_is", "mopd", "sdpo", "opd")
     assert cfg.rollout.prompts_per_step % cfg.mini_batches == 0
+
+
+def test_every_loss_name_the_config_accepts_runs_in_policy_loss() -> None:
+    """config and losses share one list of ratio/agg/clip names: each accepted value trains."""
+    import torch
+
+    from toolgym.training import config as config_mod
+    from toolgym.training import losses
+
+    assert config_mod.RATIOS == losses.RATIOS == ("cumulative", "token", "sequence", "gspo")
+    assert config_mod.AGGS == losses.AGGS == ("token-mean", "seq-mean-token-mean", "seq-mean-token-sum")
+    assert losses.CLIP_MODES == ("adaptive", "fixed") and config_mod.CLIP_MODES == ("adaptive", "fixed", "none")
+    logp = torch.tensor([[-1.0, -2.0, -0.5]], requires_grad=True)
+    old, mask, adv = torch.tensor([[-1.1, -1.9, -0.5]]), torch.ones(1, 3), torch.tensor([1.0])
+    for ratio in config_mod.RATIOS:
+        for agg in config_mod.AGGS:
+            for mode in config_mod.CLIP_MODES:
+                cfg = load_config({"model": {"name_or_path": "m"}, "loss": {
+                    "ratio": ratio, "agg": agg, "clip_mode": mode, "dual": 3.0 if mode == "fixed" else 0.05}})
+                loss, _ = losses.policy_loss(logp, old, adv, mask, ratio=cfg.loss.ratio, clip=cfg.loss.clip_config(),
+                                             agg=cfg.loss.agg)
+                assert torch.isfinite(loss)
+
+
+def test_diagnostics_every_is_gone() -> None:
+    with pytest.raises(ConfigError, match="unknown key 'logging.diagnostics_every'"):
+        load_config({"model": {"name_or_path": "m"}, "logging": {"diagnostics_every": 5}})

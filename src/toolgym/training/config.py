@@ -2,7 +2,7 @@
 
 ``load_config(path_or_dict) -> TrainConfig``. Every section is a dataclass; unknown keys and
 invalid values raise :class:`toolgym.errors.ConfigError` naming the dotted field and what is
-allowed. The ``loss`` section's defaults depend on ``algorithm`` (README, "Training");
+allowed. The ``loss`` section's defaults depend on ``algorithm`` (docs/algorithms/);
 keys given in the file override them. Torch-free, so ``toolgym train --help`` and config
 checks stay fast.
 
@@ -24,11 +24,6 @@ from typing import Any, Literal, Union
 
 from toolgym.errors import ConfigError
 
-RATIOS = ("cumulative", "token", "sequence", "gspo")
-AGGS = ("token-mean", "seq-mean-token-mean", "seq-mean-token-sum")
-CLIP_MODES = ("adaptive", "fixed", "none")
-
-
 # ---------------------------------------------------------------- sections
 
 
@@ -43,7 +38,7 @@ class LossConfig:
     power: float = 0.5
     dual: float | None = 0.05  # adaptive: log-space base; fixed: a ratio > 1; null: no dual clip
     agg: Literal["token-mean", "seq-mean-token-mean", "seq-mean-token-sum"] = "token-mean"
-    mismatch_weight: bool = False  # §3.8 rollout-vs-trainer weight, per sequence, truncated
+    mismatch_weight: bool = False  # rollout-vs-trainer weight, per sequence, truncated (docs/algorithms/ctpo.md)
     mismatch_cap: float = 5.0
 
     def clip_config(self) -> Any:
@@ -64,6 +59,14 @@ class LossConfig:
         elif self.clip_mode == "adaptive":
             _require(self.dual is None or self.dual > 0, f"{p}.dual", "null or a number > 0 with clip_mode 'adaptive'", self.dual)
         _require(self.mismatch_cap > 0, f"{p}.mismatch_cap", "a number > 0", self.mismatch_cap)
+
+
+# The loss option names, read off LossConfig's annotations (one list); toolgym.training.losses takes its
+# names from here, CLIP_MODES less "none" (the config's spelling of clip=None), so the two cannot differ.
+_LOSS_HINTS = typing.get_type_hints(LossConfig)
+RATIOS: tuple[str, ...] = typing.get_args(_LOSS_HINTS["ratio"])
+AGGS: tuple[str, ...] = typing.get_args(_LOSS_HINTS["agg"])
+CLIP_MODES: tuple[str, ...] = typing.get_args(_LOSS_HINTS["clip_mode"])
 
 
 @dataclass
@@ -143,7 +146,7 @@ class RolloutConfig:
         _require(self.temperature > 0, f"{p}.temperature", "a number > 0", self.temperature)
         _require(0 < self.top_p <= 1, f"{p}.top_p", "a number in (0, 1]", self.top_p)
         _require(self.sampler != "openai" or bool(self.base_url), f"{p}.base_url", "a URL when sampler is 'openai'", self.base_url)
-        if self.top_p < 1:  # the trainer scores softmax(logits / temperature): no truncation (README, Training)
+        if self.top_p < 1:  # the trainer scores softmax(logits / temperature): no truncation (docs/algorithms/ctpo.md)
             raise ConfigError(f"{p}.top_p={self.top_p:g} truncates the sampling distribution, so the trainer's log-probs "
                               "would not be the behaviour policy's: use top_p: 1.0 for training (lower "
                               f"{p}.temperature to sharpen sampling; eval.top_p may stay below 1)")
@@ -211,12 +214,10 @@ class LoggingConfig:
     progress: bool = True
     plot: bool = True  # PNG of reward and eval curves at the end
     log_every: int = 1
-    diagnostics_every: int = 0  # per-position log-ratio statistics every N steps; 0 disables
     save_rollouts: bool = False  # each step's rollouts to OUTPUT_DIR/rollouts/step-NNNN.jsonl (+ .meta.json)
 
     def _check(self, p: str) -> None:
         _require(self.log_every >= 1, f"{p}.log_every", "an integer >= 1", self.log_every)
-        _require(self.diagnostics_every >= 0, f"{p}.diagnostics_every", "an integer >= 0", self.diagnostics_every)
 
 
 @dataclass
@@ -328,7 +329,7 @@ def register_algorithm(name: str, loss: dict[str, Any], options: type | str | No
 
 register_algorithm("ctpo", dict(ratio="cumulative", clip_mode="adaptive", eps_low=0.025, eps_high=0.05, power=0.5,
                                 dual=0.05, agg="token-mean"),
-                   description="cumulative prefix ratio, sqrt(t)-adaptive log-space clip (README, Training)")
+                   description="cumulative prefix ratio, sqrt(t)-adaptive log-space clip (docs/algorithms/ctpo.md)")
 register_algorithm("grpo", dict(ratio="token", clip_mode="fixed", eps_low=0.2, eps_high=0.2, power=0.0,
                                 dual=3.0, agg="token-mean"),
                    description="token ratio, ratio window [0.8, 1.2], dual clip 3")
@@ -342,7 +343,7 @@ register_algorithm("full_is", dict(ratio="sequence", clip_mode="adaptive", eps_l
                    description="full-sequence ratio on every token, uniform log-space clip ±0.2, dual log 3")
 # Distillation. Their ``loss:`` section is the policy-gradient term that ``options.rl_coef`` adds
 # (toolgym's extension; the authors train on the distillation loss alone, rl_coef = 0).
-# One mini-batch per rollout batch, one epoch (spec §7: on-policy, rho = 1).
+# One mini-batch per rollout batch, one epoch: on-policy, rho = 1 (docs/algorithms/mopd.md, "Defaults").
 _PG = dict(ratio="cumulative", clip_mode="adaptive", eps_low=0.025, eps_high=0.05, power=0.5, dual=0.05, agg="token-mean")
 _ONE_STEP = {"mini_batches": 1, "update_epochs": 1}
 register_algorithm("mopd", _PG, "toolgym.training.mopd_options:MOPDOptions",

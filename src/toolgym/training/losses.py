@@ -37,12 +37,14 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from toolgym.training.config import AGGS, RATIOS
+from toolgym.training.config import CLIP_MODES as _CONFIG_CLIP_MODES
+
 RatioType = Literal["cumulative", "token", "sequence", "gspo"]
 AggType = Literal["token-mean", "seq-mean-token-mean", "seq-mean-token-sum"]
 
-RATIOS: tuple[str, ...] = ("cumulative", "token", "sequence", "gspo")
-AGGS: tuple[str, ...] = ("token-mean", "seq-mean-token-mean", "seq-mean-token-sum")
-CLIP_MODES: tuple[str, ...] = ("adaptive", "fixed")
+# the names the config accepts (toolgym.training.config, torch-free); clip_mode "none" is clip=None here
+CLIP_MODES: tuple[str, ...] = tuple(m for m in _CONFIG_CLIP_MODES if m != "none")
 
 DELTA_CLAMP = 20.0  # |log π - log π_b| per token is clamped to this (values only)
 LOG_RATIO_CAP = 10.0  # upper cap on the log-ratio used as importance weight

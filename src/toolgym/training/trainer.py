@@ -1,6 +1,6 @@
 """The RL trainer: rollouts -> rewards -> advantages -> K off-policy mini-batch updates -> weight sync.
 
-One step (README, "Training"): pick ``rollout.prompts_per_step`` prompts at the data cursor, sample
+One step (docs/algorithms/ctpo.md): pick ``rollout.prompts_per_step`` prompts at the data cursor, sample
 ``group_size`` episodes per prompt with the RolloutRunner (sandboxed tools), compute group-relative
 advantages, recompute the behaviour log-probs with the trainer (no grad, pre-update weights; the
 sampler's own log-probs only enter the optional mismatch weight), then ``mini_batches`` optimizer
@@ -19,6 +19,7 @@ so a run resumed from a checkpoint continues exactly like an uninterrupted one.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import math
 import shutil
 import time
@@ -322,7 +323,7 @@ class Trainer:
         """``model.dtype: bf16``: the forward (and the loss) under ``torch.autocast(bfloat16)`` over fp32 master
         weights; fp32: a no-op. Backward and the optimizer step run outside it, on the fp32 parameters."""
         if self.cfg.model.dtype != "bf16":
-            return _null()
+            return contextlib.nullcontext()
         return torch.autocast(device_type=torch.device(self.dist.device).type, dtype=torch.bfloat16)
 
     def collate(self, trajs: Sequence[Trajectory]) -> TokenBatch:
@@ -410,7 +411,7 @@ class Trainer:
                 mini_loss = 0.0
                 for c, chunk in enumerate(chunks):
                     sync = c == len(chunks) - 1
-                    ctx = self.model.no_sync() if (self.dist.enabled and not sync and hasattr(self.model, "no_sync")) else _null()
+                    ctx = self.model.no_sync() if (self.dist.enabled and not sync and hasattr(self.model, "no_sync")) else contextlib.nullcontext()
                     with ctx:
                         with self.autocast():
                             loss, m = objective.loss(self, batch, chunk, tok, seqs)
@@ -665,14 +666,6 @@ def trajectory_stats(trajs: Sequence[Trajectory]) -> dict[str, float]:
         "model_tokens": sum(t.num_model_tokens for t in trajs),
         "errors": sum(1 for t in trajs if t.finish_reason == "error"),
     }
-
-
-class _null:
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *a: Any) -> None:
-        return None
 
 
 def train(cfg: TrainConfig, resume: bool = False, console: bool = True) -> dict[str, Any]:
