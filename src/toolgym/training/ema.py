@@ -1,5 +1,5 @@
-"""EMA self-teacher (spec §8): a full, gradient-free copy of the student, moved toward it
-once per training step with ``phi <- (1 - rate) * phi + rate * theta``."""
+"""EMA self-teacher (docs/algorithms/mopd.md, "The teacher"): a full, gradient-free copy of the
+student, moved toward it once per training step with ``phi <- (1 - rate) * phi + rate * theta``."""
 
 from __future__ import annotations
 

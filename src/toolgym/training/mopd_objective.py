@@ -1,16 +1,16 @@
 """MOPD / SDPO / OPD as a trainer objective (``algorithm: mopd | sdpo | opd``).
 
 ``prepare`` builds the peer contexts and teacher prompts of the whole rollout batch once (the
-student's sampled ids are reused verbatim, spec §4-§5); ``loss`` runs the student (with grad) and
-the teacher (without) on one micro-batch and rescales the spec's aggregation to the mini-batch's
+student's sampled ids are reused verbatim); ``loss`` runs the student (with grad) and
+the teacher (without) on one micro-batch and rescales the aggregation to the mini-batch's
 global counts, so micro-batches and data-parallel ranks add up to one mini-batch loss:
 
 * ``seq-mean-token-mean``: ``sum_i L_i / N_seq``, where ``N_seq`` counts every trainable sequence
-  of the mini-batch, those without a context included (they add 0, spec §7);
+  of the mini-batch, those without a context included (they add 0);
 * ``token-mean``: the masked divergence sum over the mini-batch's policy-token count.
 
 ``after_update`` moves the EMA teacher once per step (skipped when every optimizer step of the step
-had a non-finite gradient norm, spec §8). The teacher's weights travel in checkpoints, so a resumed
+had a non-finite gradient norm). The teacher's weights travel in checkpoints, so a resumed
 run continues like an uninterrupted one. ``options.rl_coef > 0`` adds the ``loss:`` section's
 policy-gradient loss (toolgym's extension; the authors use none).
 """
@@ -95,7 +95,7 @@ class DistillationObjective:
             trajs = [t for g in groups for t in g]
             gidx = [i for i, g in enumerate(groups) for _ in g]
             rewards = torch.tensor([float(t.reward) for t in trajs], dtype=torch.float64)
-            adv, stats = group_advantages(rewards, gidx, "grpo", 1e-6)  # logged only (spec §7)
+            adv, stats = group_advantages(rewards, gidx, "grpo", 1e-6)  # unused by the loss (docs/algorithms/mopd.md)
             need_old = self.off_policy or o.rollout_weight
             old = trainer.old_logprobs(trajs) if need_old else [torch.zeros(len(t.response_ids)) for t in trajs]
             keep = torch.ones(len(trajs), dtype=torch.bool)
