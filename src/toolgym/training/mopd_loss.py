@@ -39,8 +39,9 @@ def distill_divergence(
 ) -> torch.Tensor:
     """Per-token distillation term [B, T].
 
-    ``topk``: generalised JSD(alpha) over the student's top-K buckets (+ tail); ``jsd`` is the same
-    with its default alpha. ``sampled_rkl``: the standard OPD surrogate on the sampled token.
+    ``jsd`` and ``topk`` are one computation: the generalised JSD(alpha) over the student's top-K
+    buckets (+ tail), forward KL only with alpha = 0. ``sampled_rkl``: the standard OPD surrogate on
+    the sampled token.
     """
     if kind in ("jsd", "topk"):
         if lp_topk is None or lq_topk is None:
