@@ -202,12 +202,12 @@ def assemble_program(code: str, task: Task) -> str:
 
 
 async def run_judge(sb: Any, program: str, tests: list[Any], mode: str, time_limit_s: float = 2.0,
-                    **options: Any) -> Any:
+                    options: dict[str, Any] | None = None) -> Any:
     """The sandbox judge, async (micro-batched across concurrent episodes on one sandbox). `options`:
-    further `judge` keywords, e.g. a Kattis package's validator, time and memory limits."""
+    further `judge` keywords, e.g. a Kattis package's validator and limits (its time limit wins)."""
     from toolgym.sandbox.judge import ajudge
 
-    return await ajudge(sb, program, tests, mode, **{"time_limit_s": time_limit_s, **options})
+    return await ajudge(sb, program, tests, mode, **{"time_limit_s": time_limit_s, **(options or {})})
 
 
 def judge_options(task: Task) -> dict[str, Any]:

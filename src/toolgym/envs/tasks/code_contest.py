@@ -72,7 +72,7 @@ class CodeContestEnv(ToolEnv):
         tests = hidden_test_cases(task)
         sb = await self.aget_sandbox()
         report = await run_judge(sb, assemble_program(code, task), tests, task.ground_truth["mode"], self.time_limit_s,
-                                 **judge_options(task))
+                                 judge_options(task))
         state.setdefault("info", {})["judge"] = {"passed": report.passed, "total": report.total,
                                                  "statuses": [v.status for v in report.verdicts][:50]}
         if report.total == 0:
@@ -92,7 +92,7 @@ class CodeContestEnv(ToolEnv):
             return None
         sb = await self.aget_sandbox()
         report = await run_judge(sb, assemble_program(code, self._task), tests, self._task.ground_truth["mode"],
-                                 self.time_limit_s, **judge_options(self._task))
+                                 self.time_limit_s, judge_options(self._task))
         if report.passed == report.total:
             return None
         self._ctx.state["feedback_used"] = used + 1
