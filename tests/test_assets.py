@@ -155,7 +155,8 @@ def test_fetch_killed_mid_build_leaves_no_entry_and_recovers(home: Path) -> None
 
 
 def test_concurrent_fetches_build_once(home: Path) -> None:
-    code = "from toolgym import assets; print(assets.fetch('humaneval'))"
+    code = ("import logging; logging.basicConfig(level=logging.INFO); "
+            "from toolgym import assets; print(assets.fetch('humaneval'))")  # progress is logged at INFO
     env = {**os.environ, "TOOLGYM_HOME": str(home)}
     procs = [subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                               text=True, env=env) for _ in range(3)]

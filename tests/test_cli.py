@@ -26,7 +26,7 @@ def toolgym(*args: str, home: Path | None = None, **env: str) -> subprocess.Comp
 
 
 def _error_lines(stderr: str) -> list[str]:
-    return [ln for ln in stderr.splitlines() if ln.strip() and not ln.startswith("toolgym assets: ")]
+    return [ln for ln in stderr.splitlines() if ln.strip() and not ln.startswith("toolgym.assets: ")]
 
 
 def test_unknown_asset_is_one_line_exit_2(tmp_path: Path) -> None:

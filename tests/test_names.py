@@ -33,7 +33,7 @@ def _cli(*args: str, env: dict[str, str], cwd: Path | None = None) -> subprocess
 def _one_error_line(r: subprocess.CompletedProcess) -> str:
     assert r.returncode != 0, r.stdout
     assert "Traceback" not in r.stderr, r.stderr
-    lines = [ln for ln in r.stderr.splitlines() if ln.strip() and not ln.startswith("toolgym assets: ")]
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip() and not ln.startswith("toolgym.assets: ")]
     assert len(lines) == 1, r.stderr
     return lines[0]
 

@@ -50,8 +50,8 @@ mmlu (and the only split of sciq), ``dev`` for mmlu, ``train`` for leetcode.
 from __future__ import annotations
 
 import json
+import logging
 import shutil
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -61,6 +61,8 @@ from typing import Any
 from toolgym._assets import cache as _cache
 from toolgym._assets.download import Archive, Progress, obtain
 from toolgym.errors import AssetError
+
+log = logging.getLogger(__name__)
 
 __all__ = ["KNOWN_ASSETS", "AssetError", "AssetSpec", "asset_path", "cache_root", "fetch",
            "list_assets", "load_records", "resolve_model", "verify"]
@@ -161,8 +163,8 @@ def _as_local_path(name: str | Path) -> Path | None:
     return None
 
 
-def _stderr(msg: str) -> None:
-    print(f"toolgym assets: {msg}", file=sys.stderr, flush=True)
+def _log_progress(msg: str) -> None:
+    log.info(msg)
 
 
 # ----------------------------------------------------------------------------- building
@@ -203,7 +205,7 @@ def fetch(name: str, force: bool = False, progress: Progress | None = None) -> P
     if local is not None:
         return local
     spec = _spec(name)
-    say = progress or _stderr
+    say = progress or _log_progress
     root = cache_root()
     entry = root / spec.name
     root.mkdir(parents=True, exist_ok=True)

@@ -35,6 +35,16 @@ _COMMANDS: list[tuple[str, str]] = [
 ]
 
 
+@app.callback()
+def _options(
+    log_level: str = typer.Option("info", "--log-level", envvar="TOOLGYM_LOG_LEVEL",
+                                  help="debug | info | warning | error: toolgym's log records on stderr"),
+) -> None:
+    from toolgym._cli.logs import configure
+
+    configure(log_level)
+
+
 @app.command()
 def version() -> None:
     """Print the toolgym version."""
