@@ -105,22 +105,33 @@ class VLLMSampler(Sampler):
         base = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
         folder = tempfile.mkdtemp(prefix="toolgym-weights-", dir=base)
         try:
-            # clone: tied parameters share storage, which safetensors refuses to save twice
-            tensors = {k: v.detach().to("cpu").clone().contiguous() for k, v in state_dict.items()}
+            # in the engine's dtype (half the bytes of fp32 master weights under bf16); clone: tied
+            # parameters share storage, which safetensors refuses to save twice
+            dtype = self.llm.llm_engine.model_config.dtype
+            tensors = {k: v.detach().to("cpu", dtype=dtype if v.is_floating_point() else v.dtype).clone().contiguous()
+                       for k, v in state_dict.items()}
             save_file(tensors, os.path.join(folder, "model.safetensors"))
             self.llm.collective_rpc("reload_weights", kwargs={"weights_path": folder, "is_checkpoint_format": True})
         finally:
             shutil.rmtree(folder, ignore_errors=True)
+        if not self._sleeping:  # a sleeping KV cache is reset when it wakes (reset_prefix_cache)
+            self.llm.reset_prefix_cache()
+
+    def reset_prefix_cache(self) -> None:
+        """Forget cached KV blocks: they were computed with earlier weights."""
         self.llm.reset_prefix_cache()
 
     def sleep(self, level: int = 1) -> None:
-        """Free accelerator memory between rollout phases (vLLM sleep mode; a no-op on the CPU build)."""
+        """Free accelerator memory during a training update (vLLM sleep mode: the engine must be created with
+        ``enable_sleep_mode=True``, which the CPU build lacks). Level 2 drops the weights too: new ones follow."""
         self.llm.sleep(level=level)
         self._sleeping = True
 
-    def wake_up(self) -> None:
-        self.llm.wake_up()
-        self._sleeping = False
+    def wake_up(self, tags: list[str] | None = None) -> None:
+        """Reallocate the engine's memory: ``["weights"]`` first, then ``["kv_cache"]``, or everything (None)."""
+        self.llm.wake_up(tags)
+        if tags is None or "kv_cache" in tags:
+            self._sleeping = False
 
     async def aclose(self) -> None:
         llm = getattr(self, "llm", None)

@@ -74,12 +74,14 @@ def save_checkpoint(
     tokenizer: Any = None,
     model_state: dict[str, torch.Tensor] | None = None,
     optimizer_state: dict[str, Any] | None = None,
+    extra_dirs: dict[str, Callable[[Path], None]] | None = None,
 ) -> Path:
     """Save to DIR/step-N atomically and point DIR/latest at it.
 
     ``model_state`` / ``optimizer_state``: full (unsharded) state dicts when the caller gathered them (FSDP:
     :func:`toolgym.training.distributed.full_state_dict`); default ``model.state_dict()`` and
-    ``optimizer.state_dict()``. ``tokenizer`` is saved into ``hf/`` with its chat template."""
+    ``optimizer.state_dict()``. ``tokenizer`` is saved into ``hf/`` with its chat template. ``extra_dirs``:
+    folder name -> a writer called with that folder inside the checkpoint (e.g. LoRA adapters)."""
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     final = directory / f"step-{state.step:06d}"
@@ -88,6 +90,8 @@ def save_checkpoint(
         shutil.rmtree(tmp)
     tmp.mkdir()
     write_hf_folder(tmp / HF_DIR, model, tokenizer, model_state)
+    for name, write in (extra_dirs or {}).items():
+        write(tmp / name)
     torch.save(
         {
             "optimizer": optimizer_state if optimizer_state is not None else optimizer.state_dict(),

@@ -134,6 +134,9 @@ class RolloutConfig:
     sampler_kwargs: dict[str, Any] = field(default_factory=dict)
     # openai: the server's weights never change during training; true trains on that frozen policy knowingly
     frozen_policy_ok: bool = False
+    # vllm on the trainer's GPU: sleep the engine (free its memory) during each update; null: on when the
+    # trainer runs on CUDA (the CPU build has no sleep mode)
+    vllm_sleep: bool | None = None
     sandbox: str | None = "auto"  # one shared sandbox pool for all envs: auto, docker, local; null: none
     sandbox_pool: int = 0  # workers in that pool; 0: the number of CPU cores
 
@@ -158,6 +161,23 @@ class RolloutConfig:
 
 
 @dataclass
+class LoraConfig:
+    """LoRA adapters through peft: only they train; checkpoints, exports and vLLM get the merged weights."""
+
+    r: int = 16
+    alpha: float = 32.0
+    dropout: float = 0.0
+    # module names (peft's target_modules) or "all-linear"
+    target_modules: list[str] | str = field(default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj"])
+
+    def _check(self, p: str) -> None:
+        _require(self.r >= 1, f"{p}.r", "an integer >= 1", self.r)
+        _require(self.alpha > 0, f"{p}.alpha", "a number > 0", self.alpha)
+        _require(0 <= self.dropout < 1, f"{p}.dropout", "a number in [0, 1)", self.dropout)
+        _require(bool(self.target_modules), f"{p}.target_modules", "module names or 'all-linear'", self.target_modules)
+
+
+@dataclass
 class ModelConfig:
     name_or_path: str = ""  # asset name, local folder, or hub id
     tokenizer: str | None = None  # default: the model's own
@@ -167,6 +187,7 @@ class ModelConfig:
     model_kwargs: dict[str, Any] = field(default_factory=dict)
     # auto | cpu | cuda | cuda:N; auto takes CUDA when available; torchrun ranks take cuda:LOCAL_RANK
     device: str = "auto"
+    lora: LoraConfig | None = None  # null: full fine-tuning
 
     def _check(self, p: str) -> None:
         _require(bool(self.name_or_path), f"{p}.name_or_path", "a model asset name, folder or id", self.name_or_path)

@@ -97,11 +97,16 @@ def init(device: str | None = None) -> DistInfo:
     return DistInfo(rank=dist.get_rank(), world=dist.get_world_size(), local_rank=local, device=dev)
 
 
+def parallel_strategy() -> str:
+    """``TOOLGYM_PARALLEL``: ddp (default) or fsdp."""
+    return os.environ.get("TOOLGYM_PARALLEL", "ddp")
+
+
 def wrap_model(model: torch.nn.Module, info: DistInfo, strategy: str | None = None) -> torch.nn.Module:
     """DDP (default) or FSDP2 around ``model``; the model itself when running alone."""
     if not info.enabled:
         return model
-    strategy = strategy or os.environ.get("TOOLGYM_PARALLEL", "ddp")
+    strategy = strategy or parallel_strategy()
     if strategy == "fsdp":
         from torch.distributed.fsdp import fully_shard
 

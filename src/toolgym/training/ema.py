@@ -42,6 +42,13 @@ class EMATeacher:
         self.updates = 0
         self.skipped = 0
 
+    @classmethod
+    def frozen_view(cls, model: torch.nn.Module) -> EMATeacher:
+        """A frozen teacher that is ``model`` itself (no copy): e.g. a LoRA policy with its adapters off."""
+        self = cls.__new__(cls)
+        self.rate, self.model, self.updates, self.skipped = 0.0, model, 0, 0
+        return self
+
     def update(self, student: torch.nn.Module, grad_norms: Iterable[float]) -> bool:
         """Call once per training step after its optimizer step(s) with their gradient norms.
 

@@ -57,7 +57,12 @@ class DistillationObjective:
 
     def _ensure_teacher(self, trainer: Trainer) -> EMATeacher:
         if self.teacher is None:
-            if self.opt.teacher is None:
+            from toolgym.training.lora import AdaptersOff, is_lora
+
+            if self.opt.teacher is None and self.opt.ema_rate == 0 and is_lora(trainer.module) and not self.cfg.sft.enabled:
+                # the frozen initial policy of a LoRA run is its base: adapters off, no copy, same after a resume
+                self.teacher = EMATeacher.frozen_view(AdaptersOff(trainer.module))
+            elif self.opt.teacher is None:
                 self.teacher = EMATeacher(trainer.module, self.opt.ema_rate)
             else:
                 self.teacher = EMATeacher(self._separate_teacher(trainer), 0.0)

@@ -222,6 +222,12 @@ class Trainer:
         if (per // self.dist.world) % cfg.mini_batches:
             raise ConfigError(f"mini_batches: must divide the {per // self.dist.world} prompts each process gets per step; "
                               f"got {cfg.mini_batches}")
+        if cfg.rollout.sampler == "vllm" and self.dist.world > 1:
+            raise ConfigError("rollout.sampler=vllm runs one engine beside a single trainer process; with torchrun use "
+                              "sampler: hf (or distributed: ray for replicated rollouts)")
+        if cfg.model.lora is not None and self.dist.world > 1 and D.parallel_strategy() == "fsdp":
+            raise ConfigError("model.lora with FSDP (TOOLGYM_PARALLEL=fsdp) is not supported; LoRA trains under DDP "
+                              "(the default) or in one process")
         self.console = console
         self.model: Any = None
         self.objective: Any = None
@@ -246,6 +252,13 @@ class Trainer:
         if cfg.model.gradient_checkpointing:
             self.module.gradient_checkpointing_enable()
             self.module.config.use_cache = True  # generation still uses the KV cache
+        if cfg.model.lora is not None:
+            from toolgym.training.lora import apply_lora
+
+            lc = cfg.model.lora
+            self.module = apply_lora(self.module, lc.r, lc.alpha, lc.dropout, lc.target_modules)
+            if cfg.model.gradient_checkpointing:
+                self.module.enable_input_require_grads()  # checkpointed blocks need an input that requires grad
         from toolgym.agents.chat import ChatTemplate
 
         self.template = ChatTemplate(self.tokenizer)
@@ -274,11 +287,19 @@ class Trainer:
             from toolgym.sandbox import open_sandbox
 
             self.sandbox = open_sandbox(backend=r.sandbox, pool_size=r.sandbox_pool or None)
+        from toolgym.training.policy_sync import PolicySync, engine_sleeps, vllm_engine_kwargs
+
         if r.sampler == "hf":
             from toolgym.agents.hf_sampler import HFSampler
 
             kw = {"max_batch_size": 64, **r.sampler_kwargs}
             self.sampler = HFSampler(self.module, self.tokenizer, device=self.dist.device, **kw)
+        elif r.sampler == "vllm":
+            from toolgym.agents.vllm_sampler import VLLMSampler
+
+            # the engine loads the configured model; PolicySync.push replaces its weights before the first rollout
+            self.sampler = VLLMSampler(self._engine_model(), seed=cfg.seed,
+                                       **vllm_engine_kwargs(cfg, self.dist.device))
         else:
             from toolgym.agents import build_sampler
 
@@ -294,6 +315,15 @@ class Trainer:
             from toolgym.distributed.training import RayRollouts
 
             self.ray_rollouts = RayRollouts(self)
+        self.policy_sync = PolicySync(self.sampler, self.module, sleep=engine_sleeps(cfg, self.dist.device),
+                                      ray_rollouts=self.ray_rollouts)
+
+    def _engine_model(self) -> str:
+        """What a separate engine loads at start (its weights are replaced before use): the demo model's saved
+        folder, else the configured name (a local path, asset or Hub id, resolved by the sampler)."""
+        if self.cfg.model.name_or_path.startswith("demo"):
+            return str(self.out / "demo-model")
+        return self.cfg.model.name_or_path
 
     def _env_kwargs(self, base: dict[str, Any], split: str) -> dict[str, Any]:
         kw = dict(base)
@@ -446,13 +476,8 @@ class Trainer:
         return out
 
     def sync_weights(self) -> None:
-        """HF sampler: shares the module (nothing to copy). vLLM: push the new weights."""
-        if hasattr(self.sampler, "update_weights") and getattr(self.sampler, "model", None) is not self.module:
-            # FSDP: state_dict() holds this rank's shards (DTensors); every rank's sampler needs full weights
-            full = D.full_state_dict(self.module, rank0_only=False)
-            self.sampler.update_weights({k: v.detach() for k, v in full.items()})
-        if self.ray_rollouts is not None:
-            self.ray_rollouts.sync(self.module)
+        """Give the rollout engines the current weights (HF sampler: it runs the module, nothing to copy)."""
+        self.policy_sync.push()
 
     def evaluate(self, step: int) -> dict[str, float]:
         """Held-out tasks (eval.split) with a fixed seed: mean reward and tool-use rate."""
@@ -501,12 +526,15 @@ class Trainer:
                         set_model=lambda sd: D.load_full_state_dict(self.module, sd),
                         set_optimizer=lambda osd: D.load_full_state_dict(self.module, {}, self.optimizer, osd))
                 else:
-                    state = load_checkpoint(ckpt, self.module, self.optimizer, self.scheduler)
+                    state = load_checkpoint(ckpt, self.module, self.optimizer, self.scheduler,
+                                            set_model=self._lora_resume(ckpt))
+                self.sync_weights()  # the engine started from the configured model, not the checkpoint
                 self.logger.say(f"resumed from {ckpt} at step {state.step}")
             else:
                 if cfg.sft.enabled:
                     self._sft()
                 self._build_optimizer()
+                self.sync_weights()  # after the warm start, before the first rollouts and the "before" eval
                 if cfg.eval.at_start:
                     ev = self.evaluate(0)
                     state.extra["before"] = ev
@@ -544,6 +572,9 @@ class Trainer:
                 self.ray_rollouts.close()
             if self.sandbox is not None:
                 self.sandbox.close()
+            sampler = getattr(self, "sampler", None)
+            if sampler is not None:
+                sampler.close()  # a vLLM engine's worker processes and memory go with it
             D.shutdown(self.dist)
 
     def step(self, step: int, cursor: int, objective: Objective) -> dict[str, Any]:
@@ -555,11 +586,13 @@ class Trainer:
             save_step_rollouts(self.cfg, self.out, step + 1, groups, self.dist)
         t1 = time.perf_counter()
         batch, prep = objective.prepare(self, groups)
+        prep.update(behaviour_gap(batch))
+        self.policy_sync.before_update()  # a vLLM engine on the trainer's GPU sleeps through the update
         upd = self.update(batch, objective)
         after = getattr(objective, "after_update", None)
         if after is not None:  # e.g. the EMA teacher follows the student once per step
             upd.update(after(self))
-        self.sync_weights()
+        self.policy_sync.after_update()
         t2 = time.perf_counter()
         stats = trajectory_stats(batch.trajectories)
         allstats = D.all_gather_objects(stats, self.dist)
@@ -569,7 +602,7 @@ class Trainer:
         model_tokens = sum(s["model_tokens"] for s in allstats)
         m.update(prep)
         m.update(upd)
-        m.update(episodes=n, rollout_s=t1 - t0, update_s=t2 - t1, step_s=t2 - t0,
+        m.update(episodes=n, rollout_s=t1 - t0, update_s=t2 - t1, step_s=t2 - t0, weight_pushes=self.policy_sync.pushes,
                  tokens_per_s=model_tokens * self.cfg.update_epochs / max(t2 - t1, 1e-9),
                  errors=sum(s["errors"] for s in allstats))
         return m
@@ -619,13 +652,28 @@ class Trainer:
         keep = getattr(getattr(self, "objective", None), "state_dict", None)
         if keep is not None:
             state.extra["objective"] = keep()
-        save_checkpoint(ckdir, self.module, self.optimizer, self.scheduler, state, tokenizer=self.tokenizer,
-                        model_state=model_state, optimizer_state=optimizer_state)
+        from toolgym.training.lora import ADAPTER_DIR, base_model, is_lora, merged_state_dict, save_adapter
+
+        lora = is_lora(self.module)  # hf/ gets the merged policy; adapter/ the adapters a resume continues from
+        save_checkpoint(ckdir, base_model(self.module), self.optimizer, self.scheduler, state,
+                        tokenizer=self.tokenizer, optimizer_state=optimizer_state,
+                        model_state=merged_state_dict(self.module) if lora else model_state,
+                        extra_dirs={ADAPTER_DIR: lambda d: save_adapter(self.module, d)} if lora else None)
         state.extra.pop("objective", None)
         old = sorted(p for p in ckdir.glob("step-*") if p.is_dir())
         for p in old[: max(0, len(old) - self.cfg.checkpoint.keep_last)]:
             shutil.rmtree(p, ignore_errors=True)
         D.barrier(self.dist)
+
+    def _lora_resume(self, ckpt: Path) -> Callable[[dict[str, torch.Tensor]], None] | None:
+        """LoRA: a resume loads the checkpoint's adapters (its hf/ folder holds the merged weights)."""
+        from toolgym.training.lora import ADAPTER_DIR, is_lora, load_adapter
+
+        if not is_lora(self.module):
+            return None
+        if not (ckpt / ADAPTER_DIR).is_dir():
+            raise ConfigError(f"{ckpt} has no {ADAPTER_DIR}/ folder: it was not written by a model.lora run")
+        return lambda _merged: load_adapter(self.module, ckpt / ADAPTER_DIR)
 
     def _summary(self, state: TrainerState, last_eval: dict[str, float] | None) -> dict[str, Any]:
         out: dict[str, Any] = {"steps": state.step, "output_dir": str(self.out)}
@@ -647,6 +695,21 @@ class Trainer:
 
         (self.out / "summary.json").write_text(json.dumps(out, indent=2))
         return out
+
+
+def behaviour_gap(batch: RolloutBatch) -> dict[str, float]:
+    """|sampler log-prob - trainer log-prob| over the batch's policy tokens, before any update: 0 up to
+    numerics when the engine samples the trainer's policy (a weight push that did not happen shows here)."""
+    diffs = []
+    for t, old in zip(batch.trajectories, batch.old_logp, strict=True):
+        if t.loss_mask and t.behavior_logprobs:
+            mask = torch.tensor(t.loss_mask, dtype=torch.bool)
+            gap = (torch.tensor(t.behavior_logprobs, dtype=torch.float32) - old.float()).abs()[mask]
+            diffs.append(gap[torch.isfinite(gap)])
+    if not diffs or not sum(len(d) for d in diffs):
+        return {}
+    d = torch.cat(diffs)
+    return {"behaviour_gap_mean": float(d.mean()), "behaviour_gap_max": float(d.max())}
 
 
 def trajectory_stats(trajs: Sequence[Trajectory]) -> dict[str, float]:

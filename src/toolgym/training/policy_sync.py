@@ -1,0 +1,97 @@
+"""One policy for sampling and training: the rollout engine gets the trainer's weights whenever they change.
+
+The HF sampler runs the trainer's own module, so there is nothing to copy. A vLLM engine holds its own
+copy: it gets the full weights (FSDP shards gathered, LoRA adapters merged) after the SFT warm start or a
+resume, before the first rollouts and evaluation, and after every update. On a GPU shared with the
+trainer the engine sleeps through the update (its weights and KV cache freed: sleep level 2, since new
+weights follow anyway) and wakes before the push; CUDA graphs are on there, the CPU build runs eagerly.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from toolgym.training import distributed as D
+from toolgym.training.lora import merged_state_dict
+
+#: vLLM's share of a GPU that the trainer also uses, unless rollout.sampler_kwargs says otherwise: the
+#: engine sleeps during updates, but during rollouts both hold memory (trainer weights + optimizer state).
+SHARED_GPU_MEMORY_SHARE = 0.45
+
+
+def on_cuda(device: str) -> bool:
+    return torch.device(device).type == "cuda"
+
+
+def engine_sleeps(cfg: Any, device: str) -> bool:
+    """``rollout.vllm_sleep``, or (null) whether the engine shares the trainer's GPU."""
+    if cfg.rollout.sampler != "vllm":
+        return False
+    if cfg.rollout.vllm_sleep is not None:
+        return bool(cfg.rollout.vllm_sleep)
+    return on_cuda(device)
+
+
+def vllm_engine_kwargs(cfg: Any, device: str) -> dict[str, Any]:
+    """``vllm.LLM`` arguments for the trainer's engine; ``rollout.sampler_kwargs`` override each default.
+
+    dtype follows ``model.dtype`` (the trainer scores in fp32 or under bf16 autocast: the engine samples
+    in the same precision); CUDA graphs on GPUs (``enforce_eager`` only on the CPU build); sleep mode and a
+    bounded memory share when the engine shares the trainer's GPU."""
+    kw = dict(cfg.rollout.sampler_kwargs)
+    kw.setdefault("dtype", "bfloat16" if cfg.model.dtype == "bf16" else "float32")
+    kw.setdefault("enforce_eager", not on_cuda(device))
+    if cfg.model.tokenizer:
+        kw.setdefault("tokenizer", cfg.model.tokenizer)
+    if engine_sleeps(cfg, device):
+        kw.setdefault("enable_sleep_mode", True)
+        kw.setdefault("gpu_memory_utilization", SHARED_GPU_MEMORY_SHARE)
+    return kw
+
+
+def policy_weights(module: torch.nn.Module) -> dict[str, torch.Tensor]:
+    """The full policy under Hugging Face names: FSDP shards gathered on every rank, LoRA merged."""
+    if D.is_fsdp(module):
+        return D.full_state_dict(module, rank0_only=False)
+    return merged_state_dict(module)
+
+
+class PolicySync:
+    """Keeps ``sampler`` (and Ray rollout workers) on the trainer's current weights."""
+
+    def __init__(self, sampler: Any, module: torch.nn.Module, *, sleep: bool, ray_rollouts: Any = None) -> None:
+        self.sampler = sampler
+        self.module = module
+        self.sleep = sleep and hasattr(sampler, "sleep")
+        self.ray_rollouts = ray_rollouts
+        self.pushes = 0
+
+    @property
+    def copies_weights(self) -> bool:
+        """False for a sampler that runs the trainer's module itself (HF)."""
+        return hasattr(self.sampler, "update_weights") and getattr(self.sampler, "model", None) is not self.module
+
+    def push(self) -> None:
+        """Send the current weights to every rollout engine."""
+        if self.copies_weights:
+            weights = policy_weights(self.module)
+            self.sampler.update_weights({k: v.detach() for k, v in weights.items()})
+            self.pushes += 1
+        if self.ray_rollouts is not None:
+            self.ray_rollouts.sync(self.module)
+
+    def before_update(self) -> None:
+        if self.sleep:
+            self.sampler.sleep(level=2)
+
+    def after_update(self) -> None:
+        """Wake the weights' memory, load the new weights into it, then the KV cache: never both copies at once."""
+        if not self.sleep:
+            self.push()
+            return
+        self.sampler.wake_up(["weights"])
+        self.push()
+        self.sampler.wake_up(["kv_cache"])
+        self.sampler.reset_prefix_cache()
