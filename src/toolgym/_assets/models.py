@@ -119,10 +119,12 @@ def build_smollm2(archive: Path, out: Path, scratch: Path, progress: Progress) -
     except ImportError as exc:
         raise AssetError(f"converting SmolLM2 needs the train extra ({exc.name} is missing): "
                          "pip install 'toolgym[train]'") from None
-    try:
+    try:  # transformers reads GGUF files with gguf, and refuses them without accelerate
+        import accelerate  # noqa: F401
         import gguf  # noqa: F401
-    except ImportError:
-        raise AssetError("converting SmolLM2 needs the `gguf` package: pip install gguf") from None
+    except ImportError as exc:
+        raise AssetError(f"converting SmolLM2 needs the assets extra ({exc.name} is missing): "
+                         "pip install 'toolgym[assets]'") from None
     gdir = scratch / "gguf"
     gdir.mkdir()
     progress(f"extracting {SMOLLM2_GGUF}")
