@@ -1,12 +1,16 @@
-"""Log-likelihood multiple-choice scoring, computed the way lm-evaluation-harness does.
+"""Log-likelihood multiple-choice scoring, computed the way lm-evaluation-harness (0.4.x, `HFLM`) does.
 
 Each choice is scored as the summed log-probability of the continuation " " + choice given the
-context "Question: <q>\\nAnswer:". Tokenization follows the harness: the context is encoded on
-its own, the continuation tokens are whole[len(context):] of the encoding of context +
-continuation, and the model input is context tokens + continuation tokens. Then
-acc = [argmax loglik == gold] and acc_norm = [argmax loglik / len(choice) == gold], where the
-length is the character length of the choice text (the harness's `completion_len`; for ASCII
-text this equals its byte length).
+task's context (see `toolgym.suites.science` for the per-dataset prompts). Tokenization follows the
+harness: trailing context whitespace moves into the continuation, the context is encoded on its own,
+the continuation tokens are whole[len(context):] of the encoding of context + continuation, and the
+model input is context tokens + continuation tokens. Strings are encoded with the tokenizer's own
+special-token default (a tokenizer that prepends BOS gets it, as in `HFLM.tok_encode`), except that a
+string already starting with the BOS text gets none added; an empty context becomes the BOS (else EOS)
+token. Then acc = [argmax loglik == gold] and acc_norm = [argmax loglik / len(choice) == gold], where
+the length is the character length of the choice text without the leading space (lm-eval's
+`completion_len`; its byte-length variant is the separate `acc_bytes`); np.argmax's first index wins
+ties.
 
 Speed comes from packing: one row holds the question prefix once, followed by every choice;
 a block attention mask lets each choice see the prefix and itself only, and position ids restart
@@ -68,18 +72,31 @@ def decide(item_id: str, logliks: Sequence[float], choices: Sequence[str], gold:
     return MCScore(item_id, lls, gold, pred, pred_norm, float(pred == gold), float(pred_norm == gold))
 
 
+def _encode(tokenizer: Any, text: str, special: bool | None = None) -> list[int]:
+    """`HFLM.tok_encode`: the tokenizer's special-token default unless the text already starts with BOS."""
+    if special is None:
+        bos = getattr(tokenizer, "bos_token", None)
+        if bos and text.startswith(str(bos)):
+            special = False
+    kwargs = {} if special is None else {"add_special_tokens": special}
+    return list(tokenizer(text, **kwargs)["input_ids"])
+
+
 def encode_pair(tokenizer: Any, context: str, continuation: str) -> tuple[list[int], list[int]]:
     """Context and continuation token ids exactly as the harness splits them."""
+    if not context:  # HFLM.loglikelihood: the prefix token is the context
+        cont = _encode(tokenizer, continuation, special=False)
+        prefix = _prefix_token(tokenizer)
+        return ([prefix], cont) if not cont or cont[0] != prefix else (cont[:1], cont[1:])
     n_spaces = len(context) - len(context.rstrip())
     if n_spaces > 0:  # trailing context whitespace moves into the continuation
         continuation = context[-n_spaces:] + continuation
         context = context[:-n_spaces]
-    whole = tokenizer(context + continuation, add_special_tokens=False)["input_ids"]
-    ctx = tokenizer(context, add_special_tokens=False)["input_ids"]
-    if not ctx:
-        ctx = [_prefix_token(tokenizer)]
-        whole = ctx + whole
-    return list(ctx), list(whole[len(ctx) :])
+    whole = _encode(tokenizer, context + continuation)
+    ctx = _encode(tokenizer, context)
+    if not ctx:  # a whitespace-only context: condition on the prefix token, as for an empty one
+        return [_prefix_token(tokenizer)], whole
+    return ctx, whole[len(ctx) :]
 
 
 def _prefix_token(tokenizer: Any) -> int:

@@ -1,7 +1,10 @@
 """Reports: metrics per entry from the per-task records, as JSON (machines), Markdown (people) and
 PNG plots (per-entry bars with confidence intervals; pass@k curves when several samples were drawn).
 
-The JSON keeps each task's headline score so `toolgym bench compare` can pair tasks across runs.
+The JSON keeps each task's headline score so `toolgym bench compare` can pair tasks across runs. Beside
+toolgym's `entries`, a log-likelihood run's JSON carries lm-evaluation-harness's `results` section
+(`{task: {"alias", "acc,none", "acc_stderr,none", "acc_norm,none", ...}}`, see `toolgym.suites.lmeval`),
+so tools that read lm-eval output read toolgym's numbers too.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from toolgym.suites.lmeval import lmeval_results
 from toolgym.suites.metrics import bootstrap_ci, maj_at_k, pass_at_k
 
 REPORT_VERSION = 1
@@ -115,10 +119,12 @@ def build_report(cfg: Any, suite: Any, records: list[dict[str, Any]], tasks: dic
     by_entry: dict[str, dict[str, dict[str, Any]]] = {}
     for r in records:
         by_entry.setdefault(r["entry"], {})[r["id"]] = r  # a later record of a task wins
+    selected: list[dict[str, Any]] = []
     for e in suite.entries:
         if e.name not in tasks:
             continue
         recs = [by_entry.get(e.name, {})[tid] for tid in tasks[e.name] if tid in by_entry.get(e.name, {})]
+        selected.extend(recs)
         m = entry_metrics(recs, e.metric, seed=cfg.seed)
         m["expected"] = len(tasks[e.name])
         m["source"] = e.source
@@ -133,6 +139,7 @@ def build_report(cfg: Any, suite: Any, records: list[dict[str, Any]], tasks: dic
         "wall_s": round(wall_s, 2),
         "entries": entries,
         "skipped": skipped,
+        "results": lmeval_results(selected),  # lm-eval-shaped; loglik records only, {} otherwise
     }
 
 

@@ -273,8 +273,10 @@ def _run_loglik(entry: SuiteEntry, todo: list[EvalTask], cfg: BenchConfig, store
     for start in range(0, len(todo), chunk):
         part = todo[start : start + chunk]
         scores = scorer.score(to_mc_items(part))
+        lm_task = {t.id: t.metadata.get("lmeval_task") for t in part}  # report.json's lm-eval `results`
         store.append([{"entry": entry.name, "id": s.id, "kind": "mc", "acc": s.acc, "acc_norm": s.acc_norm,
-                       "pred": s.pred, "pred_norm": s.pred_norm, "gold": s.gold, "logliks": s.logliks} for s in scores])
+                       "pred": s.pred, "pred_norm": s.pred_norm, "gold": s.gold, "logliks": s.logliks,
+                       "lmeval_task": lm_task.get(s.id)} for s in scores])
         done, dt = min(start + chunk, len(todo)), time.perf_counter() - t0
         log(f"  {entry.name}: {done}/{len(todo)} scored ({done / dt:.2f} questions/s, {dt:.0f} s)")
 

@@ -1,9 +1,19 @@
 """Science QA tasks: ARC-Challenge, ARC-Easy, MMLU STEM subjects, SciQ, OpenBookQA, GPQA-Diamond.
 
-Contexts follow lm-evaluation-harness per dataset, so log-likelihood numbers are comparable with
-its tables: ARC and SciQ "Question: q\\nAnswer:" + " choice"; OpenBookQA the bare question stem
-+ " choice"; MMLU the question with lettered options + " A".." D"; GPQA its zero-shot format with
-"(A)".."(D)" options. Generate mode asks for "The answer is (X)" and grades with choice_equal.
+Log-likelihood contexts are lm-evaluation-harness's zero-shot prompts (0.4.x task YAMLs: `doc_to_text`,
+the MMLU `description`, `doc_to_choice`), applied to the raw record fields, so the (context, continuation)
+pairs toolgym scores are the requests lm-eval builds for the same documents (tests/suites/test_lmeval_parity.py
+checks this against lm-eval's own task objects):
+
+- ARC: "Question: {question}\nAnswer:" + " {choice}"
+- OpenBookQA: the question stem as is + " {choice}"
+- SciQ: "{support.lstrip()}\nQuestion: {question}\nAnswer:" + " {choice}" (an empty support leaves the
+  leading newline, as in lm-eval)
+- MMLU: "The following are multiple choice questions (with answers) about {subject words}.\n\n"
+  + "{question.strip()}\nA. ..\nD. ..\nAnswer:" + " A".." D"
+- GPQA: its zero-shot format with "(A)".."(D)" options (no lm-eval counterpart claimed).
+
+Generate mode asks for "The answer is (X)" and grades with choice_equal.
 """
 
 from __future__ import annotations
@@ -12,6 +22,7 @@ import string
 from collections.abc import Iterable
 from typing import Any
 
+from toolgym.suites.lmeval import lmeval_task_name, mmlu_description
 from toolgym.suites.loglik import MCItem, arc_context
 from toolgym.suites.tasks import EvalTask
 
@@ -44,23 +55,28 @@ def mc_task(dataset: str, rec: dict[str, Any]) -> EvalTask:
     labels = [str(x) for x in (rec.get("labels") or _letters(len(choices)))]
     ans = rec["answer"]
     gold = labels.index(str(ans)) if str(ans) in labels else int(ans)
-    q = str(rec["question"]).strip()
+    raw = str(rec["question"])  # lm-eval's templates use the field as is (MMLU strips it)
+    q = raw.strip()
     if dataset == "openbookqa":
-        context, conts = q, choices
+        context, conts = raw, choices
     elif dataset == "mmlu":
         opts = "\n".join(f"{lab}. {ch}" for lab, ch in zip(labels, choices, strict=True))
-        context, conts = f"{q}\n{opts}\nAnswer:", labels
+        desc = mmlu_description(str(rec["subject"])) if rec.get("subject") else ""
+        context, conts = f"{desc}{q}\n{opts}\nAnswer:", labels
     elif dataset == "gpqa_diamond":
         opts = "\n".join(f"({lab}) {ch}" for lab, ch in zip(labels, choices, strict=True))
         context = f"What is the correct answer to this question:{q}\nChoices:\n{opts}\nAnswer:"
         conts = [f"({lab})" for lab in labels]
-    elif dataset == "sciq" and rec.get("support"):
-        context, conts = f"{str(rec['support']).strip()}\nQuestion: {q}\nAnswer:", choices
-    else:  # arc_challenge, arc_easy, sciq without support
-        context, conts = arc_context(q), choices
+    elif dataset == "sciq":
+        context, conts = f"{str(rec.get('support') or '').lstrip()}\nQuestion: {raw}\nAnswer:", choices
+    else:  # arc_challenge, arc_easy
+        context, conts = arc_context(raw), choices
     meta = {"dataset": dataset}
     if rec.get("subject"):
         meta["subject"] = rec["subject"]
+    lm_task = lmeval_task_name(dataset, rec.get("subject"))
+    if lm_task:
+        meta["lmeval_task"] = lm_task
     return EvalTask(
         id=str(rec["id"]), kind="mc", prompt=generate_prompt(q, choices, labels), context=context,
         choices=list(conts), labels=labels, options=choices, gold=gold, metadata=meta,
