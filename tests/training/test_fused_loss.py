@@ -27,7 +27,7 @@ CLIPS = {
 
 
 def test_kernel_is_available_here() -> None:
-    # numba is part of the train extra: CI must exercise the kernel, not silently fall back
+    # numba is the cpu extra, which scripts/setup.sh installs: CI must exercise the kernel, not silently fall back
     assert fused_loss.enabled()
 
 
