@@ -155,6 +155,33 @@ def test_bad_config_values() -> None:
         BenchConfig(suite="x", model="m", samples=4)
 
 
+def test_the_callers_sigint_handler_is_left_alone(tmp_path: Path) -> None:
+    """A library call keeps the caller's SIGINT handler: a SIGINT mid-run goes to it, and the run finishes."""
+    import signal
+
+    comp = _jsonl(tmp_path / "a.jsonl",
+                  [{"entry": "math", "id": f"m{i}", "completion": "\\boxed{2}"} for i in (1, 2, 3)]
+                  + [{"entry": "sci", "id": f"c{i}", "completion": "The answer is (B)."} for i in (1, 2, 3)])
+    cfg = BenchConfig(suite="mini", model="file", mode="generate", completions=comp)
+    calls: list[int] = []
+
+    def callers_handler(signum, frame) -> None:
+        calls.append(signum)
+
+    def press_ctrl_c_after_math(msg: str) -> None:
+        if msg.startswith("  math: 3/3"):
+            signal.raise_signal(signal.SIGINT)
+
+    previous = signal.signal(signal.SIGINT, callers_handler)
+    try:
+        rep = run_benchmark(cfg, tmp_path / "run", log=press_ctrl_c_after_math, suite=_suite(tmp_path))
+        assert signal.getsignal(signal.SIGINT) is callers_handler
+    finally:
+        signal.signal(signal.SIGINT, previous or signal.default_int_handler)
+    assert calls == [signal.SIGINT]
+    assert "partial" not in rep and set(rep["entries"]) == {"math", "sci"}
+
+
 def test_ctrl_c_writes_a_partial_report_and_the_same_command_resumes(tmp_path: Path) -> None:
     import signal
 
@@ -175,14 +202,12 @@ def test_ctrl_c_writes_a_partial_report_and_the_same_command_resumes(tmp_path: P
         if msg.startswith("  math: 3/3"):
             signal.raise_signal(signal.SIGINT)
 
-    def left_behind(signum, frame) -> None:  # a handler some library left: Ctrl-C would do nothing
-        pass
-
-    previous = signal.signal(signal.SIGINT, left_behind)
+    # The handler `python` installs at start, as the `toolgym bench` process has it: Ctrl-C raises
+    # KeyboardInterrupt. Set here so the test does not depend on what earlier tests left behind.
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         with pytest.raises(Interrupted, match="run the same command again"):
             run_benchmark(cfg, out, log=press_ctrl_c_after_math, suite=_suite(tmp_path))
-        assert signal.getsignal(signal.SIGINT) is left_behind  # the caller's handler is back
     finally:
         signal.signal(signal.SIGINT, previous or signal.default_int_handler)
     part = json.loads((out / "report.json").read_text())

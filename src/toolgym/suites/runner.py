@@ -13,8 +13,6 @@ from __future__ import annotations
 import asyncio
 import json
 import random
-import signal
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
@@ -310,17 +308,12 @@ def _run_tools(entry: SuiteEntry, todo: list[EvalTask], cfg: BenchConfig, store:
 _MODE_FN = {"loglik": _run_loglik, "generate": _run_generate, "tools": _run_tools}
 
 
-def _make_ctrl_c_interrupt() -> Callable[[], None]:
-    """Ctrl-C must raise KeyboardInterrupt for the partial report, whatever SIGINT handler the process
-    was left with (an imported library may have replaced Python's). Returns what puts the old one back."""
-    if threading.current_thread() is not threading.main_thread():
-        return lambda: None  # signal handlers can only be set from the main thread
-    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
-    return lambda: signal.signal(signal.SIGINT, previous or signal.default_int_handler)
-
-
 def run_benchmark(cfg: BenchConfig, out_dir: str | Path, *, log: Log = print, suite: Suite | None = None) -> dict[str, Any]:
-    """Run (or resume) a suite into out_dir; returns the report dict (also written as JSON/Markdown/PNG)."""
+    """Run (or resume) a suite into out_dir; returns the report dict (also written as JSON/Markdown/PNG).
+
+    A KeyboardInterrupt during the run (Ctrl-C under Python's default SIGINT handler) writes a partial
+    report and raises :class:`Interrupted`. The caller's signal handlers are left as they are.
+    """
     from toolgym.suites.report import build_report, write_report
 
     suite = (suite or load_suite(cfg.suite)).select(cfg.subset)
@@ -334,7 +327,6 @@ def run_benchmark(cfg: BenchConfig, out_dir: str | Path, *, log: Log = print, su
     n_tasks: dict[str, list[str]] = {}
     t0 = time.perf_counter()
     interrupted = False
-    restore_sigint = _make_ctrl_c_interrupt()
     try:
         for entry in suite.entries:
             try:
@@ -367,7 +359,6 @@ def run_benchmark(cfg: BenchConfig, out_dir: str | Path, *, log: Log = print, su
         # Ctrl-C on a long CPU run: keep what is scored (a partial report) and say how to go on.
         interrupted = True
     finally:
-        restore_sigint()
         for close in state["closers"]:
             try:
                 close()
