@@ -23,6 +23,10 @@ _LAZY = {
     "write_jsonl": "toolgym.agents.storage",
     "read_jsonl": "toolgym.agents.storage",
     "group_by": "toolgym.agents.storage",
+    "RolloutWriter": "toolgym.agents.storage",
+    "read_header": "toolgym.agents.storage",
+    "write_parquet": "toolgym.agents.parquet",
+    "read_parquet": "toolgym.agents.parquet",
 }
 
 __all__ = ["SCHEMA_VERSION", "Trajectory", "build_sampler", *_LAZY]
