@@ -282,6 +282,9 @@ def test_interactive_time_limit_and_crash(sb):
     assert late.verdicts[0].status == "TLE"  # accepted by the validator, but the program must end in time
     crash = judge(sb, "input()\nprint('k', flush=True)\nraise SystemExit(3)\n", tests, validator=v)
     assert crash.verdicts[0].status == "RE"
+    flood = judge(sb, "import sys\nwhile True:\n    sys.stdout.write('x' * 65536)\n", tests, validator=v,
+                  output_bytes=1 << 20)
+    assert flood.verdicts[0].status == "OLE"  # what the harness forwards is capped like any output
 
 
 def test_broken_validators_are_judge_errors_naming_the_file(sb):

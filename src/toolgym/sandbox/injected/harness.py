@@ -138,6 +138,7 @@ class Run:
         self.status = {}
         self.killed = set()  # still running when the test ended, so killed by the harness
         self.relay = None  # (stream name, fd, pid): the stream is forwarded to fd, closed once pid has ended
+        self.relayed = 0  # bytes forwarded (capped like any output)
 
 
 kattis.Run = Run
@@ -288,6 +289,9 @@ class Harness:
                         if not run.writes[run.relay[1]]:
                             poller.register(run.relay[1], select.POLLOUT)
                         run.writes[run.relay[1]] += chunk
+                        run.relayed += len(chunk)
+                        if run.relayed > cap:
+                            run.over = name
                         continue
                     run.out[name] += chunk
                     if len(run.out[name]) > cap:

@@ -210,6 +210,7 @@ def interact(h, sub_how, val_how, test):
     sub_first = sub in exits and (val not in exits or list(exits).index(sub) < list(exits).index(val))
     elapsed = time.monotonic() - start
     aborted = run.timed_out and not val_timeout
+    flooded = run.over is not None and run.over.startswith("sub.")
     vstatus = exits.get(val)
     h.end(run)
     message = _feedback(d)
@@ -217,7 +218,9 @@ def interact(h, sub_how, val_how, test):
     stderr = bytes(run.out.get("sub.stderr", b"")).decode("utf-8", "replace")
     crash = None if aborted else h.crash_verdict(run, run.status.get(sub), stderr, sub if sub_first else None)
     v = {"time_s": round(elapsed, 4), "got": None, "expected": None}
-    if aborted:
+    if flooded:
+        v["status"], v["message"] = "OLE", f"output limit exceeded ({h.output_bytes} bytes)"
+    elif aborted:
         v["status"], v["message"] = "TLE", f"time limit exceeded ({h.limit_s:.2f}s)"
     elif code not in (AC_EXIT, WA_EXIT):
         h.checker_errors.append(_judge_error(h, run, vstatus, "interactive"))
