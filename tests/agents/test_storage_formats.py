@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import signal
 import subprocess
 import sys
@@ -175,6 +176,35 @@ def test_killed_rollout_keeps_the_groups_it_finished(tiny_dir, tmp_path):
     assert [t.metadata["task_index"] for t in trajs] == list(range(len(trajs)))  # groups in order, none torn
     meta = read_header(out)["meta"]
     assert meta["complete"] is False and meta["tasks"] == 400
+
+
+def test_progress_on_a_terminal_is_a_rich_bar():
+    """stderr on a real pseudo-terminal: the bar counts groups and shows the running mean reward."""
+    import pty
+
+    code = ("from toolgym._cli.rollout import _Progress\n"
+            "from toolgym.agents.trajectory import Trajectory\n"
+            "with _Progress(3, 1, True) as p:\n"
+            "    for i in range(3):\n"
+            "        p.advance([Trajectory(task_id='t', group_id=str(i), prompt_ids=[1], reward=1.0)])\n")
+    master, slave = pty.openpty()
+    proc = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=slave, env={**os.environ, "COLUMNS": "120", "TERM": "xterm"})
+    os.close(slave)
+    chunks = []
+    while True:
+        try:
+            data = os.read(master, 65536)
+        except OSError:  # the child closed the terminal
+            break
+        if not data:
+            break
+        chunks.append(data)
+    os.close(master)
+    assert proc.wait(timeout=120) == 0
+    screen = b"".join(chunks).decode(errors="replace")
+    assert "3/3" in screen and "mean reward 1.000" in screen and "\x1b[" in screen
+    assert "group 1/3 done" not in screen  # not the plain lines
 
 
 def _app():
