@@ -1,0 +1,324 @@
+"""toolgym inside TRL: CTPO (or toolgym's GRPO/GSPO) as the loss of ``GRPOTrainer``, environments as rewards.
+
+People who already train with TRL keep their ``GRPOConfig``, datasets and launch scripts and change one line:
+
+    from toolgym.integrations.trl import ToolgymGRPOTrainer, env_dataset, env_reward
+    trainer = ToolgymGRPOTrainer(model, algorithm="ctpo", args=GRPOConfig(...),
+                                 reward_funcs=env_reward("toolgym/Arith-v0"),
+                                 train_dataset=env_dataset("toolgym/Arith-v0", 256))
+
+The trainer keeps TRL's generation, rewards, advantages and optimizer; only the loss changes: it is
+``toolgym.training.losses.policy_loss`` with the algorithm's ratio, clip and aggregation (``args.loss_type``,
+``epsilon`` and ``importance_sampling_level`` are then unused). Multi-turn tool use goes through TRL's
+``environment_factory``: :func:`env_factory` exposes a toolgym environment's tools as methods of a TRL
+environment, with the episode's sandbox state kept for the rubric.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from trl import GRPOTrainer
+
+from toolgym.training.losses import AGGS, RATIOS, ClipConfig, mismatch_weight, policy_loss
+
+__all__ = ["ToolgymLoss", "ToolgymGRPOTrainer", "env_dataset", "env_reward", "env_factory"]
+
+# keyword arguments TRL's log-prob helper takes for multimodal batches (passed through unchanged)
+_MM_KEYS = ("pixel_values", "image_grid_thw", "num_images", "pixel_attention_mask", "spatial_shapes", "num_tiles",
+            "image_sizes", "token_type_ids", "mm_token_type_ids", "image_position_ids")
+_LOGGED = ("clip_frac", "clip_frac_high", "clip_frac_low", "clip_frac_dual", "approx_kl", "ratio_mean", "ratio_max")
+
+
+@dataclass(frozen=True)
+class ToolgymLoss:
+    """Ratio, clip and aggregation of ``policy_loss`` (defaults: CTPO)."""
+
+    ratio: str = "cumulative"
+    clip: ClipConfig | None = field(default_factory=ClipConfig.ctpo)
+    agg: str = "token-mean"
+
+    @classmethod
+    def from_algorithm(cls, name: str) -> ToolgymLoss:
+        """The loss of ``algorithm: NAME`` in a toolgym config: ``ctpo``, ``grpo`` or ``gspo`` (their default clips)."""
+        presets = {"ctpo": ("cumulative", ClipConfig.ctpo(), "token-mean"),
+                   "grpo": ("token", ClipConfig.grpo(), "token-mean"),
+                   "gspo": ("gspo", ClipConfig.gspo(), "seq-mean-token-mean")}
+        if name not in presets:
+            raise ValueError(f"algorithm must be one of {', '.join(repr(a) for a in presets)} "
+                             f"(or pass a ToolgymLoss); got {name!r}")
+        return cls(*presets[name])
+
+    def __post_init__(self) -> None:
+        if self.ratio not in RATIOS:
+            raise ValueError(f"ToolgymLoss.ratio must be one of {', '.join(repr(r) for r in RATIOS)}; got {self.ratio!r}")
+        if self.agg not in AGGS:
+            raise ValueError(f"ToolgymLoss.agg must be one of {', '.join(repr(a) for a in AGGS)}; got {self.agg!r}")
+
+
+class ToolgymGRPOTrainer(GRPOTrainer):
+    """TRL's ``GRPOTrainer`` whose policy loss is toolgym's ``policy_loss`` (CTPO by default).
+
+    ``algorithm``: a name from :meth:`ToolgymLoss.from_algorithm` or a :class:`ToolgymLoss`. Every other
+    argument is ``GRPOTrainer``'s. ``beta`` (KL to the reference model) is added as TRL adds it; with vLLM
+    importance-sampling correction on, the rollout-vs-trainer mismatch becomes toolgym's per-sequence
+    truncated weight (:func:`~toolgym.training.losses.mismatch_weight`) instead of TRL's per-token one.
+    """
+
+    def __init__(self, *args: Any, algorithm: str | ToolgymLoss = "ctpo", **kwargs: Any) -> None:
+        if isinstance(algorithm, str):
+            algorithm = ToolgymLoss.from_algorithm(algorithm)
+        elif not isinstance(algorithm, ToolgymLoss):
+            raise ValueError(f"algorithm must be an algorithm name or a ToolgymLoss; got {type(algorithm).__name__}")
+        self.toolgym_loss = algorithm
+        super().__init__(*args, **kwargs)
+        unsupported = [name for name, on in (
+            ("top_entropy_quantile < 1", self.top_entropy_quantile < 1.0),
+            ("off_policy_mask_threshold", self.off_policy_mask_threshold is not None),
+            ("entropy_coef / adaptive entropy", bool(getattr(self, "_entropy_bonus_enabled", False))),
+        ) if on]
+        if unsupported:
+            raise ValueError(f"ToolgymGRPOTrainer does not support GRPOConfig option(s) {', '.join(unsupported)}; "
+                             "unset them or use TRL's GRPOTrainer")
+
+    def _compute_loss(self, model: Any, inputs: dict[str, Any]) -> torch.Tensor:
+        prompt_ids, prompt_mask = inputs["prompt_ids"], inputs["prompt_mask"]
+        completion_ids, completion_mask = inputs["completion_ids"], inputs["completion_mask"]
+        input_ids = torch.cat([prompt_ids, completion_ids], dim=1)
+        attention_mask = torch.cat([prompt_mask, completion_mask], dim=1)
+        logp, _, aux_loss = self._get_per_token_logps_and_entropies(
+            model, input_ids, attention_mask, completion_ids.size(1), compute_entropy=False,
+            compute_aux_loss=self.aux_loss_enabled, **{k: inputs.get(k) for k in _MM_KEYS})
+        loss = self.loss_from_logps(logp, inputs)
+        if self.aux_loss_enabled:
+            ga = self.current_gradient_accumulation_steps if self.model.training else 1
+            loss = loss + self.router_aux_loss_coef * aux_loss / ga
+        return loss
+
+    def loss_from_logps(self, logp: torch.Tensor, inputs: dict[str, Any]) -> torch.Tensor:
+        """The toolgym loss of one micro-batch from the policy's per-token log-probs ``[B, T]`` and TRL's batch.
+
+        Token-mean divides by the policy tokens of the whole optimizer step on this process (from TRL's
+        ``num_items_in_batch``), so accumulated micro-batches add up to one token mean; the seq-mean
+        aggregations average the micro-batch and divide by the accumulation steps, as TRL's ``grpo`` does.
+        """
+        mask = inputs["completion_mask"]
+        if "tool_mask" in inputs:  # multi-turn: tool output tokens are not the policy's
+            mask = mask * inputs["tool_mask"]
+        old = inputs.get("old_per_token_logps")
+        old = logp.detach() if old is None else old  # TRL skips it when the batch is exactly on-policy
+        seq_weight = None
+        sampling = inputs.get("sampling_per_token_logps")
+        if sampling is not None and self.use_vllm and self.vllm_importance_sampling_correction:
+            seq_weight = mismatch_weight(old, sampling, mask)
+        train = self.model.training
+        ga = self.current_gradient_accumulation_steps if train else 1
+        spec = self.toolgym_loss
+        n_tokens = None
+        if spec.agg == "token-mean" and inputs.get("num_items_in_batch") is not None:
+            n_tokens = inputs["num_items_in_batch"].float().clamp(min=1.0) / self.accelerator.num_processes
+            if train:
+                n_tokens = n_tokens * ga / self.args.steps_per_generation
+        loss, metrics = policy_loss(logp, old, inputs["advantages"], mask, ratio=spec.ratio, clip=spec.clip,
+                                    agg=spec.agg, seq_weight=seq_weight, global_token_count=n_tokens)
+        if n_tokens is None:
+            loss = loss / ga
+        if self.beta != 0.0:
+            ref = inputs["ref_per_token_logps"]
+            kl = torch.exp(ref - logp) - (ref - logp) - 1
+            denom = n_tokens if n_tokens is not None else mask.sum().clamp(min=1.0) * ga
+            loss = loss + self.beta * (kl * mask).sum() / denom
+        mode = "train" if train else "eval"
+        for key in _LOGGED:
+            if key in metrics:
+                self._metrics[mode][f"toolgym/{key}"].append(float(metrics[key]))
+        return loss
+
+
+# ---------------------------------------------------------------- environments as reward functions
+
+
+def _make_env(env: Any, kwargs: dict[str, Any]) -> Any:
+    if isinstance(env, str):
+        import toolgym
+
+        return toolgym.make(env, **kwargs)
+    if kwargs:
+        raise ValueError("environment keyword arguments apply to an environment id, not to an environment instance")
+    return env
+
+
+def _single_turn(kwargs: dict[str, Any]) -> dict[str, Any]:
+    """Single-turn scoring: the completion is the final turn, so tool calls in it are not executed."""
+    return {"max_turns": 1, "parser": "none", **kwargs}
+
+
+def env_dataset(env: Any, n: int, *, seed: int = 0, single_turn: bool = True, **env_kwargs: Any) -> Any:
+    """A ``datasets.Dataset`` of ``n`` tasks from a toolgym environment: ``prompt`` (chat messages) and ``task``.
+
+    ``task`` is the toolgym task as JSON; TRL hands it to :func:`env_reward` (and to ``reset`` of
+    :func:`env_factory`'s environments). Tasks ``0..n-1`` of the env's source, seeded by ``seed``.
+    """
+    from datasets import Dataset
+
+    if n < 1:
+        raise ValueError(f"n must be >= 1; got {n}")
+    e = _make_env(env, _single_turn(env_kwargs) if single_turn and isinstance(env, str) else env_kwargs)
+    prompts, tasks = [], []
+    try:
+        for i in range(n):
+            obs, _ = e.reset(seed=seed + i, options={"index": i})
+            prompts.append(obs)
+            tasks.append(json.dumps(e.unwrapped.task.to_dict()))
+    finally:
+        if isinstance(env, str):
+            e.close()
+    return Dataset.from_dict({"prompt": prompts, "task": tasks})
+
+
+def _final_text(completion: Any) -> str:
+    """The last assistant message of a conversational completion, or a plain-text completion."""
+    if isinstance(completion, str):
+        return completion
+    for msg in reversed(completion):
+        if msg.get("role") == "assistant":
+            content = msg.get("content") or ""
+            return content if isinstance(content, str) else "".join(p.get("text", "") for p in content)
+    return ""
+
+
+def _reward_name(env: Any) -> str:
+    raw = env if isinstance(env, str) else type(getattr(env, "unwrapped", env)).__name__
+    return "toolgym_" + re.sub(r"[^A-Za-z0-9]+", "_", raw.split("/")[-1]).strip("_").lower()
+
+
+def env_reward(env: Any, **env_kwargs: Any) -> Callable[..., list[float]]:
+    """A TRL reward function ``(prompts, completions, task, **kwargs) -> list[float]`` scored by a toolgym env.
+
+    Each completion is played as the final turn of the row's task (``task`` column from
+    :func:`env_dataset`), so the reward is exactly the env's verifier/rubric total. ``env`` is an id (made
+    with ``max_turns=1, parser="none"`` unless ``env_kwargs`` say otherwise) or an env instance. With
+    :func:`env_factory` environments the episode's own state (sandbox, messages) is scored instead.
+    """
+    holder: dict[str, Any] = {}
+
+    def reward(prompts: Sequence[Any], completions: Sequence[Any], task: Sequence[str] | None = None,
+               environments: Sequence[Any] | None = None, **kwargs: Any) -> list[float]:
+        if task is None:
+            raise ValueError("the dataset has no 'task' column; build it with toolgym.integrations.trl.env_dataset")
+        out = []
+        for i, (completion, t) in enumerate(zip(completions, task, strict=True)):
+            text = _final_text(completion)
+            if environments is not None and isinstance(environments[i], TRLEnv):
+                out.append(environments[i].score(text))
+                continue
+            if "env" not in holder:
+                holder["env"] = _make_env(env, _single_turn(env_kwargs) if isinstance(env, str) else env_kwargs)
+            e = holder["env"]
+            e.reset(options={"task": json.loads(t)})
+            _, r, _, _, _ = e.step(text)
+            out.append(float(r))
+        return out
+
+    reward.__name__ = _reward_name(env)
+    return reward
+
+
+# ---------------------------------------------------------------- multi-turn: TRL's environment_factory
+
+
+class TRLEnv:
+    """A toolgym environment seen through TRL's ``environment_factory`` protocol (one instance per rollout).
+
+    ``reset(task=...)`` starts the episode on the dataset row's task; each toolgym tool is a public method
+    (built by :func:`env_factory` from the tool's JSON schema) that runs in the episode's context, so
+    stateful tools and the sandbox behave as in toolgym's own rollouts. Scoring happens in
+    :func:`env_reward`, which sees the model's final message (TRL does not give it to the environment).
+    """
+
+    def __init__(self, env: Any) -> None:
+        self.env = env
+        self.messages: list[dict[str, Any]] = []
+
+    def reset(self, task: str | None = None, **kwargs: Any) -> None:
+        if task is None:
+            raise ValueError("the dataset has no 'task' column; build it with toolgym.integrations.trl.env_dataset")
+        obs, _ = self.env.reset(options={"task": json.loads(task)})
+        self.messages = list(obs)
+        return None  # the prompt is already in the dataset row
+
+    def _call(self, name: str, arguments: dict[str, Any]) -> str:
+        inner = self.env.unwrapped
+        content, _ = inner._run(inner.tools[name].acall(arguments, inner._ctx))
+        self.messages.append({"role": "tool", "name": name, "content": content})
+        return content
+
+    def score(self, completion: str) -> float:
+        """The rubric total for the final message, with this episode's tool state."""
+        inner = self.env.unwrapped
+        parsed = inner.parser.parse(completion, max(1, len(self.messages)))
+        msgs = [*self.messages, {"role": "assistant", "content": completion}]
+        result = inner._run(inner.rubric.ascore(completion=completion, answer=parsed.answer, task=inner.task,
+                                                messages=msgs, state=inner._ctx.state))
+        inner._run(inner._aclose_episode())
+        return float(result.total)
+
+
+_JSON_TO_PY = {"string": str, "integer": int, "number": float, "boolean": bool, "array": list, "object": dict}
+
+
+def _tool_method(schema: dict[str, Any]) -> Callable[..., str]:
+    """A method whose signature and Google-style docstring reproduce a toolgym tool's JSON schema."""
+    fn = schema["function"]
+    name = fn["name"]
+    props = fn.get("parameters", {}).get("properties", {})
+    required = set(fn.get("parameters", {}).get("required", []))
+
+    def method(self: TRLEnv, **arguments: Any) -> str:
+        return self._call(name, arguments)
+
+    params = [inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)]
+    annotations: dict[str, Any] = {"return": str}
+    doc_args = []
+    for pname, p in props.items():
+        typ = _JSON_TO_PY.get(p.get("type", "string"), str)
+        default = inspect.Parameter.empty if pname in required else None
+        params.append(inspect.Parameter(pname, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=typ))
+        annotations[pname] = typ if pname in required else typ | None
+        doc_args.append(f"    {pname}: {p.get('description', pname)}")
+    method.__signature__ = inspect.Signature(params, return_annotation=str)  # type: ignore[attr-defined]
+    method.__annotations__ = annotations
+    method.__name__ = method.__qualname__ = name
+    desc = fn.get("description") or name
+    method.__doc__ = desc + ("\n\nArgs:\n" + "\n".join(doc_args) if doc_args else "") + "\n\nReturns:\n    The tool's output."
+    return method
+
+
+def env_factory(env_id: str, **env_kwargs: Any) -> Callable[[], TRLEnv]:
+    """An ``environment_factory`` for ``GRPOTrainer``: multi-turn tool use in a toolgym environment.
+
+    Pair it with :func:`env_reward` (same id and kwargs) for the reward and ``env_dataset(...,
+    single_turn=False)`` for the prompts. TRL needs a chat template that renders tool calls.
+    """
+    import toolgym
+
+    probe = toolgym.make(env_id, **env_kwargs)
+    try:
+        schemas = list(probe.unwrapped.tool_schemas)
+    finally:
+        probe.close()
+    if not schemas:
+        raise ValueError(f"{env_id} has no tools; use env_dataset + env_reward for single-turn training")
+    methods = {s["function"]["name"]: _tool_method(s) for s in schemas}
+    cls = type(f"TRLEnv_{_reward_name(env_id)}", (TRLEnv,), methods)
+
+    def factory() -> TRLEnv:
+        return cls(toolgym.make(env_id, **env_kwargs))
+
+    return factory

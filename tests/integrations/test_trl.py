@@ -1,0 +1,157 @@
+"""TRL's GRPOTrainer with toolgym's loss and a toolgym environment's reward (SmolLM2-135M, CPU).
+
+One trainer (module fixture) serves all tests: constructing it loads the model once."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+import torch
+
+from tests.agents.helpers import need
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+ENV = "toolgym/Arith-v0"
+ENV_KW = {"min_digits": 1, "max_digits": 1, "ops": "+", "system_prompt": "Reply with one line: Answer: <number>"}
+# training: four-option science questions, so a group of short answers from a 135M model has reward spread
+QA = "toolgym/ScienceQA-v0"
+QA_KW = {"dataset": "arc_easy", "system_prompt": "Reply with the letter of the correct option only."}
+
+
+@pytest.fixture(scope="module")
+def trainer(tmp_path_factory: pytest.TempPathFactory):
+    try:
+        import trl  # noqa: F401
+    except ImportError:
+        need(False, "trl is not installed (pip install -e '.[trl]')")
+    from toolgym.assets import asset_path
+    from toolgym.errors import AssetError
+
+    try:
+        model_dir = asset_path("smollm2-135m-instruct")
+    except AssetError:
+        need(False, "the smollm2-135m-instruct asset is missing: run `toolgym assets fetch smollm2-135m-instruct`")
+    from trl import GRPOConfig
+
+    from toolgym.integrations.trl import ToolgymGRPOTrainer, env_dataset, env_reward
+
+    args = GRPOConfig(output_dir=str(tmp_path_factory.mktemp("trl")), per_device_train_batch_size=4, num_generations=4,
+                      max_completion_length=4, max_steps=2, learning_rate=1e-4, logging_steps=1, report_to=[],
+                      use_cpu=True, save_strategy="no", seed=0, bf16=False, gradient_checkpointing=False)
+    return ToolgymGRPOTrainer(str(model_dir), algorithm="ctpo", args=args, reward_funcs=env_reward(QA, **QA_KW),
+                              train_dataset=env_dataset(QA, 8, **QA_KW))
+
+
+def test_env_reward_is_the_environments_verdict() -> None:
+    pytest.importorskip("datasets")
+    from toolgym.integrations.trl import env_dataset, env_reward
+
+    ds = env_dataset(ENV, 2, **ENV_KW)
+    reward = env_reward(ENV, **ENV_KW)
+    tasks = [json.loads(t) for t in ds["task"]]
+    a, b = (eval(t["metadata"]["expression"]) for t in tasks)  # one-digit sums, computed here independently
+    completions = [[{"role": "assistant", "content": f"Answer: {a}"}], [{"role": "assistant", "content": f"Answer: {b + 1}"}]]
+    assert reward(ds["prompt"], completions, task=ds["task"]) == [1.0, 0.0]
+    assert reward(ds["prompt"], [f"Answer: {a}", "no idea"], task=ds["task"]) == [1.0, 0.0]  # plain-text completions
+    assert ds["prompt"][0][-1]["content"] == tasks[0]["prompt"][-1]["content"]
+    with pytest.raises(ValueError, match="no 'task' column"):
+        reward(ds["prompt"], completions)
+
+
+def test_two_trl_steps_train_with_the_toolgym_loss(trainer) -> None:
+    before = {n: p.detach().clone() for n, p in trainer.model.named_parameters() if "layers.0." in n}
+    trainer.train()
+    logs = [h for h in trainer.state.log_history if "loss" in h]
+    assert trainer.state.global_step == 2 and len(logs) == 2
+    for h in logs:  # the loss ran through toolgym (its metrics) and the reward came from the env
+        assert {"toolgym/clip_frac", "toolgym/ratio_mean", "rewards/toolgym_scienceqa_v0/mean"} <= set(h)
+        assert 0.0 <= h["rewards/toolgym_scienceqa_v0/mean"] <= 1.0
+    assert any(h["reward_std"] > 0 for h in logs), "no reward spread in either step: nothing to learn from"
+    moved = max(float((p.detach() - before[n]).abs().max()) for n, p in trainer.model.named_parameters() if n in before)
+    assert moved > 0
+
+
+def _fixed_batch(trainer):
+    tok = trainer.processing_class
+    texts = ["What is 2 + 3?", "Hi", "Add four and five please", "7 + 1 = ?"]
+    tok.padding_side = "left"
+    prompt = tok(texts, return_tensors="pt", padding=True)
+    g = torch.Generator().manual_seed(0)
+    completion_ids = torch.randint(100, 5000, (4, 7), generator=g)
+    completion_mask = torch.ones(4, 7, dtype=torch.long)
+    completion_mask[1, 4:] = 0
+    completion_mask[3, 2:] = 0
+    return {"prompt_ids": prompt["input_ids"], "prompt_mask": prompt["attention_mask"], "completion_ids": completion_ids,
+            "completion_mask": completion_mask, "advantages": torch.tensor([1.0, -0.5, 0.25, -1.5]),
+            "num_items_in_batch": completion_mask.sum()}
+
+
+def _plain_logps(model, inputs) -> torch.Tensor:
+    """Completion-token log-probs with a plain forward pass (what the loss should see)."""
+    ids = torch.cat([inputs["prompt_ids"], inputs["completion_ids"]], 1)
+    attn = torch.cat([inputs["prompt_mask"], inputs["completion_mask"]], 1)
+    t = inputs["completion_ids"].shape[1]
+    logits = model(input_ids=ids, attention_mask=attn).logits[:, -t - 1 : -1].float()
+    return torch.log_softmax(logits, -1).gather(-1, inputs["completion_ids"].unsqueeze(-1)).squeeze(-1)
+
+
+@pytest.mark.parametrize("algorithm", ["ctpo", "grpo", "gspo"])
+def test_trl_loss_equals_policy_loss_on_a_fixed_batch(trainer, algorithm: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    from toolgym.integrations.trl import ToolgymLoss
+    from toolgym.training.losses import policy_loss
+
+    model = trainer.model.train()
+    trainer.current_gradient_accumulation_steps = 1  # what the HF training loop sets for one micro-batch per step
+    trainer.toolgym_loss = spec = ToolgymLoss.from_algorithm(algorithm)
+    inputs = _fixed_batch(trainer)
+    with torch.no_grad():
+        ref = _plain_logps(model, inputs)
+    # behaviour log-probs off by ~30%, so the clip is active for CTPO and GRPO
+    g = torch.Generator().manual_seed(1)
+    inputs["old_per_token_logps"] = ref + 0.3 * torch.randn(ref.shape, generator=g)
+    seen = []  # the policy log-probs TRL computed inside compute_loss
+    original = trainer._get_per_token_logps_and_entropies
+
+    def spy(*args, **kwargs):
+        out = original(*args, **kwargs)
+        seen.append(out[0])
+        return out
+
+    monkeypatch.setattr(trainer, "_get_per_token_logps_and_entropies", spy)
+    got = trainer.compute_loss(model, inputs)
+    (logp,) = seen
+    m = inputs["completion_mask"].bool()
+    assert torch.allclose(logp.detach()[m], ref[m], atol=1e-4)  # TRL's log-probs are the policy's
+    want, metrics = policy_loss(logp, inputs["old_per_token_logps"], inputs["advantages"], inputs["completion_mask"],
+                                ratio=spec.ratio, clip=spec.clip, agg=spec.agg)
+    assert abs(float(got) - float(want)) <= 1e-6
+    (g_got,) = torch.autograd.grad(got, logp, retain_graph=True)
+    (g_want,) = torch.autograd.grad(want, logp)
+    assert torch.allclose(g_got, g_want, atol=1e-7, rtol=1e-6)
+    if algorithm != "gspo":
+        assert metrics["clip_frac"] > 0  # the clip took part in the comparison
+
+
+def test_on_policy_token_mean_is_minus_the_token_weighted_advantage(trainer) -> None:
+    """Ratio 1 everywhere (TRL omits old log-probs on-policy): loss = -Σ A_i n_i / Σ n_i, computed by hand."""
+    from toolgym.integrations.trl import ToolgymLoss
+
+    trainer.model.train()
+    trainer.current_gradient_accumulation_steps = 1
+    trainer.toolgym_loss = ToolgymLoss.from_algorithm("grpo")
+    inputs = _fixed_batch(trainer)
+    with torch.no_grad():
+        got = float(trainer.compute_loss(trainer.model, inputs))
+    n = [7, 4, 7, 2]
+    adv = [1.0, -0.5, 0.25, -1.5]
+    assert got == pytest.approx(-sum(a * k for a, k in zip(adv, n, strict=True)) / sum(n), abs=1e-6)
+
+
+def test_unknown_algorithm_is_one_clear_line() -> None:
+    pytest.importorskip("trl")
+    from toolgym.integrations.trl import ToolgymLoss
+
+    with pytest.raises(ValueError, match=r"^algorithm must be one of 'ctpo', 'grpo', 'gspo' .*got 'ppo'$"):
+        ToolgymLoss.from_algorithm("ppo")
