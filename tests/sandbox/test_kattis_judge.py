@@ -175,7 +175,9 @@ sys.exit(42 if team.split() == open(ans).read().split() else 43)
 
 
 def test_python_validator_runs_as_the_checker_uid_with_the_team_output(sb):
-    v = OutputValidator({"same.py": SAME}, "python", args=["--x", "1"])
+    # the validator imports a module beside it, as `python same.py` would find it
+    v = OutputValidator({"same.py": "from helper import *\n", "helper.py": SAME}, "python", args=["--x", "1"],
+                        entry="same.py")
     prog = "import os\nprint(input(), os.getuid())\n"
     rep = judge(sb, prog, [TestCase(input="7", output="7 65534"), TestCase(input="7", output="8 65534")], validator=v)
     assert [x.status for x in rep.verdicts] == ["AC", "WA"]

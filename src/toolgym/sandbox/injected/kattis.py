@@ -158,7 +158,7 @@ def validate(h, how, test, got):
     d, argv = _files(h, test)
     run = Run()
     h.start(run, kind, EVAL_UID, os.path.dirname(path), VALIDATOR_TIME_S, VALIDATOR_MEMORY_MB,
-            stdin=got.encode("utf-8"), label="val",
+            stdin=got.encode("utf-8"), label="val", script_dir=True,
             path=path, argv=[path, *argv, *h.spec["validator"]["args"]])
     (pid,) = h.started(run)
     h.supervise(run, pid, time.monotonic() + VALIDATOR_TIME_S)
@@ -192,7 +192,7 @@ def interact(h, sub_how, val_how, test):
     skind, spath = sub_how
     start = time.monotonic()
     h.start(run, vkind, EVAL_UID, os.path.dirname(vpath), h.limit_s + VALIDATOR_TIME_S, VALIDATOR_MEMORY_MB,
-            stdin_fd=to_val_r, stdout_fd=to_sub_w, label="val", path=vpath,
+            stdin_fd=to_val_r, stdout_fd=to_sub_w, label="val", path=vpath, script_dir=True,
             argv=[vpath, *argv, *h.spec["validator"]["args"]])
     h.start(run, skind, RUN_UID, sd, h.limit_s, h.memory_mb, stdin_fd=to_sub_r, label="sub", path=spath,
             argv=[spath])

@@ -13,7 +13,8 @@ Child kinds:
   expected value or a verdict channel.
 - "eval": the trusted evaluator (function mode), uid 65533. fd 3 brings the test; the
   verdict goes out on fd 4; fd 5 is its end of the call channel.
-- "py" / "exec": a stdio program, as ``python -I main.py`` would run it / a binary.
+- "py" / "exec": a stdio program, as ``python -I main.py`` would run it / a binary; also a
+  Kattis output validator (uid 65533), with the request's argv.
 - "checker": a trusted custom checker (uid 65533); the job on stdin, the answer on fd 3.
 """
 
@@ -82,9 +83,12 @@ def _setup(req, fds):
     atexit._clear()
 
 
-def _run_py(path, argv=None):
-    """Run a stdio program (or a Python output validator) as `python -I main.py [args]` would."""
+def _run_py(path, argv=None, script_dir=False):
+    """Run a stdio program as `python -I main.py` would (a Python output validator as `python
+    validate.py args`: its own folder first on sys.path, for the modules beside it)."""
     sys.argv = list(argv or [path])
+    if script_dir:
+        sys.path.insert(0, os.path.dirname(path))
     run_as_main(path, path)
 
 
@@ -165,7 +169,7 @@ def _child(req, fds):
     elif kind == "eval":
         evaluate(json.loads(_read_all(3)), 4, 5)
     elif kind == "py":
-        _run_py(req["path"], req.get("argv"))
+        _run_py(req["path"], req.get("argv"), bool(req.get("script_dir")))
     elif kind == "checker":
         _run_checker()
     else:
