@@ -33,7 +33,7 @@ TARGET_DELIMITER = " "
 
 
 def arc_context(question: str) -> str:
-    """The harness's ARC / SciQ-style prompt."""
+    """lm-eval's ARC prompt (`doc_to_text` of arc_easy / arc_challenge)."""
     return f"Question: {question}\nAnswer:"
 
 
