@@ -53,7 +53,7 @@ if team != [str(factor * n)]:
 sys.exit(42)
 """
 DOUBLE = {"problem.yaml": "problem_format_version: 2025-09\nname:\n  en: Double\ntype: pass-fail\n"
-                          "limits:\n  time_limit: 1.5\n  memory: 256\n",
+                          "limits:\n  time_limit: 4\n  memory: 256\n",
           "statement/problem.en.md": "Print twice $n$.\n",
           "output_validator/validate.py": DOUBLE_VALIDATOR,
           "data/test_group.yaml": "output_validator_args: [--factor, 2]\n",
@@ -125,14 +125,14 @@ def test_malformed_packages_give_one_line_naming_the_file_and_the_rest_load(tmp_
     assert len(caplog.records) == 4
     double = next(p for p in problems if p.id == "double")
     assert double.judge_options()["validator"]["args"] == ["--factor", "2"]
-    assert double.judge_options()["time_limit_s"] == 1.5 and double.name == "Double"
+    assert double.judge_options()["time_limit_s"] == 4.0 and double.name == "Double"
 
 
 def test_kattis_source_strings(tmp_path):
     root = packages(tmp_path)
     tasks = load_source(f"kattis:{root}", options={"time_limit_s": 3})
     by = {t.id: t for t in tasks}
-    assert by["halve"].time_limit_s == 3.0 and by["double"].time_limit_s == 1.5  # a package's own limit wins
+    assert by["halve"].time_limit_s == 3.0 and by["double"].time_limit_s == 4.0  # a package's own limit wins
     assert by["halve"].judge_options == {"checker": "kattis", "checker_args": ["float_tolerance", "1e-3"]}
     assert [t.output for t in by["double"].tests] == ["8\n", "42\n"] and by["double"].test_mode == "stdio"
     assert len(load_source(f"kattis:{root}/halve")) == 1  # one package folder works too

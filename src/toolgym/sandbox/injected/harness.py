@@ -30,7 +30,6 @@ import sys
 import time
 
 import kattis
-import zygote
 from common import (
     EVAL_UID,
     PR_GET_DUMPABLE,
@@ -48,6 +47,7 @@ from common import (
     tasks,
     wipe,
 )
+from zygote import Zygote
 
 SPEC_FILE = "judge_spec.json"
 EXCERPT = 160
@@ -58,68 +58,6 @@ def _excerpt(text, limit=EXCERPT):
     if text is None:
         return None
     return text if len(text) <= limit else text[:limit] + "..."
-
-
-class Zygote:
-    """The fork server (zygote.py), forked before the spec is read: it holds none of it."""
-
-    def __init__(self):
-        parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        pid = os.fork()
-        if pid == 0:
-            try:
-                parent.close()
-                null = os.open(os.devnull, os.O_RDWR)
-                for fd in (0, 1, 2):  # never the verdict stream
-                    os.dup2(null, fd)
-                keep = child.fileno()
-                os.closerange(3, keep)
-                os.closerange(keep + 1, 1 << 16)
-                zygote.serve(child)
-            finally:
-                os._exit(127)
-        child.close()
-        self.pid, self.sock, self.exits = pid, parent, {}
-        if self._recv().get("ready") is not True:
-            raise RuntimeError("the judge zygote did not start")
-
-    def _recv(self):
-        msg = self.sock.recv(65536)
-        if not msg:
-            raise RuntimeError("the judge zygote died")
-        return json.loads(msg)
-
-    def pump(self):
-        """Take one message (an exit report) from the zygote."""
-        m = self._recv()
-        if "exit" in m:
-            self.exits[m["pid"]] = m["exit"]
-        return m
-
-    def request(self, req, fds):
-        """Ask for a child; its pid comes later, in order, from `next_pid`."""
-        socket.send_fds(self.sock, [json.dumps(req).encode()], fds)
-        for fd in fds:
-            os.close(fd)
-
-    def next_pid(self):
-        while True:
-            m = self.pump()
-            if "pid" in m and "exit" not in m:
-                return m["pid"]
-
-    def wait(self, pid):
-        while pid not in self.exits:
-            self.pump()
-        return self.exits.pop(pid)
-
-    def close(self):
-        self.sock.close()
-        try:
-            os.kill(self.pid, signal.SIGKILL)
-            os.waitpid(self.pid, 0)
-        except OSError:
-            pass
 
 
 class Run:

@@ -184,3 +184,66 @@ def serve(sock):
     gc.freeze()  # children never scan (and so never copy) the zygote's objects
     sock.send(b'{"ready": true}')
     _serve(sock)
+
+
+class Zygote:
+    """The harness's handle on the fork server, which it forks before it reads the spec: the
+    server holds none of it."""
+
+    def __init__(self):
+        parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        pid = os.fork()
+        if pid == 0:
+            try:
+                parent.close()
+                null = os.open(os.devnull, os.O_RDWR)
+                for fd in (0, 1, 2):  # never the verdict stream
+                    os.dup2(null, fd)
+                keep = child.fileno()
+                os.closerange(3, keep)
+                os.closerange(keep + 1, 1 << 16)
+                serve(child)
+            finally:
+                os._exit(127)
+        child.close()
+        self.pid, self.sock, self.exits = pid, parent, {}
+        if self._recv().get("ready") is not True:
+            raise RuntimeError("the judge zygote did not start")
+
+    def _recv(self):
+        msg = self.sock.recv(65536)
+        if not msg:
+            raise RuntimeError("the judge zygote died")
+        return json.loads(msg)
+
+    def pump(self):
+        """Take one message (an exit report) from the zygote."""
+        m = self._recv()
+        if "exit" in m:
+            self.exits[m["pid"]] = m["exit"]
+        return m
+
+    def request(self, req, fds):
+        """Ask for a child; its pid comes later, in order, from `next_pid`."""
+        socket.send_fds(self.sock, [json.dumps(req).encode()], fds)
+        for fd in fds:
+            os.close(fd)
+
+    def next_pid(self):
+        while True:
+            m = self.pump()
+            if "pid" in m and "exit" not in m:
+                return m["pid"]
+
+    def wait(self, pid):
+        while pid not in self.exits:
+            self.pump()
+        return self.exits.pop(pid)
+
+    def close(self):
+        self.sock.close()
+        try:
+            os.kill(self.pid, signal.SIGKILL)
+            os.waitpid(self.pid, 0)
+        except OSError:
+            pass
