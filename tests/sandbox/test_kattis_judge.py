@@ -126,7 +126,8 @@ def test_problemtools_examples_get_the_verdict_of_their_folder():
 def test_bapctools_problems_get_the_verdict_of_their_folder():
     require_backend("docker")
     root = cached_testdata(BAPCTOOLS) / "test" / "problems"
-    problems = [load_problem(root / n) for n in ("identity", "pseudointeraction", "guess", "hellowholeworld")]
+    problems = [load_problem(root / n) for n in ("identity", "pseudointeraction", "guess", "guessnoeofcheck",
+                                                  "hellowholeworld")]
     assert problems[1].validator["language"] == "python" and problems[1].interactive
     check_table(judge_problems(problems))
 
