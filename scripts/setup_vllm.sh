@@ -49,4 +49,11 @@ if ! "$VENV/bin/python" -c "import toolgym, sys; sys.exit(0 if toolgym.__file__.
   "${PIP[@]}" install gymnasium httpx typer rich pyyaml jsonschema sympy math-verify docker pytest pytest-asyncio
 fi
 
+# 5) what the trainer needs beyond vLLM's own deps (LoRA, tensorboard logging, the curves plot).
+for pkg in peft tensorboard matplotlib; do
+  if ! have "$pkg"; then
+    "${PIP[@]}" install "$pkg" "$TORCH_SPEC"
+  fi
+done
+
 "$VENV/bin/python" -c "import torch, vllm, toolgym; print('setup_vllm: ok torch', torch.__version__, 'vllm', vllm.__version__)"

@@ -125,14 +125,16 @@ def run_tests_tool(limits: Any = None, max_shown: int = 3) -> Tool:
         Args:
             code: the complete program (or function definitions) to test.
         """
-        from toolgym.envs.tasks._code import assemble_program, public_test_cases, run_judge
+        from toolgym.envs.tasks._code import assemble_program, judge_options, public_test_cases, run_judge
 
         task = ctx.task
         tests = public_test_cases(task)
         if not tests:
             return "no public tests are available for this problem"
         sb = await ctx.get_sandbox()
-        report = await run_judge(sb, assemble_program(code, task), tests, task.ground_truth.get("mode", "stdio"))
+        # the task's own judge (a Kattis package's validator and limits) checks public tests as it checks hidden ones
+        report = await run_judge(sb, assemble_program(code, task), tests, task.ground_truth.get("mode", "stdio"),
+                                 options=judge_options(task))
         return summarize_report(report, max_shown)
 
     return Tool(run_tests)
