@@ -155,3 +155,29 @@ def test_unknown_algorithm_is_one_clear_line() -> None:
 
     with pytest.raises(ValueError, match=r"^algorithm must be one of 'ctpo', 'grpo', 'gspo' .*got 'ppo'$"):
         ToolgymLoss.from_algorithm("ppo")
+
+
+def test_env_factory_runs_toolgym_tools_and_scores_the_episode() -> None:
+    """Multi-turn adapter: TRL sees each toolgym tool as a typed, documented method; the rubric scores the episode."""
+    pytest.importorskip("trl")
+    from transformers.utils import get_json_schema
+
+    from toolgym.integrations.trl import env_dataset, env_factory
+
+    kw = {"min_digits": 2, "max_digits": 3, "ops": "*", "sandbox": "local"}
+    env = env_factory(ENV, **kw)()
+    schema = get_json_schema(env.python)  # how TRL renders the tool into the prompt
+    assert schema["function"]["name"] == "python"
+    assert schema["function"]["parameters"]["required"] == ["code"]
+    tasks = env_dataset(ENV, 2, single_turn=False, **kw)["task"]
+    expr = json.loads(tasks[0])["metadata"]["expression"]
+    try:
+        env.reset(task=tasks[0])
+        out = env.python(code=f"print({expr})")
+        value = eval(expr)  # two small integers multiplied, computed here independently
+        assert str(value) in out
+        assert env.score(f"Answer: {value}") == 1.0
+        env.reset(task=tasks[0])
+        assert env.score(f"Answer: {value + 1}") == 0.0
+    finally:
+        env.env.close()
