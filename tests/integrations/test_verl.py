@@ -120,6 +120,32 @@ def test_loss_equals_policy_loss(integration, name: str, mode: str, dp: bool) ->
         assert 0 < metrics["actor/pg_clipfrac"] < 1
 
 
+@pytest.mark.parametrize("mode", ["token-mean", "seq-mean-token-mean"])
+def test_verls_ppo_loss_runs_ctpo_from_the_config(integration, mode: str) -> None:
+    """verl's engine-side ``ppo_loss`` (what its FSDP/Megatron workers call) with ``policy_loss.loss_mode=ctpo``: the
+    model's flat (unpadded) log-probs are cut into responses by verl, the counts come from the batch's metadata."""
+    from verl.utils import tensordict_utils as tu
+    from verl.workers.utils.losses import ppo_loss
+
+    from toolgym.training.losses import ClipConfig, policy_loss
+
+    old, logp, adv, mask = _batch(noise=NOISE["ctpo"])
+    prompt = 3
+    pieces = []  # per sequence, prompt + response tokens; the log-prob of response token j sits at prompt - 1 + j
+    for i, n in enumerate(LENGTHS):
+        pieces += [torch.zeros(prompt - 1), logp[i, :n], torch.zeros(1)]
+    attention = torch.cat([torch.ones(B, prompt, dtype=torch.long), mask.long()], 1)
+    data = tu.get_tensordict({"prompts": torch.ones(B, prompt, dtype=torch.long), "attention_mask": attention,
+                              "responses": torch.ones(B, T, dtype=torch.long), "response_mask": mask.long(),
+                              "old_log_probs": old, "advantages": adv},
+                             {k: GLOBAL[k] for k in ("dp_size", "batch_num_tokens", "global_batch_size")})
+    got, metrics = ppo_loss(_config(loss_agg_mode=mode), {"log_probs": torch.cat(pieces)}, data)
+    count = {"global_token_count": 35} if mode == "token-mean" else {"global_seq_count": 5.5}  # per rank of 2
+    want, m = policy_loss(logp, old, adv, mask, ratio="cumulative", clip=ClipConfig.ctpo(), agg=mode, **count)
+    _close(got, want, logp)
+    assert metrics["actor/pg_clipfrac_lower"].values == [m["clip_frac_dual"]] and "toolgym/ratio_mean" in metrics
+
+
 @pytest.mark.parametrize("dp", [False, True], ids=["local", "global-batch"])
 def test_token_sum_modes_scale_the_token_and_sequence_means(integration, dp: bool) -> None:
     """verl's token-sum = Σ u (× dp_size); seq-mean-token-sum-norm = seq-mean-token-sum / loss_scale_factor."""
@@ -219,16 +245,18 @@ def docker_reward(integration):
     from tests.sandbox.conftest import require_backend
 
     require_backend("docker")
-    from toolgym.sandbox import Limits, open_sandbox
+    pool = os.environ.get("TOOLGYM_POOL_SIZE")
+    os.environ["TOOLGYM_POOL_SIZE"] = "1"  # the pool compute_score opens on first use: one container is enough here
+    try:
+        yield _reward_fn(integration)
+    finally:
+        os.environ.pop("TOOLGYM_POOL_SIZE") if pool is None else os.environ.update(TOOLGYM_POOL_SIZE=pool)
+        sb = integration._SANDBOXES.pop("docker", None)
+        if sb is not None:
+            sb.close()
 
-    sb = open_sandbox("docker", Limits(timeout_s=30, memory_mb=512), pool_size=1)
-    integration.set_reward_sandbox(sb, "docker")
-    yield _reward_fn(integration)
-    integration.set_reward_sandbox(None, "docker")
-    sb.close()
 
-
-def test_code_reward_judges_in_the_docker_sandbox(docker_reward) -> None:
+def test_code_reward_judges_in_the_docker_sandbox(integration, docker_reward) -> None:
     import json
 
     right = "Here you go:\n```python\na, b = map(int, input().split())\nprint(a + b)\n```\n"
@@ -243,6 +271,7 @@ def test_code_reward_judges_in_the_docker_sandbox(docker_reward) -> None:
     assert docker_reward(data_source="mbpp", solution_str=good_fn, ground_truth=fn_tests, extra_info={}) == 1.0
     assert docker_reward(data_source="mbpp", solution_str=good_fn.replace("a + b", "a * b"), ground_truth=fn_tests,
                          extra_info={}) == 0.0
+    assert integration._SANDBOXES["docker"].backend == "docker"  # the judge ran in the Docker sandbox
 
 
 def test_math_reward_uses_math_equal(integration) -> None:

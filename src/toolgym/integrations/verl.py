@@ -121,7 +121,8 @@ _SANDBOX_LOCK = threading.Lock()
 
 
 def set_reward_sandbox(sb: Any, backend: str = "auto") -> None:
-    """Use this open sandbox for code rewards asking for ``backend`` (default: one opened on first use)."""
+    """Use this open sandbox for code rewards asking for ``backend``; ``None``: open one on first use (the default,
+    ``open_sandbox(backend)`` with ``TOOLGYM_POOL_SIZE`` workers, by default one per core)."""
     with _SANDBOX_LOCK:
         _SANDBOXES[backend] = sb
 
