@@ -26,7 +26,7 @@ import time
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
-from toolgym.training.mopd_batch import (
+from toolgym.training.algorithms.distillation.batch import (
     PromptResponseBatch,
     build_batch,
     response_logits,

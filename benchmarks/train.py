@@ -78,11 +78,10 @@ def main() -> None:
                        "rollout": {"prompts_per_step": a.batch // 4, "group_size": 4, "sandbox": None},
                        "optimizer": {"lr": 1e-6}, "logging": {"progress": False, "jsonl": False}})
     tr = Trainer(cfg, console=False)
-    tr._setup(resume=False)
-    tr._build_optimizer()
-    obj = tr.objective_factory(cfg)
+    tr.build()
+    obj = tr.algorithm.objective(cfg)
     groups = make_trajectories(tr.module.config.vocab_size, a.batch, a.prompt, a.response)
-    batch, _ = obj.prepare(tr, groups)
+    batch, _ = obj.prepare(tr.ctx, groups)
     tokens = sum(sum(t.loss_mask) for g in groups for t in g)
 
     base = copy.deepcopy(tr.module).train()

@@ -88,7 +88,7 @@ def toolgym_side(a: argparse.Namespace, out: str) -> tuple[Any, Any, dict[str, l
     tr._build_rollouts()
     tr._build_optimizer()
     tr.sync_weights()
-    obj = tr.objective_factory(cfg)
+    obj = tr.algorithm.objective(cfg)
     t: dict[str, list[float]] = {"gen": [], "step": [], "tokens": [], "prompt_tokens": []}
     rollouts = tr.rollouts
 

@@ -34,7 +34,8 @@ def _warm_start(tmp) -> Path:
     """The SFT warm start once (what `toolgym sft` does), so the two runs below skip it."""
     from toolgym.agents.chat import ChatTemplate
     from toolgym.training import sft as S
-    from toolgym.training.trainer import Trainer, load_policy
+    from toolgym.training.models import load_policy
+    from toolgym.training.trainer import Trainer
 
     cfg = load_config(_cfg(tmp, "sft"))
     torch.manual_seed(cfg.seed)

@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 import torch
 
+from toolgym.training.algorithms.distillation.step import mopd_forward_loss
 from toolgym.training.config import load_config
 from toolgym.training.logprobs import response_logprobs
 from toolgym.training.losses import mismatch_weight
-from toolgym.training.mopd_step import mopd_forward_loss
 from toolgym.training.trainer import Trainer
 
 from .trainer_util import tiny_config
@@ -31,14 +31,10 @@ def _trainer_with_rollouts(tmp_path: Path, temperature: float, **over) -> tuple[
     data = tiny_config(tmp_path / "run", **{"sft__enabled": False, "rollout__temperature": temperature,
                                              "rollout__sandbox": None, **over})
     if data["algorithm"] != "ctpo":
-        data["options"] = {"k": 20, "max_teacher_tokens": 512, "rollout_weight": True}
+        data["options"] = {"k": 20, "max_teacher_tokens": 512, "token_mismatch_weight": True}
         data["model"]["model_kwargs"]["max_positions"] = 1024
     tr = Trainer(load_config(data), console=False)
-    tr._setup(resume=False)
-    tr._source_size = tr._probe_source_size()
-    tr._perms = {}
-    tr._build_rollouts()
-    tr._build_optimizer()
+    tr.build(rollouts=True)
     groups = tr.rollouts(0, 0)
     trajs = [t for g in groups for t in g]
     assert all(sum(t.loss_mask) >= 1 and t.error is None for t in trajs)
@@ -55,8 +51,8 @@ def _t1_logprobs(tr: Trainer, traj) -> torch.Tensor:
 @pytest.mark.parametrize("temperature", [0.7, 1.0])
 def test_recomputed_logprobs_are_the_behaviour_policy_and_the_first_ratio_is_one(tmp_path, temperature):
     tr, groups = _trainer_with_rollouts(tmp_path, temperature, loss={"mismatch_weight": True})
-    obj = tr.objective_factory(tr.cfg)
-    batch, prep = obj.prepare(tr, groups)
+    obj = tr.algorithm.objective(tr.cfg)
+    batch, prep = obj.prepare(tr.ctx, groups)
     for t, old in zip(batch.trajectories, batch.old_logp, strict=True):
         m = torch.tensor(t.loss_mask, dtype=torch.bool)
         behaviour = torch.tensor(t.behavior_logprobs)
@@ -74,7 +70,7 @@ def test_recomputed_logprobs_are_the_behaviour_policy_and_the_first_ratio_is_one
     torch.testing.assert_close(batch.seq_weight, torch.ones_like(batch.seq_weight), atol=1e-3, rtol=0)
     # the first mini-batch runs on the weights that sampled: every token ratio is 1
     first = [i for i, g in enumerate(batch.group_index) if g == 0]
-    _, m = obj.loss(tr, batch, first, sum(sum(batch.trajectories[i].loss_mask) for i in first), len(first))
+    _, m = obj.loss(tr.ctx, batch, first, sum(sum(batch.trajectories[i].loss_mask) for i in first), len(first))
     assert m["ratio_mean"] == pytest.approx(1.0, abs=1e-5)
     assert m["ratio_max"] == pytest.approx(1.0, abs=1e-4) and m["ratio_min"] == pytest.approx(1.0, abs=1e-4)
 
@@ -90,23 +86,23 @@ def test_t1_scoring_would_break_the_mismatch_weight_at_t07(tmp_path):
     assert max(abs(w - 1.0) for w in ws) > 0.02, ws
 
 
-def test_mopd_ratio_and_rollout_weight_use_the_sampling_temperature(tmp_path):
+def test_mopd_ratio_and_token_mismatch_weight_use_the_sampling_temperature(tmp_path):
     """MOPD off-policy (2 mini-batches) with the rollout weight: on the first mini-batch the IS ratio and the
     trainer-vs-engine weight are 1 at T = 0.7; scoring the student at T = 1 (the old code) moves both."""
     tr, groups = _trainer_with_rollouts(tmp_path, 0.7, algorithm="mopd", mini_batches=2)
-    obj = tr.objective_factory(tr.cfg)
-    assert obj.off_policy and obj.opt.rollout_weight
-    batch, _ = obj.prepare(tr, groups)
+    obj = tr.algorithm.objective(tr.cfg)
+    assert obj.off_policy and obj.opt.token_mismatch_weight
+    batch, _ = obj.prepare(tr.ctx, groups)
     for t, old in zip(batch.trajectories, batch.old_logp, strict=True):
         m = torch.tensor(t.loss_mask, dtype=torch.bool)
         assert float((old - torch.tensor(t.behavior_logprobs))[m].abs().max()) < TOL
     first = [i for i, g in enumerate(batch.group_index) if g == 0]
     assert all(batch.extra["mopd"].inputs.seq_mask[i] > 0 for i in first)  # peers give every row a context
-    _, m = obj.loss(tr, batch, first, 1.0, float(len(first)))
+    _, m = obj.loss(tr.ctx, batch, first, 1.0, float(len(first)))
     assert m["mopd/ratio_mean"] == pytest.approx(1.0, abs=1e-5)
-    assert m["mopd/rollout_weight_mean"] == pytest.approx(1.0, abs=1e-4)
+    assert m["mopd/token_mismatch_weight_mean"] == pytest.approx(1.0, abs=1e-4)
     # control: the same inputs scored with behaviour_temperature = 1, as before
-    from toolgym.training.mopd_batch import mopd_step_inputs
+    from toolgym.training.algorithms.distillation.batch import mopd_step_inputs
 
     trajs = [batch.trajectories[i] for i in first]
     inputs = mopd_step_inputs([t.prompt_ids for t in trajs], [batch.extra["mopd"].teacher_prompts[i] for i in first],

@@ -11,13 +11,12 @@ from pathlib import Path
 import pytest
 
 from toolgym.errors import ConfigError, ToolgymError
+from toolgym.training.algorithms import ALGORITHMS, register_algorithm
 from toolgym.training.config import (
-    ALGORITHMS,
     TrainConfig,
     config_to_dict,
     dump_config,
     load_config,
-    register_algorithm,
 )
 
 MODEL = {"model": {"name_or_path": "smollm2-135m-instruct"}}
@@ -187,9 +186,13 @@ class _DemoOptions:
             raise ConfigError(f"{p}.peers: must be an integer >= 1; got {self.peers!r}")
 
 
+def _no_objective(cfg):  # config-level tests never build the objective
+    raise AssertionError("not called")
+
+
 def test_registering_another_algorithm_with_options() -> None:
-    register_algorithm("demo_distill", {"ratio": "token", "clip_mode": "none", "agg": "seq-mean-token-mean"},
-                       options=_DemoOptions)
+    register_algorithm("demo_distill", {"loss": {"ratio": "token", "clip_mode": "none", "agg": "seq-mean-token-mean"},
+                                        "mini_batches": 1}, _DemoOptions, _no_objective)
     try:
         cfg = load_config({"algorithm": "demo_distill", "options": {"peers": 3}, **MODEL})
         assert cfg.options == _DemoOptions(peers=3) and cfg.loss.clip_mode == "none"
@@ -198,8 +201,14 @@ def test_registering_another_algorithm_with_options() -> None:
             load_config({"algorithm": "demo_distill", "options": {"peer": 3}, **MODEL})
         with pytest.raises(ConfigError, match="options.peers: must be an integer >= 1"):
             load_config({"algorithm": "demo_distill", "options": {"peers": 0}, **MODEL})
+        assert load_config({"algorithm": "demo_distill", **MODEL}).mini_batches == 1  # its top-level default
         with pytest.raises(ValueError, match="unknown loss fields"):
-            register_algorithm("broken", {"epsilon": 0.1})
+            register_algorithm("broken", {"loss": {"epsilon": 0.1}}, None, _no_objective)
+        with pytest.raises(ValueError, match="unknown config keys"):
+            register_algorithm("broken", {"mini_batch": 2}, None, _no_objective)
+        with pytest.raises(TypeError, match="must be a dataclass"):
+            register_algorithm("broken", {}, dict, _no_objective)
+        assert "broken" not in ALGORITHMS
     finally:
         ALGORITHMS.pop("demo_distill", None)
 

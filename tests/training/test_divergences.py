@@ -9,7 +9,7 @@ import pytest
 import torch
 from scipy.spatial.distance import jensenshannon
 
-from toolgym.training.divergences import (
+from toolgym.training.algorithms.distillation.divergences import (
     add_tail,
     divergence,
     forward_kl,

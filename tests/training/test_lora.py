@@ -125,7 +125,7 @@ def test_bad_lora_target_is_one_line(tmp_path):
 def test_mopd_frozen_teacher_of_a_lora_run_is_the_base_policy(tmp_path):
     from types import SimpleNamespace
 
-    from toolgym.training.mopd_objective import DistillationObjective
+    from toolgym.training.algorithms.distillation.objective import DistillationObjective
 
     cfg = load_config(tiny_config(tmp_path / "m", algorithm="mopd", sft={"enabled": False},
                                   model={**tiny_config(tmp_path)["model"], "lora": LORA},

@@ -33,19 +33,18 @@ def _trainer(tmp_path: Path, dtype: str, *, old_cast: bool = False, **over) -> T
     data = tiny_config(tmp_path / f"run-{dtype}-{old_cast}", **{"sft__enabled": False, "model": {**MODEL, "dtype": dtype},
                                                                  "optimizer": {"lr": LR, "weight_decay": 0.0}, **over})
     tr = Trainer(load_config(data), console=False)
-    tr._setup(resume=False)
+    tr.build()
     if old_cast:  # what model.dtype: bf16 did before: the module itself in bf16, AdamW on bf16 parameters
-        tr.module.to(torch.bfloat16)
-    tr._build_optimizer()
+        tr.module.to(torch.bfloat16)  # (in place: the optimizer holds these same, now bf16, parameters)
     return tr
 
 
 def _train(tr: Trainer, steps: int = 2) -> torch.Tensor:
     """The update vector (after - before, float32, all parameters flattened) of ``steps`` trainer steps."""
-    obj = tr.objective_factory(tr.cfg)
+    obj = tr.algorithm.objective(tr.cfg)
     before = [p.detach().float().clone() for p in tr.module.parameters()]
     for _ in range(steps):
-        batch, _ = obj.prepare(tr, _groups(tr, [[1.0, 0.0], [0.0, 1.0]]))
+        batch, _ = obj.prepare(tr.ctx, _groups(tr, [[1.0, 0.0], [0.0, 1.0]]))
         out = tr.update(batch, obj)
         assert out["optimizer_steps"] == 2 and out["rows_skipped_nonfinite"] == 0
     return torch.cat([(p.detach().float() - b).flatten() for p, b in zip(tr.module.parameters(), before, strict=True)])
@@ -91,24 +90,24 @@ def test_fp32_default_has_no_autocast(tmp_path):
 def test_bf16_first_minibatch_is_on_policy(tmp_path):
     """Old log-probs are computed under the same autocast as the loss: the first ratio is exactly 1 in bf16 too."""
     tr = _trainer(tmp_path, "bf16")
-    obj = tr.objective_factory(tr.cfg)
-    batch, _ = obj.prepare(tr, _groups(tr, [[1.0, 0.0], [0.0, 1.0]]))
+    obj = tr.algorithm.objective(tr.cfg)
+    batch, _ = obj.prepare(tr.ctx, _groups(tr, [[1.0, 0.0], [0.0, 1.0]]))
     with tr.autocast():
-        _, m = obj.loss(tr, batch, [0, 1], 8.0, 2.0)
+        _, m = obj.loss(tr.ctx, batch, [0, 1], 8.0, 2.0)
     assert m["ratio_mean"] == pytest.approx(1.0, abs=1e-6)
 
 
 def test_bf16_ema_teacher_is_fp32_and_follows_a_small_step(tmp_path):
     tr = _trainer(tmp_path, "bf16", algorithm="mopd", mini_batches=1,
                   options={"k": 20, "max_teacher_tokens": 512, "ema_rate": 0.05})
-    obj = tr.objective_factory(tr.cfg)
-    batch, _ = obj.prepare(tr, _mopd_groups(tr, [[1.0, 0.0, 1.0], [0.0, 1.0, 1.0]]))
+    obj = tr.algorithm.objective(tr.cfg)
+    batch, _ = obj.prepare(tr.ctx, _mopd_groups(tr, [[1.0, 0.0, 1.0], [0.0, 1.0, 1.0]]))
     teacher = obj.teacher.model
     assert all(p.dtype == torch.float32 for p in teacher.parameters())
     t_before = {k: v.clone() for k, v in teacher.state_dict().items()}
     s_before = {k: v.clone() for k, v in tr.module.state_dict().items()}
     tr.update(batch, obj)
-    obj.after_update(tr)
+    obj.after_update(tr.ctx)
     student = tr.module.state_dict()
     moved = [k for k in student if student[k].is_floating_point() and not torch.equal(student[k], s_before[k])]
     assert moved

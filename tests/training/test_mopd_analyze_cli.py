@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 from tests.training.mopd_tiny import tiny_lm, tiny_tokenizer
 from toolgym.agents.storage import write_jsonl
 from toolgym.agents.trajectory import Trajectory
-from toolgym.training.teacher_signal import groups_from_trajectories, problem_text, response_text
+from toolgym.analysis.teacher_signal import groups_from_trajectories, problem_text, response_text
 
 
 def _traj(task: str, question: str, answer: str, reward: float, tok, with_turns: bool = True) -> Trajectory:

@@ -8,8 +8,13 @@ import pytest
 import torch
 
 from tests.training.mopd_tiny import tiny_lm
-from toolgym.training.ema import EMATeacher, ema_update
-from toolgym.training.mopd_loss import distill_divergence, is_ratio, mopd_loss, rollout_weight
+from toolgym.training.algorithms.distillation.ema import EMATeacher, ema_update
+from toolgym.training.algorithms.distillation.loss import (
+    distill_divergence,
+    is_ratio,
+    mopd_loss,
+    token_mismatch_weight,
+)
 
 
 def _div(b: int = 3, t: int = 5, seed: int = 0) -> torch.Tensor:
@@ -82,10 +87,10 @@ def test_off_policy_ratio_capped_and_detached() -> None:
     assert metrics["mopd/ratio_capped_frac"] == pytest.approx(3 / 5)  # exp(1), exp(4), exp(51)
 
 
-def test_rollout_weight_capped_and_detached() -> None:
+def test_token_mismatch_weight_capped_and_detached() -> None:
     trainer = torch.tensor([[-1.0, -0.5, 0.0]], dtype=torch.float64, requires_grad=True)
     rollout = torch.tensor([[-1.0, -1.5, -5.0]], dtype=torch.float64)
-    w = rollout_weight(trainer, rollout)
+    w = token_mismatch_weight(trainer, rollout)
     assert w[0].tolist() == pytest.approx([1.0, 2.0, 2.0])  # exp(0), min(e, 2), min(e^5, 2)
     assert not w.requires_grad
     d = _div(1, 3)
@@ -93,7 +98,7 @@ def test_rollout_weight_capped_and_detached() -> None:
                         trainer_old_logp=trainer, rollout_logp=rollout)
     assert loss.item() == pytest.approx((d.detach() * w).mean().item(), abs=1e-12)
     assert torch.autograd.grad(loss, trainer, allow_unused=True)[0] is None
-    assert m["mopd/rollout_weight_mean"] == pytest.approx(5 / 3)
+    assert m["mopd/token_mismatch_weight_mean"] == pytest.approx(5 / 3)
 
 
 def test_argument_errors() -> None:

@@ -7,7 +7,13 @@ from collections import Counter
 
 import pytest
 
-from toolgym.training.mopd import batch_contexts, build_context, peer_rng, select_peers, seq_mask
+from toolgym.training.algorithms.distillation.peers import (
+    batch_contexts,
+    build_context,
+    peer_rng,
+    select_peers,
+    seq_mask,
+)
 
 
 def _group(k: int, n: int = 8) -> list[int]:

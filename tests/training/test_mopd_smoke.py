@@ -12,12 +12,12 @@ import torch
 
 from tests.training.mopd_tiny import tiny_lm, tiny_tokenizer
 from toolgym.agents.trajectory import Trajectory
-from toolgym.training.divergences import student_topk, topk_divergence
-from toolgym.training.ema import EMATeacher
-from toolgym.training.mopd import CLOSING_INSTRUCTION
-from toolgym.training.mopd_batch import response_logits, token_logprobs
-from toolgym.training.mopd_loss import mopd_loss
-from toolgym.training.mopd_step import build_mopd_batch, mopd_forward_loss
+from toolgym.training.algorithms.distillation.batch import response_logits, token_logprobs
+from toolgym.training.algorithms.distillation.divergences import student_topk, topk_divergence
+from toolgym.training.algorithms.distillation.ema import EMATeacher
+from toolgym.training.algorithms.distillation.loss import mopd_loss
+from toolgym.training.algorithms.distillation.peers import CLOSING_INSTRUCTION
+from toolgym.training.algorithms.distillation.step import build_mopd_batch, mopd_forward_loss
 
 SYSTEM = {"role": "system", "content": "Answer briefly."}
 GROUPS = {  # prompt -> responses; the toy verifier rewards a response containing the digit 7
@@ -178,17 +178,19 @@ def test_positive_mode_all_fail_group_trains_nothing_and_sampled_rkl_option() ->
         logp = token_logprobs(response_logits(student, batch.inputs.student), batch.inputs.response_ids)
     _, m2 = mopd_forward_loss(student, teacher, batch.inputs, old_logp=logp, rollout_logp=rollout_lp)
     assert m2["mopd/ratio_mean"] == pytest.approx(1.0, abs=1e-5)
-    assert m2["mopd/rollout_weight_mean"] == pytest.approx(1.0, abs=1e-4)
+    assert m2["mopd/token_mismatch_weight_mean"] == pytest.approx(1.0, abs=1e-4)
 
 
-def test_presets_and_opd_context() -> None:
-    from toolgym.training.mopd_step import preset
+def test_registered_defaults_and_opd_context() -> None:
+    from toolgym.training.config import load_config
 
-    assert preset("mopd").mode == "contrastive" and preset("mopd").k == 100 and preset("mopd").alpha == 0.5
-    assert preset("sdpo").mode == "sdpo" and preset("sdpo").divergence == "jsd"
-    assert preset("opd").divergence == "sampled_rkl" and preset("opd").ema_rate == 0.0
-    with pytest.raises(ValueError):
-        preset("ppo")  # type: ignore[arg-type]
+    def opts(name: str, **extra):
+        return load_config({"algorithm": name, "model": {"name_or_path": "m"}, **extra}).options
+
+    assert opts("mopd").mode == "contrastive" and opts("mopd").k == 100 and opts("mopd").alpha == 0.5
+    assert opts("sdpo").mode == "sdpo" and opts("sdpo").divergence == "jsd"
+    opd = opts("opd", options={"teacher": "t"})
+    assert opd.divergence == "sampled_rkl" and opd.ema_rate == 0.0 and opd.context == "none"
     tok = tiny_tokenizer()
     student = tiny_lm(seed=0)
     trajs = _rollouts(student, tok)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from tests.training.mopd_tiny import tiny_lm
-from toolgym.training.mopd_batch import (
+from toolgym.training.algorithms.distillation.batch import (
     build_batch,
     mopd_step_inputs,
     positions_from_mask,

@@ -7,7 +7,7 @@ import random
 import pytest
 
 from tests.training.mopd_tiny import tiny_tokenizer
-from toolgym.training.mopd import (
+from toolgym.training.algorithms.distillation.peers import (
     CLOSING_INSTRUCTION,
     H_FAILURE,
     H_FEEDBACK,

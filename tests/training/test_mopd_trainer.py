@@ -11,9 +11,10 @@ import torch
 
 from toolgym.agents.trajectory import Trajectory
 from toolgym.errors import ConfigError
+from toolgym.training.algorithms.distillation.options import MOPDOptions, OPDOptions
+from toolgym.training.algorithms.policy_gradient import PolicyGradient
 from toolgym.training.config import load_config
-from toolgym.training.mopd_options import MOPDOptions, OPDOptions
-from toolgym.training.trainer import PolicyGradient, Trainer
+from toolgym.training.trainer import Trainer
 
 from .trainer_util import tiny_config
 
@@ -32,8 +33,7 @@ def _cfg(tmp_path: Path, **over):
 
 def _ready(tmp_path: Path, **over) -> Trainer:
     tr = Trainer(load_config(_cfg(tmp_path, **over)), console=False)
-    tr._setup(resume=False)
-    tr._build_optimizer()
+    tr.build()
     return tr
 
 
@@ -82,17 +82,17 @@ def test_presets_and_bad_options_are_config_errors(tmp_path):
 
 def test_gradient_is_nonzero_exactly_for_rollouts_with_context(tmp_path):
     tr = _ready(tmp_path)
-    obj = tr.objective_factory(tr.cfg)
+    obj = tr.algorithm.objective(tr.cfg)
     # a mixed group, and a group of one: its rollout has no peer, hence no context
     # (docs/algorithms/mopd.md, "Peer selection")
-    batch, prep = obj.prepare(tr, _groups(tr, [[1.0, 0.0, 1.0], [0.0]]))
+    batch, prep = obj.prepare(tr.ctx, _groups(tr, [[1.0, 0.0, 1.0], [0.0]]))
     seq_mask = batch.extra["mopd"].inputs.seq_mask.tolist()
     assert seq_mask == [1.0, 1.0, 1.0, 0.0]
     assert prep["mopd/trained_frac"] == pytest.approx(0.75)
     params = [p for p in tr.module.parameters() if p.requires_grad]
     for i, has_context in enumerate(seq_mask):
         tr.optimizer.zero_grad(set_to_none=False)
-        loss, m = obj.loss(tr, batch, [i], 4.0, 1.0)
+        loss, m = obj.loss(tr.ctx, batch, [i], 4.0, 1.0)
         assert math.isfinite(float(loss.detach()))
         loss.backward()
         norm = float(torch.sqrt(sum((p.grad.float() ** 2).sum() for p in params)))
@@ -104,18 +104,18 @@ def test_gradient_is_nonzero_exactly_for_rollouts_with_context(tmp_path):
 
 def test_micro_batches_add_up_to_the_mini_batch_loss(tmp_path):
     tr = _ready(tmp_path)
-    obj = tr.objective_factory(tr.cfg)
-    batch, _ = obj.prepare(tr, _groups(tr, [[1.0, 0.0, 1.0], [0.0, 1.0, 0.0]]))
+    obj = tr.algorithm.objective(tr.cfg)
+    batch, _ = obj.prepare(tr.ctx, _groups(tr, [[1.0, 0.0, 1.0], [0.0, 1.0, 0.0]]))
     _perturb(obj.teacher.model)  # a teacher far from the student: a loss well above float32 noise
-    whole, _ = obj.loss(tr, batch, list(range(6)), 24.0, 6.0)
-    parts = [obj.loss(tr, batch, rows, 24.0, 6.0)[0] for rows in ([0, 1], [2, 3, 4], [5])]
+    whole, _ = obj.loss(tr.ctx, batch, list(range(6)), 24.0, 6.0)
+    parts = [obj.loss(tr.ctx, batch, rows, 24.0, 6.0)[0] for rows in ([0, 1], [2, 3, 4], [5])]
     assert float(sum(parts).detach()) == pytest.approx(float(whole.detach()), rel=1e-5)
 
 
 def test_update_then_ema_teacher_follows_the_student(tmp_path):
     tr = _ready(tmp_path)
-    obj = tr.objective_factory(tr.cfg)
-    batch, _ = obj.prepare(tr, _groups(tr, [[1.0, 0.0, 1.0], [0.0, 1.0, 1.0]]))
+    obj = tr.algorithm.objective(tr.cfg)
+    batch, _ = obj.prepare(tr.ctx, _groups(tr, [[1.0, 0.0, 1.0], [0.0, 1.0, 1.0]]))
     teacher_before = {k: v.clone() for k, v in obj.teacher.model.state_dict().items()}
     student_before = {k: v.clone() for k, v in tr.module.state_dict().items()}
     out = tr.update(batch, obj)
@@ -125,7 +125,7 @@ def test_update_then_ema_teacher_follows_the_student(tmp_path):
     assert moved, "a distillation step with context must move the student"
     # the teacher has not moved yet; after_update applies phi <- 0.95 phi + 0.05 theta
     assert all(torch.equal(v, teacher_before[k]) for k, v in obj.teacher.model.state_dict().items())
-    m = obj.after_update(tr)
+    m = obj.after_update(tr.ctx)
     assert m["mopd/ema_updates"] == 1
     for k in moved:
         want = 0.95 * teacher_before[k] + 0.05 * student[k]
@@ -134,14 +134,14 @@ def test_update_then_ema_teacher_follows_the_student(tmp_path):
 
 def test_rl_coef_adds_the_policy_gradient_loss(tmp_path):
     tr = _ready(tmp_path, options={"k": 20, "max_teacher_tokens": 512, "rl_coef": 0.5})
-    obj = tr.objective_factory(tr.cfg)
-    batch, prep = obj.prepare(tr, _groups(tr, [[1.0, 0.0, 1.0], [0.0, 1.0, 0.0]]))
+    obj = tr.algorithm.objective(tr.cfg)
+    batch, prep = obj.prepare(tr.ctx, _groups(tr, [[1.0, 0.0, 1.0], [0.0, 1.0, 0.0]]))
     assert "adv_zero_groups" in prep  # the policy-gradient preparation ran
     # on-policy, equal-length rows give a policy loss of exactly 0 (advantages sum to 0 per group);
     # older behaviour log-probs for one rollout make the ratio differ from 1 there
     batch.old_logp[0] = batch.old_logp[0] - 0.1
-    loss, m = obj.loss(tr, batch, list(range(6)), 24.0, 6.0)
-    rl, _ = PolicyGradient(tr.cfg).loss(tr, batch, list(range(6)), 24.0, 6.0)
+    loss, m = obj.loss(tr.ctx, batch, list(range(6)), 24.0, 6.0)
+    rl, _ = PolicyGradient(tr.cfg).loss(tr.ctx, batch, list(range(6)), 24.0, 6.0)
     rl, loss = float(rl.detach()), float(loss.detach())
     assert rl != 0.0
     assert loss == pytest.approx(m["mopd/loss_part"] + 0.5 * rl, rel=1e-5)
@@ -164,18 +164,18 @@ def test_real_run_checkpoints_the_teacher(tmp_path):
     for k, v in tr.objective.teacher.model.state_dict().items():
         torch.testing.assert_close(saved["teacher"][k], v.cpu())
     # a fresh objective restores the teacher from the checkpoint instead of copying the student
-    fresh = tr.objective_factory(cfg)
+    fresh = tr.algorithm.objective(cfg)
     fresh.load_state_dict(saved)
-    fresh._ensure_teacher(tr)
+    fresh._ensure_teacher(tr.ctx)
     for k, v in fresh.teacher.model.state_dict().items():
         torch.testing.assert_close(v, saved["teacher"][k])
 
 
 def test_separate_teacher_with_another_vocabulary_is_refused(tmp_path):
     tr = _ready(tmp_path, algorithm="opd", options={"teacher": "smollm2-135m-instruct", "k": 20})
-    obj = tr.objective_factory(tr.cfg)
+    obj = tr.algorithm.objective(tr.cfg)
     with pytest.raises(ConfigError, match="different tokenizer"):
-        obj.prepare(tr, _groups(tr, [[1.0, 0.0]]))
+        obj.prepare(tr.ctx, _groups(tr, [[1.0, 0.0]]))
 
 
 def test_separate_frozen_teacher_scores_the_plain_prompt_and_stays_frozen(tmp_path):
@@ -185,13 +185,13 @@ def test_separate_frozen_teacher_scores_the_plain_prompt_and_stays_frozen(tmp_pa
     first.module.save_pretrained(teacher_dir)
     first.tokenizer.save_pretrained(teacher_dir)
     tr = _ready(tmp_path / "b", algorithm="opd", options={"teacher": str(teacher_dir), "k": 20})
-    obj = tr.objective_factory(tr.cfg)
+    obj = tr.algorithm.objective(tr.cfg)
     groups = _groups(tr, [[1.0, 0.0], [0.0]])
-    batch, prep = obj.prepare(tr, groups)
+    batch, prep = obj.prepare(tr.ctx, groups)
     assert batch.extra["mopd"].inputs.seq_mask.tolist() == [1.0, 1.0, 1.0]  # OPD: every rollout trains
     assert batch.extra["mopd"].teacher_prompts == [t.prompt_ids for g in groups for t in g]
     frozen = {k: v.clone() for k, v in obj.teacher.model.state_dict().items()}
     out = tr.update(batch, obj)
     assert math.isfinite(out["loss"]) and out["loss"] != 0  # a sampled-token estimate: either sign
-    assert obj.after_update(tr)["mopd/ema_updates"] == 0
+    assert obj.after_update(tr.ctx)["mopd/ema_updates"] == 0
     assert all(torch.equal(v, frozen[k]) for k, v in obj.teacher.model.state_dict().items())

@@ -46,9 +46,8 @@ def test_openai_sampler_with_explicit_opt_in_loads_round_trips_and_warns(tmp_pat
     data = tiny_config(tmp_path / "run", sft__enabled=False)
     data["rollout"].update(OPENAI, frozen_policy_ok=True, sandbox=None)
     tr = Trainer(load_config(data), console=False)
-    tr._setup(resume=False)
     with pytest.warns(UserWarning, match=r"rollout.sampler=openai: the server at http://127.0.0.1:9/v1 gets no weight"):
-        tr._build_rollouts()
+        tr.build(rollouts=True)
     assert tr.sampler.name == "openai"
 
 

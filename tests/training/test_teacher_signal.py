@@ -10,8 +10,7 @@ import torch
 from scipy import stats
 
 from tests.training.mopd_tiny import tiny_lm, tiny_tokenizer
-from toolgym.training.mopd import CLOSING_INSTRUCTION, H_FAILURE, H_PEER, H_SUCCESS, H_SUCCESS_2
-from toolgym.training.teacher_signal import (
+from toolgym.analysis.teacher_signal import (
     CONDITIONS,
     PromptGroup,
     Score,
@@ -29,6 +28,13 @@ from toolgym.training.teacher_signal import (
     spearman,
     success_auc,
     write_reports,
+)
+from toolgym.training.algorithms.distillation.peers import (
+    CLOSING_INSTRUCTION,
+    H_FAILURE,
+    H_PEER,
+    H_SUCCESS,
+    H_SUCCESS_2,
 )
 
 S = [-0.3, -0.5, -0.2, -0.9, -0.4, -0.6, -0.25, -0.8]

@@ -23,8 +23,7 @@ TOOLGYM = str(Path(sys.executable).parent / "toolgym")
 def _ready_trainer(tmp_path: Path, **over) -> Trainer:
     cfg = load_config(tiny_config(tmp_path / "run", **{"sft__enabled": False, **over}))
     tr = Trainer(cfg, console=False)
-    tr._setup(resume=False)
-    tr._build_optimizer()
+    tr.build()
     return tr
 
 
@@ -47,12 +46,12 @@ def _groups(tr: Trainer, rewards: list[list[float]], n_resp: int = 6) -> list[li
 
 def test_update_changes_weights_and_first_minibatch_is_on_policy(tmp_path):
     tr = _ready_trainer(tmp_path)
-    obj = tr.objective_factory(tr.cfg)
+    obj = tr.algorithm.objective(tr.cfg)
     before = {k: v.clone() for k, v in tr.module.state_dict().items()}
-    batch, prep = obj.prepare(tr, _groups(tr, [[1.0, 0.0], [0.0, 1.0]]))
+    batch, prep = obj.prepare(tr.ctx, _groups(tr, [[1.0, 0.0], [0.0, 1.0]]))
     assert prep["adv_zero_groups"] == 0
     # the first mini-batch runs on the weights that produced old_logp: every ratio is exactly 1
-    loss, m = obj.loss(tr, batch, [0, 1], 8.0, 2.0)
+    loss, m = obj.loss(tr.ctx, batch, [0, 1], 8.0, 2.0)
     assert m["ratio_mean"] == pytest.approx(1.0, abs=1e-6)
     assert m["tokens"] == 8  # tool tokens are not policy tokens
     out = tr.update(batch, obj)
@@ -61,15 +60,15 @@ def test_update_changes_weights_and_first_minibatch_is_on_policy(tmp_path):
     changed = [k for k, v in tr.module.state_dict().items() if not torch.equal(v, before[k])]
     assert changed, "an update with non-zero advantages must move the weights"
     # after the first optimizer step, the second mini-batch is off-policy
-    loss2, m2 = obj.loss(tr, batch, [2, 3], 8.0, 2.0)
+    loss2, m2 = obj.loss(tr.ctx, batch, [2, 3], 8.0, 2.0)
     assert m2["ratio_mean"] != pytest.approx(1.0, abs=1e-7)
 
 
 def test_all_equal_rewards_do_not_move_weights(tmp_path):
     tr = _ready_trainer(tmp_path)
-    obj = tr.objective_factory(tr.cfg)
+    obj = tr.algorithm.objective(tr.cfg)
     before = {k: v.clone() for k, v in tr.module.state_dict().items()}
-    batch, prep = obj.prepare(tr, _groups(tr, [[1.0, 1.0], [0.0, 0.0]]))
+    batch, prep = obj.prepare(tr.ctx, _groups(tr, [[1.0, 1.0], [0.0, 0.0]]))
     assert prep["adv_zero_groups"] == 2
     tr.optimizer.param_groups[0]["weight_decay"] = 0.0
     tr.update(batch, obj)
@@ -78,8 +77,8 @@ def test_all_equal_rewards_do_not_move_weights(tmp_path):
 
 def test_nonfinite_rewards_and_logprobs_are_skipped_and_counted(tmp_path):
     tr = _ready_trainer(tmp_path)
-    obj = tr.objective_factory(tr.cfg)
-    batch, prep = obj.prepare(tr, _groups(tr, [[1.0, float("nan"), 0.0, 1.0], [0.0, 1.0, 1.0, 0.0]]))
+    obj = tr.algorithm.objective(tr.cfg)
+    batch, prep = obj.prepare(tr.ctx, _groups(tr, [[1.0, float("nan"), 0.0, 1.0], [0.0, 1.0, 1.0, 0.0]]))
     assert prep["reward_nonfinite"] == 1
     assert prep["rows_skipped_prepare"] == 1
     assert not bool(batch.keep[1])

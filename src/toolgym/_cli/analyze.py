@@ -63,7 +63,7 @@ def teacher_signal(
     95% intervals, as Markdown, JSON and a PNG plot.
     """
     from toolgym.agents.storage import read_jsonl
-    from toolgym.training import teacher_signal as ts
+    from toolgym.analysis import teacher_signal as ts
 
     conds = list(ts.CONDITIONS) if conditions == "all" else [c.strip() for c in conditions.split(",") if c.strip()]
     unknown = [c for c in conds if c not in ts.CONDITIONS]

@@ -60,7 +60,7 @@ def _rebuild(ckpt: Path, run_dir: Path, out: Path) -> None:
     """A checkpoint without ``hf/``: the run's model and tokenizer, with the checkpoint's weights."""
     from toolgym.training.checkpoint import apply_weights, load_weights, write_hf_folder
     from toolgym.training.config import load_config
-    from toolgym.training.trainer import load_policy
+    from toolgym.training.models import load_policy
 
     if not (run_dir / "config.yaml").exists():
         raise ExportError(f"{ckpt} has no hf/ folder and {run_dir} no config.yaml to rebuild the model from")

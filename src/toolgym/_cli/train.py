@@ -119,7 +119,8 @@ def sft(
         from toolgym.agents.chat import ChatTemplate
         from toolgym.training import distributed as D
         from toolgym.training import sft as S
-        from toolgym.training.trainer import Trainer, load_policy
+        from toolgym.training.models import load_policy
+        from toolgym.training.trainer import Trainer
 
         torch.manual_seed(cfg.seed)
         with D.default_device(cfg.model.device):

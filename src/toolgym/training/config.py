@@ -6,15 +6,14 @@ allowed. The ``loss`` section's defaults depend on ``algorithm`` (docs/algorithm
 keys given in the file override them. Torch-free, so ``toolgym train --help`` and config
 checks stay fast.
 
-Other algorithms (MOPD, SDPO, OPD, ...) plug in with :func:`register_algorithm`: their loss
-defaults, and optionally a dataclass for their own ``options:`` section.
+Algorithms live in the registry of :mod:`toolgym.training.algorithms` (``register_algorithm``): their
+loss and top-level defaults, the dataclass of their ``options:`` section, and their objective.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import difflib
-import importlib
 import math
 import types
 import typing
@@ -324,59 +323,6 @@ class TrainConfig:
                  "'hf' with distributed: ray (Ray workers run transformers replicas)", self.rollout.sampler)
 
 
-# ---------------------------------------------------------------- algorithms
-
-
-@dataclass(frozen=True)
-class AlgorithmSpec:
-    name: str
-    loss: dict[str, Any]
-    options: type | str | None = None  # dataclass (or "module:Class") for the ``options:`` section
-    description: str = ""
-    defaults: dict[str, Any] = field(default_factory=dict)  # top-level keys (e.g. mini_batches) the file may override
-
-
-ALGORITHMS: dict[str, AlgorithmSpec] = {}
-
-
-def register_algorithm(name: str, loss: dict[str, Any], options: type | str | None = None, description: str = "",
-                       defaults: dict[str, Any] | None = None) -> None:
-    """Make ``algorithm: NAME`` valid, with its loss defaults, optional options dataclass and top-level defaults."""
-    unknown = set(loss) - {f.name for f in dataclasses.fields(LossConfig)}
-    if unknown:
-        raise ValueError(f"unknown loss fields for algorithm {name!r}: {sorted(unknown)}")
-    ALGORITHMS[name] = AlgorithmSpec(name, dict(loss), options, description, dict(defaults or {}))
-
-
-register_algorithm("ctpo", dict(ratio="cumulative", clip_mode="adaptive", eps_low=0.025, eps_high=0.05, power=0.5,
-                                dual=0.05, agg="token-mean"),
-                   description="cumulative prefix ratio, sqrt(t)-adaptive log-space clip (docs/algorithms/ctpo.md)")
-register_algorithm("grpo", dict(ratio="token", clip_mode="fixed", eps_low=0.2, eps_high=0.2, power=0.0,
-                                dual=3.0, agg="token-mean"),
-                   description="token ratio, ratio window [0.8, 1.2], dual clip 3")
-register_algorithm("gspo", dict(ratio="gspo", clip_mode="fixed", eps_low=3e-4, eps_high=4e-4, power=0.0,
-                                dual=None, agg="seq-mean-token-mean"),
-                   description="sequence geometric-mean ratio, window [1-3e-4, 1+4e-4], no dual clip")
-# Full IS is analysed, not trained, in the paper; its clip is toolgym's choice: a uniform log-space
-# window mirroring GRPO's ratio-space one ([log 0.8, log 1.2] ~ ±0.2), dual clip at log 3.
-register_algorithm("full_is", dict(ratio="sequence", clip_mode="adaptive", eps_low=0.2, eps_high=0.2, power=0.0,
-                                   dual=math.log(3.0), agg="token-mean"),
-                   description="full-sequence ratio on every token, uniform log-space clip ±0.2, dual log 3")
-# Distillation. Their ``loss:`` section is the policy-gradient term that ``options.rl_coef`` adds
-# (toolgym's extension; the authors train on the distillation loss alone, rl_coef = 0).
-# One mini-batch per rollout batch, one epoch: on-policy, rho = 1 (docs/algorithms/mopd.md, "Defaults").
-_PG = dict(ratio="cumulative", clip_mode="adaptive", eps_low=0.025, eps_high=0.05, power=0.5, dual=0.05, agg="token-mean")
-_ONE_STEP = {"mini_batches": 1, "update_epochs": 1}
-register_algorithm("mopd", _PG, "toolgym.training.mopd_options:MOPDOptions",
-                   description="EMA self-teacher conditioned on 2 peer successes + 1 failure, top-100+tail JSD",
-                   defaults=_ONE_STEP)
-register_algorithm("sdpo", _PG, "toolgym.training.mopd_options:SDPOOptions",
-                   description="MOPD's machinery with the 1-success context", defaults=_ONE_STEP)
-register_algorithm("opd", _PG, "toolgym.training.mopd_options:OPDOptions",
-                   description="on-policy distillation from a frozen separate teacher, sampled-token reverse KL",
-                   defaults=_ONE_STEP)
-
-
 # ---------------------------------------------------------------- parsing
 
 
@@ -488,14 +434,6 @@ def _build(cls: type, data: Any, path: str) -> Any:
     return obj
 
 
-def _options_class(spec: AlgorithmSpec) -> type | None:
-    opt = spec.options
-    if isinstance(opt, str):
-        module, _, name = opt.partition(":")
-        opt = getattr(importlib.import_module(module), name)
-    return opt
-
-
 def _set_dotted(data: dict[str, Any], dotted: str, value: Any) -> None:
     keys = dotted.split(".")
     cur = data
@@ -531,19 +469,22 @@ def load_config(source: str | Path | dict[str, Any], overrides: list[str] | None
             raise ConfigError(f"override {item!r}: must look like section.key=value")
         _set_dotted(data, key.strip(), yaml.safe_load(raw))
 
+    from toolgym.training.algorithms import get_algorithm  # the registry (torch-free); read at load time
+
     algorithm = data.get("algorithm", "ctpo")
-    if algorithm not in ALGORITHMS:
-        raise ConfigError(f"algorithm: must be one of {', '.join(repr(a) for a in ALGORITHMS)}; got {algorithm!r}")
-    spec = ALGORITHMS[algorithm]
+    if not isinstance(algorithm, str):
+        raise ConfigError(f"algorithm: must be a registered algorithm name; got {algorithm!r}")
+    spec = get_algorithm(algorithm)
     loss = data.get("loss") or {}
     if not isinstance(loss, dict):
         raise ConfigError(f"loss: must be a mapping of LossConfig fields; got {loss!r}")
     data["loss"] = {**spec.loss, **loss}
     for key, value in spec.defaults.items():
-        data.setdefault(key, value)
+        if key != "loss":
+            data.setdefault(key, value)
     options = data.pop("options", None)
     cfg = _build(TrainConfig, data, "")
-    opt_cls = _options_class(spec)
+    opt_cls = spec.options
     if opt_cls is None:
         if options:
             raise ConfigError(f"options: algorithm {algorithm!r} takes no options section; got {options!r}")

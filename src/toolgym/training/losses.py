@@ -33,12 +33,14 @@ import math
 from dataclasses import dataclass
 from typing import Any, Literal
 
-import numpy as np
 import torch
 from torch import Tensor
 
-from toolgym.training.config import AGGS, RATIOS
+from toolgym.training.config import AGGS, RATIOS, LossConfig
 from toolgym.training.config import CLIP_MODES as _CONFIG_CLIP_MODES
+from toolgym.training.loss_metrics import LossSummary, finish_metrics
+
+_CTPO = LossConfig()  # its defaults are CTPO's
 
 RatioType = Literal["cumulative", "token", "sequence", "gspo"]
 AggType = Literal["token-mean", "seq-mean-token-mean", "seq-mean-token-sum"]
@@ -70,11 +72,12 @@ class ClipConfig:
     ``dual=None`` disables the dual clip.
     """
 
-    mode: str = "adaptive"
-    eps_low: float = 0.025
-    eps_high: float = 0.05
-    power: float = 0.5
-    dual: float | None = 0.05
+    # CTPO's, read from the one place they are written: LossConfig's defaults (docs/algorithms/ctpo.md)
+    mode: str = _CTPO.clip_mode
+    eps_low: float = _CTPO.eps_low
+    eps_high: float = _CTPO.eps_high
+    power: float = _CTPO.power
+    dual: float | None = _CTPO.dual
 
     def __post_init__(self) -> None:
         if self.mode not in CLIP_MODES:
@@ -100,7 +103,7 @@ class ClipConfig:
     @classmethod
     def ctpo(cls) -> ClipConfig:
         """CTPO defaults: adaptive 0.025/0.05, p=0.5, dual 0.05 (docs/algorithms/ctpo.md, "Clipping")."""
-        return cls("adaptive", 0.025, 0.05, 0.5, 0.05)
+        return cls()
 
     @classmethod
     def grpo(cls) -> ClipConfig:
@@ -552,32 +555,12 @@ def _policy_loss_fused(
     n_row = stats[:, 1]
     sums = stats[:, 2:7].sum(dim=0).tolist()
     n = float(n_row.sum())
-    summary = _Summary(loss=float(loss.detach()), tokens=n, seqs=float((n_row > 0).sum()),
+    summary = LossSummary(loss=float(loss.detach()), tokens=n, seqs=float((n_row > 0).sum()),
                        clip_high=sums[0], clip_low=sums[1], clip_dual=sums[2], delta=sums[3],
                        k3=float(torch.sum(delta.exp() - 1.0 - delta)), scale=sums[4],
                        max_tokens=float(n_row.max()) if n_row.numel() else 0.0)
     rho = log_w.exp_()
-    return loss, _finish_metrics(summary, rho, clip)
-
-
-_QUANTILES = (0.25, 0.5, 0.75, 0.9, 0.95, 0.99)
-_MAX_QUANTILE_SAMPLES = 1 << 15  # quantiles are for logging: a 32k-token strided sample is plenty
-
-
-@dataclass
-class _Summary:
-    """Sums over policy tokens from which the metrics are built (tensor and fused paths alike)."""
-
-    loss: float
-    tokens: float
-    seqs: float
-    clip_high: float
-    clip_low: float
-    clip_dual: float
-    delta: float  # Σ Δ
-    k3: float  # Σ (e^Δ - 1 - Δ)
-    scale: float  # Σ t^p (Σ 1 without a position-adaptive window)
-    max_tokens: float  # the largest per-row policy-token count
+    return loss, finish_metrics(summary, rho, clip)
 
 
 def _metrics(core: _Core, clip: ClipConfig | None, loss: Tensor) -> dict[str, float]:
@@ -593,31 +576,5 @@ def _metrics(core: _Core, clip: ClipConfig | None, loss: Tensor) -> dict[str, fl
         torch.dot(d.exp().sub_(1.0).sub_(d).view(-1), mf.view(-1)), scale_sum,
         n_row.max() if n_row.numel() else torch.zeros((), dtype=d.dtype),
     ]).tolist()
-    summary = _Summary(*vals)
-    return _finish_metrics(summary, core.log_w[m].exp(), clip)
-
-
-def _strided_sample(x: Tensor) -> Tensor:
-    """An evenly strided subsample of at most ``_MAX_QUANTILE_SAMPLES`` values (quantiles are for logging)."""
-    return x[:: x.numel() // _MAX_QUANTILE_SAMPLES + 1] if x.numel() > _MAX_QUANTILE_SAMPLES else x
-
-
-def _finish_metrics(s: _Summary, rho: Tensor, clip: ClipConfig | None) -> dict[str, float]:
-    """The logged metrics from the sums and the (capped) ratios ``rho`` at policy tokens."""
-    denom = max(s.tokens, 1.0)
-    out = {
-        "loss": s.loss, "tokens": s.tokens, "seqs": s.seqs,
-        "clip_frac_high": s.clip_high / denom, "clip_frac_low": s.clip_low / denom,
-        "clip_frac_dual": s.clip_dual / denom, "approx_kl": -s.delta / denom, "kl_k3": s.k3 / denom,
-    }
-    out["clip_frac"] = out["clip_frac_high"] + out["clip_frac_low"] + out["clip_frac_dual"]
-    if s.tokens > 0:
-        sample = _strided_sample(rho)
-        q = np.quantile(sample.to(torch.float64).numpy(), _QUANTILES)  # linear interpolation, as torch.quantile
-        mean, low, high = torch.stack([rho.mean(), rho.min(), rho.max()]).tolist()
-        out.update(ratio_mean=mean, ratio_min=low, ratio_max=high)
-        out.update({f"ratio_p{round(p * 100)}": float(v) for p, v in zip(_QUANTILES, q, strict=True)})
-        if clip is not None and clip.mode == "adaptive":
-            # t^p over policy tokens: t runs 1..n_i in row i, so min is 1 and max is (max n_i)^p
-            out.update(scale_mean=s.scale / denom, scale_min=1.0, scale_max=s.max_tokens ** clip.power)
-    return out
+    summary = LossSummary(*vals)
+    return finish_metrics(summary, core.log_w[m].exp(), clip)

@@ -8,9 +8,8 @@ steps over consecutive slices of the batch (the first is on-policy, later ones a
 is where the ratio and the clip matter). Micro-batches accumulate gradients; the token-mean divides
 by the mini-batch's global policy-token count. Rows with NaN/inf are skipped and counted.
 
-The trainer only orchestrates. The loss is an :class:`Objective`: the policy-gradient one (CTPO, GRPO,
-GSPO, full IS via ``policy_loss``) is built in; other algorithms (MOPD, SDPO, OPD) plug in with
-:func:`register_objective` under the name they registered with ``config.register_algorithm``.
+The trainer only orchestrates. The loss is the registered algorithm's :class:`Objective`
+(:mod:`toolgym.training.algorithms`), which sees the trainer through a :class:`StepContext`.
 
 Determinism: prompts come from the data cursor, sampling seeds from (seed, step, task, episode, turn),
 so a run resumed from a checkpoint continues exactly like an uninterrupted one.
@@ -24,183 +23,21 @@ import math
 import shutil
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import torch
 
 from toolgym.agents.trajectory import Trajectory
 from toolgym.errors import ConfigError
 from toolgym.training import distributed as D
-from toolgym.training.advantages import group_advantages
+from toolgym.training.algorithms import Objective, RolloutBatch, StepContext, get_algorithm
 from toolgym.training.batch import TokenBatch, collate
 from toolgym.training.checkpoint import TrainerState, latest_checkpoint, load_checkpoint, save_checkpoint
 from toolgym.training.config import TrainConfig, config_to_dict, dump_config
 from toolgym.training.logging import MetricsLogger, read_metrics
 from toolgym.training.logprobs import response_logprobs
-from toolgym.training.losses import finite_rows, mismatch_weight, policy_loss
-
-# ---------------------------------------------------------------- objectives (the algorithm hook)
-
-
-@dataclass
-class RolloutBatch:
-    """One step's trajectories with everything computed once per rollout batch."""
-
-    trajectories: list[Trajectory]
-    group_index: list[int]  # prompt group of each trajectory (mini-batches cut along groups)
-    advantages: torch.Tensor  # [N]
-    old_logp: list[torch.Tensor]  # per trajectory, [T_i] trainer log-probs before any update
-    seq_weight: torch.Tensor | None  # [N] optional mismatch weight
-    keep: torch.Tensor  # [N] bool: rows that train (finite rewards, log-probs, weights)
-    extra: dict[str, Any] = field(default_factory=dict)
-
-
-class Objective(Protocol):
-    """What an algorithm supplies: per-batch preparation and the loss of one micro-batch."""
-
-    def prepare(self, trainer: Trainer, groups: list[list[Trajectory]]) -> tuple[RolloutBatch, dict[str, float]]: ...
-
-    def loss(self, trainer: Trainer, batch: RolloutBatch, rows: list[int], token_count: float,
-             seq_count: float) -> tuple[torch.Tensor, dict[str, float]]: ...
-
-
-OBJECTIVES: dict[str, Callable[[TrainConfig], Objective]] = {}
-
-
-def register_objective(algorithm: str, factory: Callable[[TrainConfig], Objective]) -> None:
-    """Make ``algorithm: NAME`` train with ``factory(cfg)`` (register its config with ``register_algorithm`` too)."""
-    OBJECTIVES[algorithm] = factory
-
-
-class PolicyGradient:
-    """CTPO / GRPO / GSPO / full IS: ``policy_loss`` with the config's ratio, clip and aggregation."""
-
-    def __init__(self, cfg: TrainConfig) -> None:
-        self.cfg = cfg
-        self.clip = cfg.loss.clip_config()
-
-    def prepare(self, trainer: Trainer, groups: list[list[Trajectory]]) -> tuple[RolloutBatch, dict[str, float]]:
-        trajs = [t for g in groups for t in g]
-        gidx = [i for i, g in enumerate(groups) for _ in g]
-        rewards = torch.tensor([float(t.reward) for t in trajs], dtype=torch.float64)
-        adv, stats = group_advantages(rewards, gidx, self.cfg.advantage.estimator, self.cfg.advantage.eps)
-        old = trainer.old_logprobs(trajs)
-        keep = stats.valid.clone()
-        weight = None
-        if self.cfg.loss.mismatch_weight:
-            ws = []
-            for t, lp in zip(trajs, old, strict=True):
-                m = torch.tensor(t.loss_mask, dtype=torch.float32)
-                r = torch.tensor(t.behavior_logprobs, dtype=torch.float32)
-                ws.append(mismatch_weight(lp.unsqueeze(0), r.unsqueeze(0), m.unsqueeze(0), self.cfg.loss.mismatch_cap)[0]
-                          if len(t.loss_mask) else torch.tensor(1.0))
-            weight = torch.stack(ws).float()
-            keep &= torch.isfinite(weight)
-        for i, (t, lp) in enumerate(zip(trajs, old, strict=True)):
-            if len(t.loss_mask):
-                m = torch.tensor(t.loss_mask, dtype=torch.float32).unsqueeze(0)
-                keep[i] &= bool(finite_rows(m, lp.unsqueeze(0))[0])
-        metrics = {"adv_zero_groups": stats.n_zero_groups, "reward_nonfinite": stats.n_nonfinite,
-                   "rows_skipped_prepare": int((~keep).sum())}
-        if weight is not None:
-            metrics["mismatch_weight_mean"] = float(torch.nan_to_num(weight).mean())
-        return RolloutBatch(trajs, gidx, adv.float(), old, weight, keep), metrics
-
-    def loss(self, trainer: Trainer, batch: RolloutBatch, rows: list[int], token_count: float,
-             seq_count: float) -> tuple[torch.Tensor, dict[str, float]]:
-        tb = trainer.collate([batch.trajectories[i] for i in rows])
-        logp, _ = response_logprobs(trainer.model, tb, temperature=trainer.score_temperature)
-        T = tb.loss_mask.shape[1]
-        old = torch.stack([torch.nn.functional.pad(batch.old_logp[i], (0, T - len(batch.old_logp[i]))) for i in rows])
-        mask = tb.loss_mask * batch.keep[rows].float().unsqueeze(1)
-        ok = finite_rows(mask, logp, old)
-        skipped = int((~ok & (mask.sum(1) > 0)).sum())
-        mask = mask * ok.float().unsqueeze(1)
-        logp = torch.where(mask > 0, logp, torch.zeros_like(logp))
-        old = torch.where(mask > 0, old, torch.zeros_like(old))
-        adv = batch.advantages[rows]
-        w = batch.seq_weight[rows] if batch.seq_weight is not None else None
-        loss, m = policy_loss(logp, old, adv, mask, ratio=self.cfg.loss.ratio, clip=self.clip, agg=self.cfg.loss.agg,
-                              seq_weight=w, **_counts(self.cfg.loss.agg, token_count, seq_count))
-        m["rows_skipped_nonfinite"] = skipped
-        return loss, m
-
-
-def _counts(agg: str, token_count: float, seq_count: float) -> dict[str, float]:
-    """The global normaliser of the aggregation (so micro-batches of one mini-batch add up exactly)."""
-    if agg == "token-mean":
-        return {"global_token_count": max(token_count, 1.0)}
-    return {"global_seq_count": max(seq_count, 1.0)}
-
-
-for _name in ("ctpo", "grpo", "gspo", "full_is"):
-    register_objective(_name, PolicyGradient)
-
-
-def _distillation(cfg: TrainConfig) -> Objective:
-    from toolgym.training.mopd_objective import DistillationObjective
-
-    return DistillationObjective(cfg)
-
-
-for _name in ("mopd", "sdpo", "opd"):
-    register_objective(_name, _distillation)
-
-
-# ---------------------------------------------------------------- model loading
-
-
-def load_policy(cfg: TrainConfig, out_dir: Path, demos: list[dict[str, Any]] | None = None) -> tuple[Any, Any]:
-    """(model, tokenizer) from ``model.name_or_path``: ``demo`` builds the tiny demonstration model."""
-    import transformers
-
-    mc = cfg.model
-    if mc.name_or_path == "demo" or mc.name_or_path.startswith("demo:"):
-        from toolgym.training import demo_model
-
-        saved = out_dir / "demo-model"
-        if (saved / "config.json").exists():
-            tok = transformers.AutoTokenizer.from_pretrained(saved)
-            model = transformers.AutoModelForCausalLM.from_pretrained(saved, dtype=torch.float32)
-            return model, tok
-        corpus = _demo_corpus(demos or [])
-        kw = dict(mc.model_kwargs)
-        vocab = int(kw.pop("vocab_size", 384))
-        kw.setdefault("seed", cfg.seed)
-        try:
-            model, tok = demo_model.build_demo(corpus, None, vocab_size=vocab, **kw)
-        except TypeError as exc:
-            raise ConfigError(f"model.model_kwargs: {exc}; allowed for the demo model: layers, hidden, heads, "
-                              "intermediate, max_positions, seed, vocab_size") from None
-        return model, tok
-    path = mc.name_or_path
-    try:
-        from toolgym.assets import asset_path
-
-        path = str(asset_path(mc.name_or_path))
-    except Exception:  # not an asset name: a local folder or a hub id
-        pass
-    dtype = torch.float32  # bf16 is mixed precision: fp32 master weights, bf16 autocast (Trainer.autocast)
-    try:
-        model = transformers.AutoModelForCausalLM.from_pretrained(path, dtype=dtype, **mc.model_kwargs)
-        tok = transformers.AutoTokenizer.from_pretrained(mc.tokenizer or path)
-    except OSError as exc:
-        raise ConfigError(f"model.name_or_path: cannot load {mc.name_or_path!r} ({str(exc).splitlines()[0]}); "
-                          "give a fetched asset name (toolgym assets fetch NAME), a local folder, or 'demo'") from None
-    return model, tok
-
-
-def _demo_corpus(demos: list[dict[str, Any]]) -> list[str]:
-    texts = []
-    for d in demos:
-        texts += [m.get("content") or "" for m in d["messages"]]
-    n = max(len(demos), 50)
-    texts += ["system\ntools: python", "user\n", "assistant\n", "tool\n", "Answer: ", "```python\nprint(", ")\n```",
-              "What is ", "Traceback error"] * n
-    return texts
-
+from toolgym.training.models import load_policy
 
 # ---------------------------------------------------------------- trainer
 
@@ -212,10 +49,7 @@ class Trainer:
         self.cfg = cfg
         self.dist = D.init(cfg.model.device)
         self.out = Path(cfg.output_dir)
-        self.objective_factory = OBJECTIVES.get(cfg.algorithm)
-        if self.objective_factory is None:
-            raise ConfigError(f"algorithm: {cfg.algorithm!r} has no trainer objective registered; "
-                              f"available: {', '.join(OBJECTIVES)}")
+        self.algorithm = get_algorithm(cfg.algorithm)
         per = cfg.rollout.prompts_per_step
         if per % self.dist.world:
             raise ConfigError(f"rollout.prompts_per_step: must be divisible by the number of processes ({self.dist.world}); got {per}")
@@ -230,7 +64,8 @@ class Trainer:
                               "(the default) or in one process")
         self.console = console
         self.model: Any = None
-        self.objective: Any = None
+        self.objective: Objective | None = None
+        self.ctx: StepContext | None = None
         self.ray_rollouts: Any = None  # distributed: ray (set up with the rollouts)
         self.sandbox: Any = None
 
@@ -271,9 +106,25 @@ class Trainer:
         if self.dist.main:
             dump_config(cfg, self.out / "config.yaml")
 
+    def build(self, *, resume: bool = False, rollouts: bool = False) -> StepContext:
+        """Model, tokenizer, optimizer and objective, ready for ``step`` (and with ``rollouts`` the sampler and
+        sandbox pool): what ``fit`` sets up, without the SFT warm start, a checkpoint load or the loop."""
+        self._setup(resume=resume)
+        if rollouts:
+            self._source_size = self._probe_source_size()
+            self._perms = {}
+            self._build_rollouts()
+        self._build_optimizer()
+        self.objective = self.algorithm.objective(self.cfg)
+        return self.ctx  # type: ignore[return-value]
+
     def _build_optimizer(self) -> None:
         cfg = self.cfg
         self.model = D.wrap_model(self.module, self.dist)
+        self.ctx = StepContext(cfg=cfg, model=self.model, module=self.module, tokenizer=self.tokenizer,
+                               pad_id=self.pad_id, device=self.dist.device, out_dir=self.out, dist=self.dist,
+                               temperature=self.score_temperature, collate=self.collate,
+                               old_logprobs=self.old_logprobs, autocast=self.autocast)
         o = cfg.optimizer
         params = [p for p in self.module.parameters() if p.requires_grad]
         self.optimizer = torch.optim.AdamW(params, lr=o.lr, betas=o.betas, eps=o.eps, weight_decay=o.weight_decay)
@@ -444,7 +295,7 @@ class Trainer:
                     ctx = self.model.no_sync() if (self.dist.enabled and not sync and hasattr(self.model, "no_sync")) else contextlib.nullcontext()
                     with ctx:
                         with self.autocast():
-                            loss, m = objective.loss(self, batch, chunk, tok, seqs)
+                            loss, m = objective.loss(self.ctx, batch, chunk, tok, seqs)
                         (loss * self.dist.world).backward()
                     mini_loss += float(loss.detach())
                     skipped += int(m.pop("rows_skipped_nonfinite", 0))
@@ -468,7 +319,7 @@ class Trainer:
                 losses.append(D.all_reduce_sum([mini_loss], self.dist)[0])
                 grad_norms.append(gn)
         self.module.eval()
-        self.last_grad_norms = grad_norms  # the EMA teacher skips a step whose norms were all non-finite
+        self.ctx.grad_norms = grad_norms  # e.g. the EMA teacher skips a step whose norms were all non-finite
         out = {k: sums[k] / weights[k] for k in sums if weights[k] > 0}
         out.update(loss=sum(losses) / max(len(losses), 1), loss_first_mini=losses[0] if losses else float("nan"),
                    grad_norm=sum(grad_norms) / max(len(grad_norms), 1), rows_skipped_nonfinite=skipped,
@@ -540,10 +391,9 @@ class Trainer:
                     state.extra["before"] = ev
                     self.logger.log("eval", 0, ev)
                     self.logger.say(f"eval before RL: reward {ev['reward_mean']:.3f}, tool use {ev['tool_rate']:.2f}")
-            objective = self.objective = self.objective_factory(cfg)
-            restore = getattr(objective, "load_state_dict", None)
-            if restore is not None and "objective" in state.extra:  # e.g. the EMA teacher's weights
-                restore(state.extra.pop("objective"))
+            objective = self.objective = self.algorithm.objective(cfg)
+            if "objective" in state.extra:  # e.g. the EMA teacher's weights
+                objective.load_state_dict(state.extra.pop("objective"))
             last_eval = None
             for step in range(state.step, cfg.steps):
                 m = self.step(step, state.data_cursor, objective)
@@ -585,13 +435,11 @@ class Trainer:
 
             save_step_rollouts(self.cfg, self.out, step + 1, groups, self.dist)
         t1 = time.perf_counter()
-        batch, prep = objective.prepare(self, groups)
+        batch, prep = objective.prepare(self.ctx, groups)
         prep.update(behaviour_gap(batch))
         self.policy_sync.before_update()  # a vLLM engine on the trainer's GPU sleeps through the update
         upd = self.update(batch, objective)
-        after = getattr(objective, "after_update", None)
-        if after is not None:  # e.g. the EMA teacher follows the student once per step
-            upd.update(after(self))
+        upd.update(objective.after_update(self.ctx))  # e.g. the EMA teacher follows the student once per step
         self.policy_sync.after_update()
         t2 = time.perf_counter()
         stats = trajectory_stats(batch.trajectories)
@@ -649,9 +497,9 @@ class Trainer:
             D.barrier(self.dist)
             return
         ckdir = self.out / "checkpoints"
-        keep = getattr(getattr(self, "objective", None), "state_dict", None)
-        if keep is not None:
-            state.extra["objective"] = keep()
+        kept = self.objective.state_dict() if self.objective is not None else None
+        if kept is not None:
+            state.extra["objective"] = kept
         from toolgym.training.lora import ADAPTER_DIR, base_model, is_lora, merged_state_dict, save_adapter
 
         lora = is_lora(self.module)  # hf/ gets the merged policy; adapter/ the adapters a resume continues from

@@ -27,7 +27,7 @@ class MOPDOptions:
     teacher: str | None = None  # null: an EMA copy of the student; else a model (asset, folder) kept frozen
     max_teacher_tokens: int = 10240  # teacher prompt limit (peers are truncated first)
     ratio_cap: float = 2.0  # IS ratio cap, off-policy mini-batches only (rho = 1 on-policy)
-    rollout_weight: bool = False  # token-level engine/trainer mismatch weight
+    token_mismatch_weight: bool = False  # token-level engine/trainer mismatch weight
     weight_cap: float = 2.0
     agg: Literal["seq-mean-token-mean", "token-mean"] = "seq-mean-token-mean"
     rl_coef: float = 0.0  # toolgym's extension: add rl_coef x the policy-gradient loss of the ``loss:`` section

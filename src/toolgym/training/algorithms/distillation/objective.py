@@ -18,29 +18,27 @@ policy-gradient loss (toolgym's extension; the authors use none).
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 
 from toolgym.agents.trajectory import Trajectory
 from toolgym.errors import ConfigError
 from toolgym.training.advantages import group_advantages
+from toolgym.training.algorithms.base import Objective, RolloutBatch, StepContext
+from toolgym.training.algorithms.distillation.batch import mopd_step_inputs
+from toolgym.training.algorithms.distillation.ema import EMATeacher
+from toolgym.training.algorithms.distillation.options import MOPDOptions
+from toolgym.training.algorithms.distillation.step import MOPDBatch, build_mopd_batch, mopd_forward_loss
 from toolgym.training.config import TrainConfig
-from toolgym.training.ema import EMATeacher
 from toolgym.training.losses import finite_rows
-from toolgym.training.mopd_batch import mopd_step_inputs
-from toolgym.training.mopd_options import MOPDOptions
-from toolgym.training.mopd_step import MOPDBatch, build_mopd_batch, mopd_forward_loss
-
-if TYPE_CHECKING:
-    from toolgym.training.trainer import RolloutBatch, Trainer
 
 
-class DistillationObjective:
+class DistillationObjective(Objective):
     """The trainer's hook for on-policy distillation (see the module docstring)."""
 
     def __init__(self, cfg: TrainConfig) -> None:
-        from toolgym.training.trainer import PolicyGradient
+        from toolgym.training.algorithms.policy_gradient import PolicyGradient
 
         self.cfg = cfg
         self.opt: MOPDOptions = cfg.options if cfg.options is not None else MOPDOptions()
@@ -55,54 +53,52 @@ class DistillationObjective:
 
     # -- teacher ----------------------------------------------------------------------------------------
 
-    def _ensure_teacher(self, trainer: Trainer) -> EMATeacher:
+    def _ensure_teacher(self, ctx: StepContext) -> EMATeacher:
         if self.teacher is None:
             from toolgym.training.lora import AdaptersOff, is_lora
 
-            if self.opt.teacher is None and self.opt.ema_rate == 0 and is_lora(trainer.module) and not self.cfg.sft.enabled:
+            if self.opt.teacher is None and self.opt.ema_rate == 0 and is_lora(ctx.module) and not self.cfg.sft.enabled:
                 # the frozen initial policy of a LoRA run is its base: adapters off, no copy, same after a resume
-                self.teacher = EMATeacher.frozen_view(AdaptersOff(trainer.module))
+                self.teacher = EMATeacher.frozen_view(AdaptersOff(ctx.module))
             elif self.opt.teacher is None:
-                self.teacher = EMATeacher(trainer.module, self.opt.ema_rate)
+                self.teacher = EMATeacher(ctx.module, self.opt.ema_rate)
             else:
-                self.teacher = EMATeacher(self._separate_teacher(trainer), 0.0)
+                self.teacher = EMATeacher(self._separate_teacher(ctx), 0.0)
             if self._pending is not None and "teacher" in self._pending:
                 self.teacher.model.load_state_dict(self._pending["teacher"])
                 self.teacher.updates = int(self._pending.get("updates", 0))
             self._pending = None
         return self.teacher
 
-    def _separate_teacher(self, trainer: Trainer) -> torch.nn.Module:
+    def _separate_teacher(self, ctx: StepContext) -> torch.nn.Module:
         """A frozen teacher model; it scores the student's token ids, so the vocabularies must match."""
-        from toolgym.training.trainer import load_policy
+        from toolgym.training.models import load_policy
 
         tcfg = dataclasses.replace(self.cfg, model=dataclasses.replace(self.cfg.model, name_or_path=self.opt.teacher,
                                                                       tokenizer=None, model_kwargs={}))
-        model, tok = load_policy(tcfg, trainer.out)
-        if len(tok) != len(trainer.tokenizer) or tok.convert_ids_to_tokens(list(range(min(len(tok), 1000)))) != \
-                trainer.tokenizer.convert_ids_to_tokens(list(range(min(len(tok), 1000)))):
+        model, tok = load_policy(tcfg, ctx.out_dir)
+        if len(tok) != len(ctx.tokenizer) or tok.convert_ids_to_tokens(list(range(min(len(tok), 1000)))) != \
+                ctx.tokenizer.convert_ids_to_tokens(list(range(min(len(tok), 1000)))):
             raise ConfigError(f"options.teacher: {self.opt.teacher!r} has a different tokenizer from the student; "
                               "the teacher scores the student's sampled token ids, so both must share one vocabulary")
-        dtype = next(trainer.module.parameters()).dtype
-        return model.to(device=trainer.dist.device, dtype=dtype)
+        dtype = next(ctx.module.parameters()).dtype
+        return model.to(device=ctx.device, dtype=dtype)
 
     # -- the Objective protocol ---------------------------------------------------------------------
 
-    def prepare(self, trainer: Trainer, groups: list[list[Trajectory]]) -> tuple[RolloutBatch, dict[str, float]]:
-        from toolgym.training.trainer import RolloutBatch
-
-        self._ensure_teacher(trainer)
+    def prepare(self, ctx: StepContext, groups: list[list[Trajectory]]) -> tuple[RolloutBatch, dict[str, float]]:
+        self._ensure_teacher(ctx)
         o = self.opt
         metrics: dict[str, float] = {}
         if self.pg is not None:
-            batch, metrics = self.pg.prepare(trainer, groups)
+            batch, metrics = self.pg.prepare(ctx, groups)
         else:
             trajs = [t for g in groups for t in g]
             gidx = [i for i, g in enumerate(groups) for _ in g]
             rewards = torch.tensor([float(t.reward) for t in trajs], dtype=torch.float64)
             adv, stats = group_advantages(rewards, gidx, "grpo", 1e-6)  # unused by the loss (docs/algorithms/mopd.md)
-            need_old = self.off_policy or o.rollout_weight
-            old = trainer.old_logprobs(trajs) if need_old else [torch.zeros(len(t.response_ids)) for t in trajs]
+            need_old = self.off_policy or o.token_mismatch_weight
+            old = ctx.old_logprobs(trajs) if need_old else [torch.zeros(len(t.response_ids)) for t in trajs]
             keep = torch.ones(len(trajs), dtype=torch.bool)
             for i, (t, lp) in enumerate(zip(trajs, old, strict=True)):
                 if need_old and len(t.loss_mask):
@@ -113,7 +109,7 @@ class DistillationObjective:
             metrics = {"rows_skipped_prepare": int((~keep).sum())}
         trajs = batch.trajectories
         feedbacks = [t.metadata.get("feedback") for t in trajs] if o.use_feedback else None
-        mb = build_mopd_batch(trajs, trainer.tokenizer, mode=o.mode, threshold=o.threshold, seed=self.cfg.seed,
+        mb = build_mopd_batch(trajs, ctx.tokenizer, mode=o.mode, threshold=o.threshold, seed=self.cfg.seed,
                               step=self.steps, feedbacks=feedbacks, use_feedback=o.use_feedback,
                               max_teacher_tokens=o.max_teacher_tokens, context=o.context)
         batch.extra["mopd"] = mb
@@ -121,7 +117,7 @@ class DistillationObjective:
         metrics.update(mb.stats)
         return batch, metrics
 
-    def loss(self, trainer: Trainer, batch: RolloutBatch, rows: list[int], token_count: float,
+    def loss(self, ctx: StepContext, batch: RolloutBatch, rows: list[int], token_count: float,
              seq_count: float) -> tuple[torch.Tensor, dict[str, float]]:
         o = self.opt
         mb: MOPDBatch = batch.extra["mopd"]
@@ -131,18 +127,18 @@ class DistillationObjective:
         # weight 0 so every parameter still takes part in the backward pass (data-parallel ranks agree).
         run = trained or rows[:1]
         trajs = [batch.trajectories[i] for i in run]
-        pad = trainer.pad_id
+        pad = ctx.pad_id
         inputs = mopd_step_inputs([t.prompt_ids for t in trajs], [mb.teacher_prompts[i] for i in run],
                                   [t.response_ids for t in trajs], [t.loss_mask for t in trajs],
                                   [1 if trained else 0] * len(run), pad)
         T = inputs.loss_mask.shape[1]
         old = _pad([batch.old_logp[i] for i in run], T) if self.off_policy else None
         behaviour = _pad([torch.tensor(t.behavior_logprobs, dtype=torch.float32) for t in trajs], T) \
-            if o.rollout_weight else None
-        device = trainer.dist.device
+            if o.token_mismatch_weight else None
+        device = ctx.device
         loss, m = mopd_forward_loss(
-            trainer.model, self._ensure_teacher(trainer).model, inputs, divergence=o.divergence, k=o.k,
-            alpha=o.alpha, tail=o.tail, behaviour_temperature=trainer.score_temperature,
+            ctx.model, self._ensure_teacher(ctx).model, inputs, divergence=o.divergence, k=o.k,
+            alpha=o.alpha, tail=o.tail, behaviour_temperature=ctx.temperature,
             old_logp=None if old is None else old.to(device),
             rollout_logp=None if behaviour is None else behaviour.to(device),
             ratio_cap=o.ratio_cap, weight_cap=o.weight_cap, agg=o.agg,
@@ -156,16 +152,16 @@ class DistillationObjective:
         m["mopd/loss_part"] = float(loss.detach())
         m["tokens"] = max(m.pop("mopd/tokens"), 1.0)
         if self.pg is not None:
-            rl, pm = self.pg.loss(trainer, batch, rows, token_count, seq_count)
+            rl, pm = self.pg.loss(ctx, batch, rows, token_count, seq_count)
             loss = loss + o.rl_coef * rl
             m["rows_skipped_nonfinite"] = pm.get("rows_skipped_nonfinite", 0)
             m.update({f"rl/{k}": v for k, v in pm.items() if k not in ("rows_skipped_nonfinite", "tokens", "seqs")})
         return loss, m
 
-    def after_update(self, trainer: Trainer) -> dict[str, float]:
-        teacher = self._ensure_teacher(trainer)
+    def after_update(self, ctx: StepContext) -> dict[str, float]:
+        teacher = self._ensure_teacher(ctx)
         if self.opt.teacher is None and self.opt.ema_rate > 0:
-            teacher.update(trainer.module, trainer.last_grad_norms)
+            teacher.update(ctx.module, ctx.grad_norms)
         return {"mopd/ema_updates": float(teacher.updates), "mopd/ema_skipped": float(teacher.skipped)}
 
     # -- checkpoints --------------------------------------------------------------------------------

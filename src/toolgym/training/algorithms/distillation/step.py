@@ -15,7 +15,15 @@ from typing import Any, Literal
 import torch
 
 from toolgym.agents.trajectory import Trajectory
-from toolgym.training.mopd import (
+from toolgym.training.algorithms.distillation.batch import (
+    MOPDInputs,
+    mopd_step_inputs,
+    student_forward,
+    teacher_topk_logprobs,
+    token_logprobs,
+)
+from toolgym.training.algorithms.distillation.loss import Agg, distill_divergence, mopd_loss
+from toolgym.training.algorithms.distillation.peers import (
     Mode,
     TeacherContext,
     batch_contexts,
@@ -23,49 +31,6 @@ from toolgym.training.mopd import (
     problem_of,
     render_teacher_prompt_ids,
 )
-from toolgym.training.mopd_batch import (
-    MOPDInputs,
-    mopd_step_inputs,
-    student_forward,
-    teacher_topk_logprobs,
-    token_logprobs,
-)
-from toolgym.training.mopd_loss import Agg, distill_divergence, mopd_loss
-
-
-@dataclass(frozen=True)
-class MOPDSettings:
-    """The knobs of one distillation algorithm (record them with the run).
-
-    ``context="none"`` is standard on-policy distillation: a separate teacher scores the
-    student's prompt as is, and every rollout trains (``seq_mask = 1``).
-    """
-
-    mode: Mode = "contrastive"
-    context: Literal["peers", "none"] = "peers"
-    divergence: Literal["jsd", "topk", "sampled_rkl"] = "jsd"
-    k: int = 100
-    alpha: float = 0.5
-    tail: bool = True
-    threshold: float = 0.5
-    use_feedback: bool = True
-    ema_rate: float = 0.05
-    max_teacher_tokens: int = 10240
-    ratio_cap: float = 2.0
-    weight_cap: float = 2.0
-    agg: Agg = "seq-mean-token-mean"
-
-
-def preset(algorithm: Literal["mopd", "sdpo", "opd"]) -> MOPDSettings:
-    """MOPD (2S1F, top-100 + tail JSD, EMA 0.05); SDPO as MOPD with the 1-success context (only the
-    context differs); OPD: no context, sampled-token reverse KL, frozen teacher."""
-    if algorithm == "mopd":
-        return MOPDSettings()
-    if algorithm == "sdpo":
-        return MOPDSettings(mode="sdpo")
-    if algorithm == "opd":
-        return MOPDSettings(context="none", divergence="sampled_rkl", ema_rate=0.0, use_feedback=False)
-    raise ValueError(f"unknown distillation algorithm {algorithm!r}: use 'mopd', 'sdpo' or 'opd'")
 
 
 def prompt_messages(traj: Trajectory) -> list[dict[str, Any]]:

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from toolgym.training.mopd import (
+from toolgym.training.algorithms.distillation.peers import (
     H_FAILURE,
     H_PEER,
     H_SUCCESS,
@@ -275,7 +275,7 @@ def score_responses(
     token log-prob of the response (the sum is kept too)."""
     import torch
 
-    from toolgym.training.mopd_batch import build_batch, response_logits, token_logprobs
+    from toolgym.training.algorithms.distillation.batch import build_batch, response_logits, token_logprobs
 
     bos = [tokenizer.bos_token_id] if getattr(tokenizer, "bos_token_id", None) is not None else []
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else (tokenizer.eos_token_id or 0)

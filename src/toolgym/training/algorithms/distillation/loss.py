@@ -12,7 +12,7 @@ from typing import Literal
 
 import torch
 
-from toolgym.training.divergences import sampled_token_reverse_kl, topk_divergence
+from toolgym.training.algorithms.distillation.divergences import sampled_token_reverse_kl, topk_divergence
 
 Agg = Literal["seq-mean-token-mean", "token-mean"]
 
@@ -22,7 +22,7 @@ def is_ratio(logp: torch.Tensor, old_logp: torch.Tensor, cap: float = 2.0) -> to
     return torch.exp((logp.detach() - old_logp.detach()).clamp(-20.0, 20.0)).clamp(max=cap)
 
 
-def rollout_weight(trainer_old_logp: torch.Tensor, rollout_logp: torch.Tensor, cap: float = 2.0) -> torch.Tensor:
+def token_mismatch_weight(trainer_old_logp: torch.Tensor, rollout_logp: torch.Tensor, cap: float = 2.0) -> torch.Tensor:
     """Detached, capped trainer-vs-inference-engine weight ``min(exp(old - rollout), cap)``."""
     return torch.exp((trainer_old_logp.detach() - rollout_logp.detach()).clamp(max=20.0)).clamp(max=cap)
 
@@ -89,9 +89,9 @@ def mopd_loss(
     if (trainer_old_logp is None) != (rollout_logp is None):
         raise ValueError("pass both trainer_old_logp and rollout_logp for the rollout weight, or neither")
     if trainer_old_logp is not None and rollout_logp is not None:
-        rw = rollout_weight(trainer_old_logp, rollout_logp, weight_cap)
+        rw = token_mismatch_weight(trainer_old_logp, rollout_logp, weight_cap)
         w = w * rw
-        metrics["mopd/rollout_weight_mean"] = _masked_mean(rw, m)
+        metrics["mopd/token_mismatch_weight_mean"] = _masked_mean(rw, m)
     # Masked positions may hold garbage (padding); keep them out of the graph's values.
     per_tok = torch.where(m > 0, w * divergence, torch.zeros_like(divergence))
     if agg == "seq-mean-token-mean":

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import torch
 
-from toolgym.training.divergences import gather_logprobs
+from toolgym.training.algorithms.distillation.divergences import gather_logprobs
 
 
 @dataclass

@@ -1,0 +1,80 @@
+"""What an algorithm implements (:class:`Objective`) and what it is given (:class:`StepContext`).
+
+The trainer owns sampling, optimisation, scheduling and checkpoints; an objective owns one step's
+preparation (advantages, teacher prompts, old log-probs it needs) and the loss of a micro-batch. It
+sees the trainer through a small context, never the trainer itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import torch
+
+    from toolgym.agents.trajectory import Trajectory
+    from toolgym.training.batch import TokenBatch
+    from toolgym.training.config import TrainConfig
+    from toolgym.training.distributed import DistInfo
+
+
+@dataclass
+class RolloutBatch:
+    """One step's trajectories with everything computed once per rollout batch."""
+
+    trajectories: list[Trajectory]
+    group_index: list[int]  # prompt group of each trajectory (mini-batches cut along groups)
+    advantages: torch.Tensor  # [N]
+    old_logp: list[torch.Tensor]  # per trajectory, [T_i] trainer log-probs before any update
+    seq_weight: torch.Tensor | None  # [N] optional mismatch weight
+    keep: torch.Tensor  # [N] bool: rows that train (finite rewards, log-probs, weights)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class StepContext:
+    """The trainer's state an objective may use. ``model`` is the module as wrapped for training (DDP);
+    ``module`` the bare one (for copies, e.g. an EMA teacher). ``grad_norms``: the last update's."""
+
+    cfg: TrainConfig
+    model: Any
+    module: Any
+    tokenizer: Any
+    pad_id: int
+    device: str
+    out_dir: Path
+    dist: DistInfo
+    temperature: float  # the rollouts' sampling temperature: log-probs are of softmax(logits / T)
+    collate: Callable[[Sequence[Trajectory]], TokenBatch]
+    old_logprobs: Callable[[Sequence[Trajectory]], list[torch.Tensor]]
+    autocast: Callable[[], AbstractContextManager[Any]]
+    grad_norms: list[float] = field(default_factory=list)
+
+
+class Objective:
+    """An algorithm's loss. ``prepare`` and ``loss`` are required; the other hooks are optional no-ops."""
+
+    def prepare(self, ctx: StepContext, groups: list[list[Trajectory]]) -> tuple[RolloutBatch, dict[str, float]]:
+        """Once per step, before any update: the batch every mini-batch slices, and metrics."""
+        raise NotImplementedError
+
+    def loss(self, ctx: StepContext, batch: RolloutBatch, rows: list[int], token_count: float,
+             seq_count: float) -> tuple[torch.Tensor, dict[str, float]]:
+        """The loss of one micro-batch (``rows`` of ``batch``); counts are the mini-batch's global normalisers."""
+        raise NotImplementedError
+
+    def after_update(self, ctx: StepContext) -> dict[str, float]:
+        """Once per step after its optimizer steps (e.g. move an EMA teacher); returns metrics."""
+        return {}
+
+    def state_dict(self) -> dict[str, Any] | None:
+        """What a checkpoint must keep for an exact resume (None: nothing)."""
+        return None
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore what :meth:`state_dict` returned."""
+        return None

@@ -1,0 +1,74 @@
+"""CTPO / GRPO / GSPO / full IS: group-relative advantages and ``policy_loss`` with the config's ratio,
+clip and aggregation (docs/algorithms/ctpo.md, docs/algorithms/baselines.md)."""
+
+from __future__ import annotations
+
+import torch
+
+from toolgym.agents.trajectory import Trajectory
+from toolgym.training.advantages import group_advantages
+from toolgym.training.algorithms.base import Objective, RolloutBatch, StepContext
+from toolgym.training.config import TrainConfig
+from toolgym.training.logprobs import response_logprobs
+from toolgym.training.losses import finite_rows, mismatch_weight, policy_loss
+
+
+def normalisers(agg: str, token_count: float, seq_count: float) -> dict[str, float]:
+    """The global normaliser of the aggregation (so micro-batches of one mini-batch add up exactly)."""
+    if agg == "token-mean":
+        return {"global_token_count": max(token_count, 1.0)}
+    return {"global_seq_count": max(seq_count, 1.0)}
+
+
+class PolicyGradient(Objective):
+    """The clipped importance-sampled policy gradient, one registered name per ratio/clip preset."""
+
+    def __init__(self, cfg: TrainConfig) -> None:
+        self.cfg = cfg
+        self.clip = cfg.loss.clip_config()
+
+    def prepare(self, ctx: StepContext, groups: list[list[Trajectory]]) -> tuple[RolloutBatch, dict[str, float]]:
+        trajs = [t for g in groups for t in g]
+        gidx = [i for i, g in enumerate(groups) for _ in g]
+        rewards = torch.tensor([float(t.reward) for t in trajs], dtype=torch.float64)
+        adv, stats = group_advantages(rewards, gidx, self.cfg.advantage.estimator, self.cfg.advantage.eps)
+        old = ctx.old_logprobs(trajs)
+        keep = stats.valid.clone()
+        weight = None
+        if self.cfg.loss.mismatch_weight:
+            ws = []
+            for t, lp in zip(trajs, old, strict=True):
+                m = torch.tensor(t.loss_mask, dtype=torch.float32)
+                r = torch.tensor(t.behavior_logprobs, dtype=torch.float32)
+                ws.append(mismatch_weight(lp.unsqueeze(0), r.unsqueeze(0), m.unsqueeze(0), self.cfg.loss.mismatch_cap)[0]
+                          if len(t.loss_mask) else torch.tensor(1.0))
+            weight = torch.stack(ws).float()
+            keep &= torch.isfinite(weight)
+        for i, (t, lp) in enumerate(zip(trajs, old, strict=True)):
+            if len(t.loss_mask):
+                m = torch.tensor(t.loss_mask, dtype=torch.float32).unsqueeze(0)
+                keep[i] &= bool(finite_rows(m, lp.unsqueeze(0))[0])
+        metrics = {"adv_zero_groups": stats.n_zero_groups, "reward_nonfinite": stats.n_nonfinite,
+                   "rows_skipped_prepare": int((~keep).sum())}
+        if weight is not None:
+            metrics["mismatch_weight_mean"] = float(torch.nan_to_num(weight).mean())
+        return RolloutBatch(trajs, gidx, adv.float(), old, weight, keep), metrics
+
+    def loss(self, ctx: StepContext, batch: RolloutBatch, rows: list[int], token_count: float,
+             seq_count: float) -> tuple[torch.Tensor, dict[str, float]]:
+        tb = ctx.collate([batch.trajectories[i] for i in rows])
+        logp, _ = response_logprobs(ctx.model, tb, temperature=ctx.temperature)
+        T = tb.loss_mask.shape[1]
+        old = torch.stack([torch.nn.functional.pad(batch.old_logp[i], (0, T - len(batch.old_logp[i]))) for i in rows])
+        mask = tb.loss_mask * batch.keep[rows].float().unsqueeze(1)
+        ok = finite_rows(mask, logp, old)
+        skipped = int((~ok & (mask.sum(1) > 0)).sum())
+        mask = mask * ok.float().unsqueeze(1)
+        logp = torch.where(mask > 0, logp, torch.zeros_like(logp))
+        old = torch.where(mask > 0, old, torch.zeros_like(old))
+        adv = batch.advantages[rows]
+        w = batch.seq_weight[rows] if batch.seq_weight is not None else None
+        loss, m = policy_loss(logp, old, adv, mask, ratio=self.cfg.loss.ratio, clip=self.clip, agg=self.cfg.loss.agg,
+                              seq_weight=w, **normalisers(self.cfg.loss.agg, token_count, seq_count))
+        m["rows_skipped_nonfinite"] = skipped
+        return loss, m

@@ -1,0 +1,64 @@
+"""The algorithm registry: ``algorithm: NAME`` in a config names one entry here.
+
+One call, :func:`register_algorithm`, makes an algorithm trainable: its config defaults (the ``loss:``
+section and top-level keys such as ``mini_batches``), the dataclass of its ``options:`` section, and the
+factory of its :class:`~toolgym.training.algorithms.base.Objective`. This module stays torch-free (the
+config loader reads it); factories import their torch code when called.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from toolgym.training.algorithms.base import Objective
+    from toolgym.training.config import TrainConfig
+
+
+@dataclass(frozen=True)
+class Algorithm:
+    name: str
+    defaults: dict[str, Any]  # {"loss": {...LossConfig fields}, other top-level keys: value}
+    options: type | None  # dataclass of the ``options:`` section, or None (no options)
+    objective: Callable[[TrainConfig], Objective]
+    description: str = ""
+    loss: dict[str, Any] = field(init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "loss", dict(self.defaults.get("loss") or {}))
+
+
+ALGORITHMS: dict[str, Algorithm] = {}
+
+
+def register_algorithm(name: str, defaults: dict[str, Any], options: type | None,
+                       objective: Callable[[TrainConfig], Objective], *, description: str = "") -> Algorithm:
+    """Make ``algorithm: NAME`` valid and trainable (a later registration of the same name replaces it)."""
+    from toolgym.training.config import LossConfig, TrainConfig
+
+    loss = defaults.get("loss") or {}
+    unknown = set(loss) - {f.name for f in dataclasses.fields(LossConfig)}
+    if unknown:
+        raise ValueError(f"unknown loss fields for algorithm {name!r}: {sorted(unknown)}")
+    top = {f.name for f in dataclasses.fields(TrainConfig)} - {"loss", "algorithm", "options"}
+    stray = set(defaults) - top - {"loss"}
+    if stray:
+        raise ValueError(f"unknown config keys in the defaults of algorithm {name!r}: {sorted(stray)}")
+    if options is not None and not dataclasses.is_dataclass(options):
+        raise TypeError(f"options of algorithm {name!r} must be a dataclass, got {options!r}")
+    if not callable(objective):
+        raise TypeError(f"objective of algorithm {name!r} must be a factory cfg -> Objective")
+    algo = Algorithm(name, dict(defaults), options, objective, description)
+    ALGORITHMS[name] = algo
+    return algo
+
+
+def get_algorithm(name: str) -> Algorithm:
+    from toolgym.errors import ConfigError
+
+    if name not in ALGORITHMS:
+        raise ConfigError(f"algorithm: must be one of {', '.join(repr(a) for a in ALGORITHMS)}; got {name!r}")
+    return ALGORITHMS[name]
