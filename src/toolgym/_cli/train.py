@@ -78,7 +78,7 @@ def train(
             overrides.append(f"model.device={json.dumps(check_device(device, '--device'))}")
         cfg = load_config(config, overrides)
         _check_model_name(cfg)
-        from toolgym.training import distributed as D
+        from toolgym.training import data_parallel as D
         from toolgym.training.trainer import train as run
 
         with D.default_device(cfg.model.device):
@@ -117,7 +117,7 @@ def sft(
         import torch
 
         from toolgym.agents.chat import ChatTemplate
-        from toolgym.training import distributed as D
+        from toolgym.training import data_parallel as D
         from toolgym.training import sft as S
         from toolgym.training.models import load_policy
         from toolgym.training.trainer import Trainer

@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-from toolgym.training import distributed as D
+from toolgym.training import data_parallel as D
 from toolgym.training.lora import merged_state_dict
 
 #: vLLM's share of a GPU that the trainer also uses, unless rollout.sampler_kwargs says otherwise: the

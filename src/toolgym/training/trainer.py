@@ -30,7 +30,7 @@ import torch
 
 from toolgym.agents.trajectory import Trajectory
 from toolgym.errors import ConfigError
-from toolgym.training import distributed as D
+from toolgym.training import data_parallel as D
 from toolgym.training.algorithms import Objective, RolloutBatch, StepContext, get_algorithm
 from toolgym.training.batch import TokenBatch, collate
 from toolgym.training.checkpoint import TrainerState, latest_checkpoint, load_checkpoint, save_checkpoint
@@ -163,7 +163,7 @@ class Trainer:
                 warnings.warn(msg, stacklevel=2)
                 self.logger.say(f"warning: {msg}")
         if cfg.distributed == "ray":  # rollouts on Ray workers; the local sampler still serves evaluations
-            from toolgym.distributed.training import RayRollouts
+            from toolgym.distributed.ray_rollouts import RayRollouts
 
             self.ray_rollouts = RayRollouts(self)
         self.policy_sync = PolicySync(self.sampler, self.module, sleep=engine_sleeps(cfg, self.dist.device),

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from toolgym.agents.trajectory import Trajectory
     from toolgym.training.batch import TokenBatch
     from toolgym.training.config import TrainConfig
-    from toolgym.training.distributed import DistInfo
+    from toolgym.training.data_parallel import DistInfo
 
 
 @dataclass

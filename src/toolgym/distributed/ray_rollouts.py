@@ -1,0 +1,78 @@
+"""The trainer's side of ``distributed: ray``: a rollout pool that stands in for the local runner.
+
+The trainer (the Ray driver process) keeps the model, the optimizer and the update; only rollouts go
+to the workers. Jobs are built from the very runner the single-process path would use (same sampling
+params, limits, runner seed) and the global task index, so the trajectories are the ones a
+single-process step would sample. Weights: pushed before the first rollout of a run (after the SFT
+warm start or a checkpoint load), then after every update (``Trainer.sync_weights``).
+
+Training workers: the update stays in the driver. Data-parallel training (``torchrun``) and Ray
+rollouts are not combined in one run yet: each torchrun rank would need its own pool slice; the
+config check refuses the combination rather than guess.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from toolgym.errors import ConfigError
+
+
+class RayRollouts:
+    """Owns the :class:`RayRolloutPool` of a training run."""
+
+    def __init__(self, trainer: Any) -> None:
+        from toolgym.distributed.cluster import connect
+        from toolgym.distributed.driver import RayRolloutPool
+
+        cfg = trainer.cfg
+        if trainer.dist.world > 1:
+            raise ConfigError("distributed: 'ray' cannot be combined with torchrun (WORLD_SIZE > 1) yet; "
+                              "run one trainer process with ray.num_workers rollout workers")
+        rc = cfg.ray
+        connect(rc.address, num_cpus=rc.num_cpus if rc.address in (None, "", "local") else None)
+        self.pool = RayRolloutPool(trainer.module, trainer.tokenizer, num_workers=rc.num_workers,
+                                   cpus_per_worker=rc.cpus_per_worker, sandbox=cfg.rollout.sandbox,
+                                   sandbox_pool=rc.sandbox_pool, max_in_flight=rc.max_in_flight,
+                                   max_replacements=rc.max_replacements,
+                                   sampler_kwargs=dict(cfg.rollout.sampler_kwargs))
+        self._local_sandbox = trainer.sandbox
+        self._out = trainer.out
+        self.synced = False
+
+    def sync(self, module: Any) -> int:
+        """Push the trainer's current weights to every replica; returns the new version."""
+        self.synced = True
+        return self.pool.push_weights(module.state_dict())
+
+    def run(self, trainer: Any, runner: Any, specs: Sequence[Any], group_size: int, step: int,
+            env_kwargs: dict[str, Any]) -> list[list[Any]]:
+        """The step's groups, in task order, sampled on the workers."""
+        from toolgym.distributed.driver import GroupJob
+
+        if not self.synced:
+            self.sync(trainer.module)
+        # the trainer's own sandbox object stays here; each worker gives envs its node's pool
+        kw = {k: v for k, v in env_kwargs.items() if not (k == "sandbox" and v is self._local_sandbox)}
+        jobs = [GroupJob(key=(step, ti), task_index=ti, spec=spec, group_size=group_size, env=runner.env_id,
+                         env_kwargs=kw, params=runner.params, limits=runner.limits, seed=runner.seed)
+                for ti, spec in enumerate(specs)]
+        from toolgym.agents.runner import flag_mixed_group
+
+        groups = self.pool.run(jobs)
+        for group in groups:
+            flag_mixed_group(group)
+        return groups
+
+    def close(self) -> None:
+        """Write ``ray_pool.json`` (scheduling counters, groups per worker) in the run folder; end the workers."""
+        import dataclasses
+        import json
+
+        summary = {"stats": dataclasses.asdict(self.pool.stats), "version": self.pool.version,
+                   "workers": self.pool.worker_info()}
+        try:
+            (self._out / "ray_pool.json").write_text(json.dumps(summary, indent=2))
+        finally:
+            self.pool.close()
