@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from toolgym._assets.download import Progress
+from toolgym._text import last_boxed
 from toolgym.errors import AssetError
 
 LETTERS = "ABCDEFGHIJ"
@@ -53,28 +54,6 @@ def _arrow_rows(zf: zipfile.ZipFile, folder: str) -> list[dict[str, Any]]:
 
 
 # ----------------------------------------------------------------------------- answers
-
-
-def last_boxed(text: str) -> str | None:
-    """Content of the last ``\\boxed{...}`` (or ``\\fbox{...}`` / ``\\boxed x``) in ``text``,
-    matching nested braces."""
-    starts = [m for m in re.finditer(r"\\(?:boxed|fbox)\s*", text)]
-    if not starts:
-        return None
-    m = starts[-1]
-    i = m.end()
-    if i < len(text) and text[i] == "{":
-        depth = 0
-        for j in range(i, len(text)):
-            if text[j] == "{":
-                depth += 1
-            elif text[j] == "}":
-                depth -= 1
-                if depth == 0:
-                    return text[i + 1:j].strip()
-        return None
-    tail = re.match(r"([^\s$]+)", text[i:])
-    return tail.group(1).strip() if tail else None
 
 
 def gsm8k_final(answer: str) -> str:

@@ -7,52 +7,14 @@ from __future__ import annotations
 
 import re
 
+from toolgym._text import MAX_ANSWER_CHARS, last_boxed
+
+__all__ = ["MAX_ANSWER_CHARS", "answer_line", "extract_answer", "last_boxed", "tagged_answer"]
+
 _ANSWER_LINE = re.compile(
     r"\b(?:final\s+answer|answer)\b\**(?:\s*is\b\s*[:：]?|\s*[:：])[ \t]*(?P<ans>[^\n]{1,300})",
     re.IGNORECASE,
 )
-MAX_ANSWER_CHARS = 2000
-
-
-def _brace_matches(text: str) -> dict[int, int]:
-    """Position of each '{' -> position of its matching '}', in one linear pass."""
-    stack: list[int] = []
-    match: dict[int, int] = {}
-    for i, c in enumerate(text):
-        if c == "{":
-            stack.append(i)
-        elif c == "}" and stack:
-            match[stack.pop()] = i
-    return match
-
-
-def last_boxed(text: str) -> str | None:
-    """Content of the last complete `\\boxed{...}` (or `\\fbox{...}`, `\\boxed 5`) in text."""
-    if "\\boxed" not in text and "\\fbox" not in text:
-        return None
-    match: dict[int, int] | None = None
-    best: tuple[int, str] | None = None
-    for macro in ("\\boxed", "\\fbox"):
-        pos = len(text)
-        while True:
-            i = text.rfind(macro, 0, pos)
-            if i == -1 or (best is not None and i < best[0]):
-                break
-            j = i + len(macro)
-            if j < len(text) and text[j] == "{":
-                if match is None:
-                    match = _brace_matches(text)
-                close = match.get(j)
-                if close is not None:
-                    best = (i, text[j + 1 : close])
-                    break
-            elif j < len(text) and text[j] == " ":
-                m = re.match(r" +([^\s$]+)", text[j : j + MAX_ANSWER_CHARS])
-                if m:
-                    best = (i, m.group(1))
-                    break
-            pos = i
-    return None if best is None else best[1].strip()
 
 
 def tagged_answer(text: str) -> str | None:

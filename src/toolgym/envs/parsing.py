@@ -8,10 +8,10 @@ nothing a model writes can raise: problems come back as `ParseError`s for the mo
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from toolgym._text import PYTHON_TAGS, iter_fences
 from toolgym.envs.answers import extract_answer
 
 MAX_CALLS_PER_TURN = 8
@@ -167,9 +167,6 @@ class HermesParser(ToolCallParser):
         return ToolCall(name=name, arguments=args), ""
 
 
-_FENCE_OPEN = re.compile(r"```[ \t]*(?:python3?|py)[ \t]*\n", re.IGNORECASE)
-
-
 class PythonBlockParser(ToolCallParser):
     """Tool-integrated reasoning: each fenced ```python block is a call to the `python` tool."""
 
@@ -182,22 +179,15 @@ class PythonBlockParser(ToolCallParser):
     def find_calls(self, text: str) -> tuple[list[ToolCall], list[ParseError]]:
         calls: list[ToolCall] = []
         errors: list[ParseError] = []
-        pos = 0
-        while len(calls) <= self.max_calls:
-            m = _FENCE_OPEN.search(text, pos)
-            if m is None:
+        for fence in iter_fences(text):  # ```output blocks the model wrote itself are other tags: skipped
+            if len(calls) > self.max_calls:
                 break
-            end = text.find("```", m.end())
-            if end == -1:
+            if fence.lang not in PYTHON_TAGS:
+                continue
+            if not fence.closed:
                 errors.append(ParseError("unterminated ```python block: close the code with ```"))
-                break
-            code = text[m.end() : end]
-            pos = end + 3
-            if text.startswith("output", pos):  # a ```output block the model wrote itself: skip it
-                close = text.find("```", pos)
-                pos = len(text) if close == -1 else close + 3
-            if code.strip():
-                calls.append(ToolCall(name=self.tool_name, arguments={"code": code}))
+            elif fence.body.strip():
+                calls.append(ToolCall(name=self.tool_name, arguments={"code": fence.body}))
         return calls, errors
 
 

@@ -14,6 +14,7 @@ import threading
 from fractions import Fraction
 from typing import Any
 
+from toolgym._text import extract_code as _extract_code
 from toolgym.envs.answers import extract_answer, last_boxed
 
 __all__ = ["math_equal", "choice_equal", "extract_choice", "normalize_math", "extract_code", "rg_score"]
@@ -303,32 +304,13 @@ def choice_equal(
 
 # --------------------------------------------------------------------------------- code, rg
 
-_CODE_FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[ \t]*\n")
-
-
 def extract_code(text: Any, language: str = "python") -> str | None:
-    """The last fenced code block (preferring blocks tagged `language`), or None."""
+    """The last fenced code block outside <think> (preferring blocks tagged `language`), or None."""
     if not isinstance(text, str):
         return None
     from toolgym.envs.parsing import strip_thinking
 
-    text = strip_thinking(text)
-    blocks: list[tuple[str, str]] = []
-    pos = 0
-    while True:
-        m = _CODE_FENCE.search(text, pos)
-        if m is None:
-            break
-        end = text.find("```", m.end())
-        if end == -1:
-            break
-        blocks.append((m.group(1).lower(), text[m.end() : end]))
-        pos = end + 3
-    tagged = [b for lang, b in blocks if lang in (language, "py", "python3") and b.strip()]
-    if tagged:
-        return tagged[-1]
-    plain = [b for lang, b in blocks if lang == "" and b.strip()]
-    return plain[-1] if plain else None
+    return _extract_code(strip_thinking(text), language)
 
 
 def rg_score(dataset: Any, answer: str | None, entry: dict[str, Any]) -> float:

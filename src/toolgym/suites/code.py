@@ -13,11 +13,11 @@ import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from toolgym._text import extract_code
 from toolgym.envs.tasks._code import humaneval_test_code
 from toolgym.suites.tasks import CodeTest, EvalTask
 
 log = logging.getLogger(__name__)
-_FENCE = re.compile(r"```[ \t]*(?:python3?|py|Python)?[ \t]*\n(.*?)```", re.DOTALL)
 
 
 def humaneval_task(rec: dict[str, Any]) -> EvalTask:
@@ -68,16 +68,11 @@ def code_tasks(dataset: str, records: Iterable[dict[str, Any]]) -> list[EvalTask
 
 
 def extract_program(text: str, entry_point: str = "") -> str:
-    """The last fenced code block that defines `entry_point` (or a class), else the last block,
-    else the whole text: models often follow the solution with an "example usage" block."""
-    blocks = _FENCE.findall(text)
-    if blocks:
-        if entry_point:
-            pat = re.compile(rf"(def\s+{re.escape(entry_point)}\s*\(|^class\s+\w+)", re.MULTILINE)
-            defining = [b for b in blocks if pat.search(b)]
-            if defining:
-                return defining[-1]
-        return blocks[-1]
+    """The submitted program (`toolgym._text.extract_code`: the block defining `entry_point`, else the
+    last python block, else the last untagged one); else an unterminated fence's body; else the whole text."""
+    code = extract_code(text, entry_point=entry_point)
+    if code is not None:
+        return code
     if "```" in text:  # an unterminated fence
         tail = text.split("```", 1)[1]
         return tail.split("\n", 1)[1] if "\n" in tail else tail

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from toolgym.envs.answers import extract_answer
 from toolgym.suites.tasks import EvalTask
 
 INSTRUCTION = "Please reason step by step, and put your final answer within \\boxed{}."
@@ -26,27 +27,8 @@ def math_tasks(dataset: str, records: Iterable[dict[str, Any]]) -> list[EvalTask
 
 
 def extract_final_answer(text: str) -> str | None:
-    """The model's final answer: the environments' extractor when present, else the last \\boxed{}."""
-    try:
-        from toolgym.envs.answers import extract_answer
-    except ImportError:  # envs layer not installed: minimal boxed extraction
-        extract_answer = _last_boxed
+    """The model's final answer, found as the environments find it (answer tag, last \\boxed{}, "Answer:")."""
     return extract_answer(text)
-
-
-def _last_boxed(text: str) -> str | None:
-    i = text.rfind("\\boxed{")
-    if i < 0:
-        return None
-    depth, j = 0, i + len("\\boxed")
-    for k in range(j, len(text)):
-        if text[k] == "{":
-            depth += 1
-        elif text[k] == "}":
-            depth -= 1
-            if depth == 0:
-                return text[j + 1 : k]
-    return None
 
 
 def grade_math(text: str, gold: str) -> tuple[bool, str | None]:
