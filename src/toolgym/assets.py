@@ -62,6 +62,7 @@ from toolgym._assets import cache as _cache
 from toolgym._assets.download import Archive, Progress
 from toolgym._assets.qwen_sources import QWEN_CODER_05B, QWEN_CODER_15B
 from toolgym._assets.split import SplitFile, obtain_source
+from toolgym._jsonl import read_jsonl
 from toolgym.errors import AssetError
 
 log = logging.getLogger(__name__)
@@ -312,8 +313,7 @@ def _read_jsonl(path: Path) -> list[dict]:
         if not isinstance(data, list):
             raise AssetError(f"{path} holds no list of records")
         return data
-    with open(path, encoding="utf-8") as fh:
-        return [json.loads(line) for line in fh if line.strip()]
+    return read_jsonl(path, error=AssetError)
 
 
 def load_records(name: str | Path, split: str | None = None) -> list[dict]:

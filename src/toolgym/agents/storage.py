@@ -15,6 +15,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+from toolgym._jsonl import iter_jsonl as _iter_jsonl
 from toolgym.agents.trajectory import SCHEMA_VERSION, Trajectory
 from toolgym.errors import ToolgymError
 
@@ -135,14 +136,7 @@ def iter_jsonl(path: str | os.PathLike) -> Iterator[Trajectory]:
     if meta_path(path).exists():
         read_header(path)  # refuses a newer schema before any record is read
     with _open(path) as fh:
-        for lineno, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line)
-            except ValueError as exc:
-                cut = "" if line.endswith("\n") else " (the last line is incomplete: was the writer interrupted?)"
-                raise RolloutFileError(f"{path}:{lineno}: not JSON ({exc}){cut}") from exc
+        for lineno, obj in _iter_jsonl(fh, name=path, error=RolloutFileError, objects=True):
             if obj.get("kind") == HEADER_KIND:
                 check_schema(path, obj)
                 continue

@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from toolgym._jsonl import read_jsonl
 from toolgym.envs.types import Task
 from toolgym.errors import ConfigError
 
@@ -113,22 +114,7 @@ def read_records(path: str | Path, split: str | None = None) -> list[dict[str, A
 
 
 def _read_jsonl(p: Path) -> list[dict[str, Any]]:
-    import gzip
-
-    opener = gzip.open if p.name.endswith(".gz") else open
-    rows: list[dict[str, Any]] = []
-    with opener(p, "rt", encoding="utf-8") as f:
-        for lineno, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except ValueError as exc:
-                raise TaskValidationError(f"{p.name} line {lineno}: invalid JSON ({exc})") from None
-            if not isinstance(row, dict):
-                raise TaskValidationError(f"{p.name} line {lineno}: expected a JSON object, got {type(row).__name__}")
-            rows.append(row)
-    return rows
+    return read_jsonl(p, name=p.name, error=TaskValidationError, objects=True)
 
 
 def _read_json(p: Path, split: str | None) -> list[dict[str, Any]]:

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from toolgym._jsonl import read_jsonl
 from toolgym.errors import ConfigError
 
 RECORDS = "records.jsonl"
@@ -40,15 +41,7 @@ class RecordStore:
         """All records; a torn last line (a crash mid-write) is dropped."""
         if not self.path.exists():
             return []
-        out = []
-        for line in self.path.read_text(encoding="utf-8").splitlines():
-            if not line.strip():
-                continue
-            try:
-                out.append(json.loads(line))
-            except json.JSONDecodeError:
-                continue
-        return out
+        return read_jsonl(self.path, skip_invalid=True)
 
     def done(self, entry: str) -> set[str]:
         return {r["id"] for r in self.load() if r.get("entry") == entry}

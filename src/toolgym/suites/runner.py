@@ -11,7 +11,6 @@ Records are appended per batch of tasks, so a run that stops resumes with the un
 from __future__ import annotations
 
 import asyncio
-import json
 import random
 import time
 from collections.abc import Callable
@@ -19,6 +18,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from toolgym._jsonl import iter_jsonl
 from toolgym.errors import AssetError, ConfigError, ToolgymError
 from toolgym.suites.records import RecordStore
 from toolgym.suites.registry import Suite, SuiteEntry, load_suite
@@ -119,14 +119,11 @@ class FileCompleter(Completer):
         p = Path(path).expanduser()
         if not p.is_file():
             raise ConfigError(f"completions file {p} not found")
-        for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1):
-            if not line.strip():
-                continue
+        for n, row in iter_jsonl(p, error=ConfigError, objects=True):
             try:
-                row = json.loads(line)
                 outs = row["completions"] if "completions" in row else [row["completion"]]
                 self.by_key[(row.get("entry"), str(row["id"]))] = [str(o) for o in outs]
-            except (json.JSONDecodeError, KeyError, TypeError):
+            except (KeyError, TypeError):
                 raise ConfigError(f"{p}:{n}: needs 'id' and 'completion' or 'completions'") from None
 
     def complete(self, entry: str, tasks: list[EvalTask], n: int) -> list[list[str]]:

@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from toolgym._jsonl import iter_jsonl
 from toolgym.errors import AssetError, ConfigError
 
 SUFFIXES = (".jsonl", ".json", ".parquet")
@@ -34,15 +35,9 @@ def iter_records(path: Path) -> Iterator[dict[str, Any]]:
             raise ConfigError(f"{path}: reading Parquet needs pyarrow (pip install 'toolgym[tasks]')") from None
         yield from pq.read_table(path).to_pylist()
         return
-    text = path.read_text(encoding="utf-8")
     if path.suffix == ".json":
-        data = json.loads(text)
+        data = json.loads(path.read_text(encoding="utf-8"))
         yield from (data if isinstance(data, list) else data.get("data", data.get("problems", [])))
         return
-    for n, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            yield json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise ConfigError(f"{path}:{n}: not valid JSON ({exc.msg})") from None
+    for _, row in iter_jsonl(path, error=ConfigError):
+        yield row
