@@ -96,7 +96,8 @@ def _judge_tests(task: EvalTask) -> list[Any]:
 
     if task.test_mode == "stdio":
         return [TestCase(input=t.input, output=t.output) for t in task.tests]
-    return [TestCase(code=t.code) for t in task.tests]
+    return [TestCase(call=t.call, args=list(t.args), expected=t.expected) if t.call else TestCase(code=t.code)
+            for t in task.tests]
 
 
 async def judge_many(

@@ -14,11 +14,15 @@ Kind = Literal["mc", "math", "code"]
 
 @dataclass
 class CodeTest:
-    """A test of a code task: stdin/expected stdout (stdio mode) or Python code run after the program."""
+    """A test of a code task: stdin/expected stdout (stdio mode); in function mode Python code run
+    after the program, or a call (`call(*args)` must return `expected`, compared as JSON by the judge)."""
 
     input: str = ""
     output: str = ""
     code: str = ""
+    call: str = ""
+    args: list[Any] = field(default_factory=list)
+    expected: Any = None
 
 
 @dataclass

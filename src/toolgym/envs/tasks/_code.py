@@ -7,12 +7,10 @@ metadata, so hidden tests do not travel in `info` to the agent.
 
 from __future__ import annotations
 
-import base64
-import json
-import zlib
 from typing import Any
 
 from toolgym.envs.sources import TaskValidationError, require
+from toolgym.envs.tasks import livecodebench
 from toolgym.envs.types import Task
 
 
@@ -70,64 +68,13 @@ def _leetcode(row: dict[str, Any], i: int) -> Task:
     return _task(str(row.get("id", i)), text, "function", hidden[:1], hidden, "leetcode", row.get("entry_point"))
 
 
-def _decode_lcb_tests(value: Any, field: str) -> list[dict[str, Any]]:
-    if isinstance(value, list):
-        return value
-    if not isinstance(value, str):
-        raise TaskValidationError(f"field {field!r} must be a list or a JSON string")
-    try:
-        return json.loads(value)
-    except ValueError:
-        pass
-    try:  # LiveCodeBench compresses private tests: base64(zlib(json)); pickled payloads are refused
-        raw = zlib.decompress(base64.b64decode(value))
-        return json.loads(raw)
-    except Exception:
-        raise TaskValidationError(f"field {field!r} is neither JSON nor base64+zlib JSON "
-                                  "(pickled LiveCodeBench tests are not loaded: convert them to JSON)") from None
-
-
-def _lcb_cases(cases: list[dict[str, Any]], field: str, func: str | None) -> list[dict[str, Any]]:
-    """LiveCodeBench tests: stdin ones as input/output, functional ones as call-form tests
-    (`Solution().func(*args) == expected`, arguments one JSON value per input line)."""
-    out: list[dict[str, Any]] = []
-    for j, c in enumerate(cases):
-        kind = c.get("testtype", "stdin")
-        if kind == "stdin":
-            out.append({"input": str(c.get("input", "")), "output": str(c.get("output", ""))})
-        elif kind == "functional":
-            if not func:
-                raise TaskValidationError(f"field {field!r} test {j}: functional test but metadata has no func_name")
-            try:
-                args = [json.loads(line) for line in str(c.get("input", "")).split("\n") if line.strip()]
-                expected = json.loads(str(c.get("output", "")))
-            except ValueError as exc:
-                raise TaskValidationError(f"field {field!r} test {j}: functional input/output is not JSON ({exc})") from None
-            out.append({"call": f"Solution().{func}", "args": args, "expected": expected})
-        else:
-            raise TaskValidationError(f"field {field!r} test {j}: unknown testtype {kind!r}")
-    return out
-
-
 def _livecodebench(row: dict[str, Any], i: int) -> Task:
-    text = require(row, "question_content")
-    meta = row.get("metadata") or {}
-    if isinstance(meta, str):
-        try:
-            meta = json.loads(meta) if meta.strip() else {}
-        except ValueError:
-            meta = {}
-    func = meta.get("func_name") if isinstance(meta, dict) else None
-    public = _lcb_cases(_decode_lcb_tests(row.get("public_test_cases", []), "public_test_cases"), "public_test_cases", func)
-    private = _lcb_cases(_decode_lcb_tests(row.get("private_test_cases", []), "private_test_cases"), "private_test_cases", func)
-    functional = any("call" in t for t in public + private)
-    if functional and not all("call" in t for t in public + private):
-        raise TaskValidationError("mixes stdin and functional tests")
-    starter = row.get("starter_code") or ""
-    if functional:
-        prompt = f"{text}\n\nStart from:\n```python\n{starter}\n```\n{FUNCTION_HINT}"
-        return _task(str(row.get("question_id", i)), prompt, "function", public, public + private, "livecodebench", func)
-    return _task(str(row.get("question_id", i)), f"{text}\n\n{STDIO_HINT}", "stdio", public, public + private, "livecodebench")
+    p = livecodebench.parse_record(row, i)
+    hidden = p.public + p.private
+    if p.mode == "function":
+        prompt = f"{p.text}\n\nStart from:\n```python\n{p.starter}\n```\n{FUNCTION_HINT}"
+        return _task(p.id, prompt, "function", p.public, hidden, "livecodebench", p.func, prefix=p.prefix)
+    return _task(p.id, f"{p.text}\n\n{STDIO_HINT}", "stdio", p.public, hidden, "livecodebench")
 
 
 def _codecontests(row: dict[str, Any], i: int) -> Task:

@@ -1,0 +1,140 @@
+"""LiveCodeBench `code_generation_lite` records, parsed once for the environments and the suites.
+
+Each row: question_id, question_title, question_content, platform, contest_date, difficulty,
+starter_code, public_test_cases and private_test_cases (JSON strings of
+[{"input", "output", "testtype": "stdin" | "functional"}]), metadata (JSON; "func_name" for
+functional problems). Private tests may be compressed: base64(zlib(JSON)), or in newer releases
+base64(zlib(pickle(JSON string))). Unpickling runs code chosen by whoever made the file, so pickled
+tests are refused unless the caller passes trust_pickle=True (`--trust-pickle` on the CLI); even
+then an unpickler that may build only plain strings, numbers, lists and dicts is used.
+
+Functional tests come out in call form ({"call": "Solution().f", "args": [...], "expected": ...},
+the sandbox judge's `TestCase` fields): the judge compares the JSON of the returned value in a
+separate evaluator, so the expected value never sits in the submission's namespace (the assert form
+did) and a tuple equals its list. Stdin tests come out as {"input", "output"}.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import pickle
+import zlib
+from dataclasses import dataclass, field
+from typing import Any
+
+from toolgym.envs.sources import TaskValidationError, require
+
+# names LeetCode's starter code uses without importing them (List, Optional, deque, ...)
+PREFIX = "from typing import *\nfrom collections import *\nimport math, heapq, bisect, itertools, functools\n"
+
+
+class _PlainUnpickler(pickle.Unpickler):
+    """Refuses every global: only builtin containers and scalars can be rebuilt."""
+
+    def find_class(self, module: str, name: str) -> Any:  # noqa: D102
+        raise pickle.UnpicklingError(f"refusing to load {module}.{name} from a test-case file")
+
+
+def decode_tests(raw: Any, *, trust_pickle: bool = False, where: str = "") -> list[dict[str, Any]]:
+    """Test cases from a list, a JSON string, base64+zlib JSON, or (opt-in) base64+zlib+pickle."""
+    if isinstance(raw, list):
+        return raw
+    if raw is None or raw == "":
+        return []
+    if not isinstance(raw, (str, bytes)):
+        raise TaskValidationError(f"{where}: test cases must be a list or a JSON string, got {type(raw).__name__}")
+    s = raw.decode("utf-8") if isinstance(raw, bytes) else raw
+    try:
+        return json.loads(s)
+    except ValueError:
+        pass
+    try:
+        blob = zlib.decompress(base64.b64decode(s.encode("utf-8")))
+    except (ValueError, zlib.error) as exc:
+        raise TaskValidationError(f"{where}: test cases are neither JSON nor base64+zlib ({exc})") from None
+    try:
+        return json.loads(blob)
+    except ValueError:
+        pass
+    if not trust_pickle:
+        raise TaskValidationError(
+            f"{where}: private tests are pickled (base64+zlib+pickle); toolgym does not unpickle by default. "
+            "Pass --trust-pickle (trust_pickle=True) if you trust this file's origin")
+    try:
+        obj = _PlainUnpickler(io.BytesIO(blob)).load()
+    except (ValueError, pickle.UnpicklingError, EOFError) as exc:
+        raise TaskValidationError(f"{where}: cannot decode private tests ({exc})") from None
+    return json.loads(obj) if isinstance(obj, (str, bytes)) else list(obj)
+
+
+def _case(c: Any, func: str | None, where: str) -> dict[str, Any]:
+    if not isinstance(c, dict):
+        raise TaskValidationError(f"{where}: a test case must be an object, got {type(c).__name__}")
+    kind = c.get("testtype", "stdin")
+    if kind == "stdin":
+        return {"input": str(c.get("input", "")), "output": str(c.get("output", ""))}
+    if kind != "functional":
+        raise TaskValidationError(f"{where}: unknown testtype {kind!r}")
+    if not func:
+        raise TaskValidationError(f"{where}: functional test but metadata has no func_name")
+    try:  # one JSON value per input line
+        args = [json.loads(line) for line in str(c.get("input", "")).split("\n") if line.strip()]
+        expected = json.loads(str(c.get("output", "")))
+    except ValueError as exc:
+        raise TaskValidationError(f"{where}: functional input/output is not JSON ({exc})") from None
+    return {"call": f"Solution().{func}", "args": args, "expected": expected}
+
+
+@dataclass
+class Problem:
+    """One parsed record: mode "function" (call-form tests) or "stdio" (input/output tests)."""
+
+    id: str
+    text: str
+    starter: str
+    mode: str
+    func: str | None
+    public: list[dict[str, Any]]
+    private: list[dict[str, Any]]
+    info: dict[str, Any] = field(default_factory=dict)  # platform, difficulty, contest_date, title
+
+    @property
+    def prefix(self) -> str:
+        """Imports a functional submission may assume (LeetCode starters name List, Optional...)."""
+        return PREFIX if self.mode == "function" else ""
+
+
+def parse_record(row: dict[str, Any], index: int | None = None, *, trust_pickle: bool = False,
+                 include_private: bool = True, where: str = "") -> Problem:
+    """A Problem from one record; a malformed record raises TaskValidationError naming the field."""
+    try:
+        text = require(row, "question_content")
+    except TaskValidationError as exc:
+        raise TaskValidationError(f"{where}{exc}") from None
+    qid = row.get("question_id") or row.get("id")
+    pid = str(qid if qid is not None else index)
+    meta = row.get("metadata") or {}
+    if isinstance(meta, str):
+        try:
+            meta = json.loads(meta) if meta.strip() else {}
+        except ValueError:
+            meta = {}
+    func = meta.get("func_name") if isinstance(meta, dict) else None
+    groups = ["public_test_cases"] + (["private_test_cases"] if include_private else [])
+    parsed: dict[str, list[dict[str, Any]]] = {"private_test_cases": []}
+    for name in groups:
+        cases = decode_tests(row.get(name), trust_pickle=trust_pickle, where=f"{where}field {name!r}")
+        if not isinstance(cases, list):
+            raise TaskValidationError(f"{where}field {name!r} must hold a list of test cases")
+        parsed[name] = [_case(c, func, f"{where}field {name!r} test {j}") for j, c in enumerate(cases)]
+    tests = parsed["public_test_cases"] + parsed["private_test_cases"]
+    functional = any("call" in t for t in tests)
+    if functional and not all("call" in t for t in tests):
+        raise TaskValidationError(f"{where}mixes stdin and functional tests")
+    info = {"platform": row.get("platform"), "difficulty": row.get("difficulty"),
+            "contest_date": str(row.get("contest_date") or ""), "title": row.get("question_title")}
+    return Problem(id=pid, text=text, starter=str(row.get("starter_code") or ""),
+                   mode="function" if functional else "stdio", func=func if functional else None,
+                   public=parsed["public_test_cases"], private=parsed["private_test_cases"], info=info)
