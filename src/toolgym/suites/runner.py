@@ -152,6 +152,7 @@ class SamplerCompleter(Completer):
 
 def make_sampler(cfg: BenchConfig) -> tuple[Any, Any]:
     """(sampler, chat template) for cfg.sampler: "hf", "vllm" or "openai"."""
+    from toolgym.agents import build_sampler
     from toolgym.agents.chat import ChatTemplate
     from toolgym.suites.models import resolve_model
 
@@ -167,22 +168,15 @@ def make_sampler(cfg: BenchConfig) -> tuple[Any, Any]:
         tok_path = resolve_model(cfg.tokenizer, "tokenizer") if cfg.tokenizer else path
     template = ChatTemplate(tok_path)
     if cfg.sampler == "hf":
-        from toolgym.agents.hf_sampler import HFSampler
-
         # One decode batch per chunk of prompts: two sequential batches of half the size cost
         # nearly twice as many decode steps on CPU.
-        return HFSampler(path, template.tokenizer, max_batch_size=_generate_chunk(cfg), device=cfg.device), template
-    if cfg.sampler == "vllm":
-        from toolgym.agents import vllm_sampler
-
-        return vllm_sampler.VLLMSampler(path, seed=cfg.seed), template
-    if cfg.sampler == "openai":
-        if not cfg.base_url:
-            raise ConfigError("--sampler openai needs --base-url (an OpenAI-compatible server)")
-        from toolgym.agents import openai_sampler
-
-        return openai_sampler.OpenAISampler(base_url=cfg.base_url, model=cfg.model), template
-    raise ConfigError(f"--sampler must be hf, vllm or openai, got {cfg.sampler!r}")
+        options: dict[str, Any] = {"tokenizer": template.tokenizer, "max_batch_size": _generate_chunk(cfg),
+                                   "device": cfg.device}
+    elif cfg.sampler == "vllm":  # the engine's compiled graphs (no eager default) for throughput
+        options = {"seed": cfg.seed, "enforce_eager": False}
+    else:
+        options = {"base_url": cfg.base_url}
+    return build_sampler(cfg.sampler, path, **options), template
 
 
 def _generate_chunk(cfg: BenchConfig) -> int:
