@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from toolgym.envs.sources import TaskValidationError, require
-from toolgym.envs.tasks import livecodebench
+from toolgym.envs.tasks import codecontests, livecodebench
 from toolgym.envs.types import Task
 
 
@@ -78,20 +78,9 @@ def _livecodebench(row: dict[str, Any], i: int) -> Task:
 
 
 def _codecontests(row: dict[str, Any], i: int) -> Task:
-    text = require(row, "description")
-
-    def pairs(field: str) -> list[dict[str, str]]:
-        block = row.get(field) or {}
-        if not isinstance(block, dict):
-            raise TaskValidationError(f"field {field!r} must be an object with 'input' and 'output' lists")
-        ins, outs = block.get("input") or [], block.get("output") or []
-        if len(ins) != len(outs):
-            raise TaskValidationError(f"field {field!r}: {len(ins)} inputs but {len(outs)} outputs")
-        return [{"input": a, "output": b} for a, b in zip(ins, outs, strict=False)]
-
-    public = pairs("public_tests")
-    hidden = public + pairs("private_tests") + pairs("generated_tests")
-    return _task(str(row.get("name", i)), f"{text}\n\n{STDIO_HINT}", "stdio", public, hidden, "codecontests")
+    p = codecontests.parse_record(row, i)
+    public = p.tests["public_tests"]
+    return _task(p.id, f"{p.text}\n\n{STDIO_HINT}", "stdio", public, p.group_tests(), "codecontests")
 
 
 def _generic(row: dict[str, Any], i: int) -> Task:

@@ -1,8 +1,7 @@
 """CodeContests-format local files (DeepMind's code_contests rows, as JSONL / JSON / Parquet).
 
-Row fields used: name, description, public_tests / private_tests / generated_tests (each
-{"input": [...], "output": [...]}), time_limit ({"seconds", "nanos"} or seconds), difficulty,
-cf_rating. All tests are stdio.
+Records are parsed by `toolgym.envs.tasks.codecontests` (the environments' parser too); the
+suites judge with the record's own time limit.
 """
 
 from __future__ import annotations
@@ -10,35 +9,22 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from toolgym.envs.tasks.codecontests import TEST_GROUPS, parse_record
 from toolgym.suites.loaders._files import data_files, iter_records
 from toolgym.suites.tasks import CodeTest, EvalTask
 
-TEST_GROUPS = ("public_tests", "private_tests", "generated_tests")
-
-
-def _time_limit(raw: Any, default: float = 10.0) -> float:
-    if isinstance(raw, dict):
-        s = float(raw.get("seconds") or 0) + float(raw.get("nanos") or 0) / 1e9
-        return s if s > 0 else default
-    if isinstance(raw, (int, float)) and raw > 0:
-        return float(raw)
-    return default
+__all__ = ["TEST_GROUPS", "codecontests_task", "load_codecontests"]
+DEFAULT_TIME_LIMIT_S = 10.0  # per test, for records that state none
 
 
 def codecontests_task(row: dict[str, Any], groups: tuple[str, ...] = TEST_GROUPS) -> EvalTask:
-    tests = []
-    for g in groups:
-        block = row.get(g) or {}
-        for i, o in zip(block.get("input") or [], block.get("output") or [], strict=False):
-            tests.append(CodeTest(input=str(i), output=str(o)))
-    prompt = (str(row.get("description") or "").strip()
-              + "\n\nRead the input from stdin and write the answer to stdout. "
-                "Reply with a Python 3 program in one ```python block.")
-    return EvalTask(
-        id=str(row.get("name") or row.get("id")), kind="code", prompt=prompt, tests=tests, test_mode="stdio",
-        time_limit_s=_time_limit(row.get("time_limit")),
-        metadata={"dataset": "codecontests", "difficulty": row.get("difficulty"), "cf_rating": row.get("cf_rating")},
-    )
+    """An EvalTask from one record, parsed as the environments parse it; `groups` picks the tests."""
+    p = parse_record(row, where=f"CodeContests {row.get('name') or row.get('id')}: ")
+    tests = [CodeTest(input=t["input"], output=t["output"]) for t in p.group_tests(groups)]
+    prompt = (p.text.strip() + "\n\nRead the input from stdin and write the answer to stdout. "
+              "Reply with a Python 3 program in one ```python block.")
+    return EvalTask(id=p.id, kind="code", prompt=prompt, tests=tests, test_mode="stdio",
+                    time_limit_s=p.time_limit_s or DEFAULT_TIME_LIMIT_S, metadata={"dataset": "codecontests", **p.info})
 
 
 def load_codecontests(path: str | Path, groups: tuple[str, ...] = TEST_GROUPS) -> list[EvalTask]:

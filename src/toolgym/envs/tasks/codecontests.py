@@ -1,0 +1,60 @@
+"""CodeContests records (DeepMind's code_contests rows), parsed once for the environments and the suites.
+
+Row fields used: name, description, public_tests / private_tests / generated_tests (each
+{"input": [...], "output": [...]}), time_limit ({"seconds", "nanos"} or seconds), difficulty,
+cf_rating. All tests are stdio: {"input", "output"} (the sandbox judge's `TestCase` fields).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from toolgym.envs.sources import TaskValidationError, require
+
+TEST_GROUPS = ("public_tests", "private_tests", "generated_tests")
+
+
+def time_limit_s(raw: Any) -> float | None:
+    """The record's per-test time limit in seconds, or None when it states none."""
+    if isinstance(raw, dict):
+        s = float(raw.get("seconds") or 0) + float(raw.get("nanos") or 0) / 1e9
+        return s if s > 0 else None
+    if isinstance(raw, (int, float)) and not isinstance(raw, bool) and raw > 0:
+        return float(raw)
+    return None
+
+
+@dataclass
+class Problem:
+    """One parsed record: its tests by group, in TEST_GROUPS order."""
+
+    id: str
+    text: str
+    tests: dict[str, list[dict[str, str]]]
+    time_limit_s: float | None = None
+    info: dict[str, Any] = field(default_factory=dict)  # difficulty, cf_rating
+
+    def group_tests(self, groups: tuple[str, ...] = TEST_GROUPS) -> list[dict[str, str]]:
+        return [t for g in groups for t in self.tests.get(g, [])]
+
+
+def parse_record(row: dict[str, Any], index: int | None = None, *, where: str = "") -> Problem:
+    """A Problem; a group whose inputs and outputs differ in number raises TaskValidationError."""
+    try:
+        text = require(row, "description")
+    except TaskValidationError as exc:
+        raise TaskValidationError(f"{where}{exc}") from None
+    tests: dict[str, list[dict[str, str]]] = {}
+    for g in TEST_GROUPS:
+        block = row.get(g) or {}
+        if not isinstance(block, dict):
+            raise TaskValidationError(f"{where}field {g!r} must be an object with 'input' and 'output' lists")
+        ins, outs = block.get("input") or [], block.get("output") or []
+        if len(ins) != len(outs):
+            raise TaskValidationError(f"{where}field {g!r}: {len(ins)} inputs but {len(outs)} outputs")
+        tests[g] = [{"input": str(a), "output": str(b)} for a, b in zip(ins, outs, strict=True)]
+    name = row.get("name") or row.get("id")
+    return Problem(id=str(name if name is not None else index), text=text, tests=tests,
+                   time_limit_s=time_limit_s(row.get("time_limit")),
+                   info={"difficulty": row.get("difficulty"), "cf_rating": row.get("cf_rating")})
