@@ -8,7 +8,6 @@ letter (in any common format, or the option's text) is the correct one.
 
 from __future__ import annotations
 
-import random
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +16,7 @@ from toolgym.envs.core import ToolEnv
 from toolgym.envs.rubric import Rubric
 from toolgym.envs.sources import TaskValidationError, read_records, records_to_source, require
 from toolgym.envs.tasks._common import build_source
+from toolgym.envs.tasks.gpqa import gpqa_record
 from toolgym.envs.types import Task
 from toolgym.envs.verifiers import choice_equal
 
@@ -59,16 +59,8 @@ def mc_adapter(row: dict[str, Any], index: int) -> Task:
 
 
 def gpqa_adapter(row: dict[str, Any], index: int) -> Task:
-    """A GPQA-format row: the correct answer and three distractors, shuffled by a per-question seed."""
-    question = require(row, "Question", str)
-    correct = require(row, "Correct Answer", str).strip()
-    wrong = [require(row, f"Incorrect Answer {i}", str).strip() for i in (1, 2, 3)]
-    options = [correct, *wrong]
-    rid = str(row.get("Record ID") or row.get("id") or index)
-    random.Random(f"gpqa:{rid}").shuffle(options)
-    labels = ["A", "B", "C", "D"]
-    return mc_adapter({"id": rid, "question": question, "choices": options, "labels": labels,
-                       "answer": labels[options.index(correct)], "subject": row.get("High-level domain")}, index)
+    """A GPQA-format row: the correct answer and three distractors, shuffled as the suites shuffle them."""
+    return mc_adapter(gpqa_record(row, index), index)
 
 
 def choice_correct(answer: str | None, completion: str, task: Task) -> float:
