@@ -14,50 +14,40 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from toolgym._text import extract_code
-from toolgym.envs.tasks._code import humaneval_test_code
+from toolgym.envs.tasks import function_sets
 from toolgym.suites.tasks import CodeTest, EvalTask
 
 log = logging.getLogger(__name__)
 
 
 def humaneval_task(rec: dict[str, Any]) -> EvalTask:
-    prompt = str(rec["prompt"])
-    entry = str(rec["entry_point"])
+    p = function_sets.humaneval(rec, 0)
     user = ("Complete the following Python function. Reply with the complete function in one ```python "
-            f"code block.\n\n```python\n{prompt}```")
+            f"code block.\n\n```python\n{p.text}```")
     return EvalTask(
-        id=str(rec["id"]), kind="code", prompt=user,
-        tests=[CodeTest(code=humaneval_test_code(prompt, str(rec["test"]), entry))], test_mode="function",
-        program_prefix=prompt, entry_point=entry, metadata={"dataset": "humaneval"},
+        id=p.id, kind="code", prompt=user, tests=[CodeTest(code=t) for t in p.tests], test_mode="function",
+        program_prefix=p.prefix, entry_point=p.entry_point, metadata={"dataset": "humaneval"},
     )
 
 
 def mbpp_task(rec: dict[str, Any]) -> EvalTask:
-    tests = [str(t) for t in rec["tests"]]
-    setup = str(rec.get("setup_code") or "")
-    m = re.search(r"assert\s+(?:not\s+)?\(?\s*([A-Za-z_]\w*)\s*\(", tests[0]) if tests else None
-    entry = m.group(1) if m else ""
-    user = (f"{str(rec['prompt']).strip()}\nYour code should pass these tests:\n" + "\n".join(tests)
+    p = function_sets.mbpp(rec, 0)
+    user = (f"{p.text.strip()}\nYour code should pass these tests:\n" + "\n".join(p.shown_tests)
             + "\nReply with the Python code in one ```python code block.")
     return EvalTask(
-        id=str(rec["id"]), kind="code", prompt=user,
-        tests=[CodeTest(code=(setup + "\n" if setup else "") + t + "\n") for t in tests], test_mode="function",
-        entry_point=entry, metadata={"dataset": "mbpp"},
+        id=p.id, kind="code", prompt=user, tests=[CodeTest(code=t) for t in p.tests], test_mode="function",
+        entry_point=p.entry_point, metadata={"dataset": "mbpp"},
     )
 
 
 def leetcode_task(rec: dict[str, Any]) -> EvalTask:
     """LeetCode asset records: each test runs after the program and `test_setup`, in one namespace."""
-    starter = str(rec.get("starter_code") or "")
-    setup = str(rec.get("test_setup") or "")
-    user = (f"{str(rec.get('prompt') or '').strip()}\n\nStart from this code:\n```python\n{starter.rstrip()}\n```\n"
+    p = function_sets.leetcode(rec, 0)
+    user = (f"{p.text.strip()}\n\nStart from this code:\n```python\n{p.starter.rstrip()}\n```\n"
             "Reply with the complete Python solution in one ```python code block.")
-    imports = "\n".join(ln for ln in starter.splitlines() if ln.startswith(("import ", "from ")))
-    entry = str(rec.get("entry_point") or "").rsplit(".", 1)[-1]
     return EvalTask(
-        id=str(rec["id"]), kind="code", prompt=user,
-        tests=[CodeTest(code=f"{setup}\n{t}\n") for t in rec.get("tests") or []], test_mode="function",
-        program_prefix=(imports + "\n") if imports else "", entry_point=entry,
+        id=p.id, kind="code", prompt=user, tests=[CodeTest(code=t) for t in p.tests], test_mode="function",
+        program_prefix=p.prefix, entry_point=p.entry_point,
         metadata={"dataset": "leetcode", "difficulty": rec.get("difficulty")},
     )
 

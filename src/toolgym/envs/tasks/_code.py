@@ -10,7 +10,8 @@ from __future__ import annotations
 from typing import Any
 
 from toolgym.envs.sources import TaskValidationError, require
-from toolgym.envs.tasks import codecontests, livecodebench
+from toolgym.envs.tasks import codecontests, function_sets, livecodebench
+from toolgym.envs.tasks.function_sets import humaneval_test_code as humaneval_test_code  # its old import path
 from toolgym.envs.types import Task
 
 
@@ -28,44 +29,25 @@ FUNCTION_HINT = "Write a Python solution in one ```python code block."
 STDIO_HINT = "Write a Python program that reads from standard input and writes to standard output, in one ```python code block."
 
 
-def humaneval_test_code(prompt: str, test: str, entry_point: str) -> str:
-    """A HumanEval test that uses the PROMPT's helpers, not the program's: HumanEval/32, 38 and
-    50 check the answer with a helper the prompt defines (`poly`, `encode_cyclic`,
-    `encode_shift`), and a program that redefines it (e.g. both as the identity) would pass."""
-    import ast
-
-    try:
-        tree = ast.parse(prompt)
-    except SyntaxError:
-        return f"{test}\ncheck({entry_point})\n"
-    helpers = [ast.get_source_segment(prompt, node) or "" for node in tree.body
-               if isinstance(node, (ast.Import, ast.ImportFrom))
-               or isinstance(node, ast.FunctionDef) and node.name != entry_point]
-    defs = "\n\n".join(h for h in helpers if h)
-    return (defs + "\n\n" if defs else "") + f"{test}\ncheck({entry_point})\n"
-
-
 def _humaneval(row: dict[str, Any], i: int) -> Task:
-    prompt, test, ep = require(row, "prompt"), require(row, "test"), require(row, "entry_point")
-    text = f"Complete this Python function.\n```python\n{prompt}```\n{FUNCTION_HINT}"
-    return _task(str(row.get("id", i)), text, "function", [], [{"code": humaneval_test_code(prompt, test, ep)}],
-                 "humaneval", ep, prefix=prompt)
+    p = function_sets.humaneval(row, i)
+    text = f"Complete this Python function.\n```python\n{p.text}```\n{FUNCTION_HINT}"
+    return _task(p.id, text, "function", [], [{"code": t} for t in p.tests], "humaneval", p.entry_point,
+                 prefix=p.prefix)
 
 
 def _mbpp(row: dict[str, Any], i: int) -> Task:
-    prompt, tests = require(row, "prompt"), require(row, "tests", list)
-    setup = row.get("setup_code") or ""
-    hidden = [{"code": (setup + "\n" + t).strip()} for t in tests]
-    text = f"{prompt}\nYour code should pass this test:\n{tests[0]}\n{FUNCTION_HINT}" if tests else prompt
-    return _task(str(row.get("id", i)), text, "function", hidden[:1], hidden, "mbpp", row.get("entry_point"))
+    p = function_sets.mbpp(row, i)
+    hidden = [{"code": t} for t in p.tests]
+    text = f"{p.text}\nYour code should pass this test:\n{p.shown_tests[0]}\n{FUNCTION_HINT}" if p.shown_tests else p.text
+    return _task(p.id, text, "function", hidden[:1], hidden, "mbpp", p.entry_point or None)
 
 
 def _leetcode(row: dict[str, Any], i: int) -> Task:
-    prompt, tests, setup = require(row, "prompt"), require(row, "tests", list), require(row, "test_setup")
-    hidden = [{"code": setup + "\n" + t} for t in tests]
-    starter = row.get("starter_code") or ""
-    text = f"{prompt}\n\nStart from:\n```python\n{starter}\n```\n{FUNCTION_HINT}"
-    return _task(str(row.get("id", i)), text, "function", hidden[:1], hidden, "leetcode", row.get("entry_point"))
+    p = function_sets.leetcode(row, i)
+    hidden = [{"code": t} for t in p.tests]
+    text = f"{p.text}\n\nStart from:\n```python\n{p.starter}\n```\n{FUNCTION_HINT}"
+    return _task(p.id, text, "function", hidden[:1], hidden, "leetcode", p.entry_point or None, prefix=p.prefix)
 
 
 def _livecodebench(row: dict[str, Any], i: int) -> Task:

@@ -1,0 +1,73 @@
+"""HumanEval, MBPP and LeetCode records (the function-mode code datasets of the asset cache), parsed
+once for the environments and the suites: the test code, the entry point and the program prefix.
+
+Each side writes its own prompt from `text` (and `starter`/`shown_tests`); the tests are Python code
+run after the submission in one namespace.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from toolgym.envs.sources import require
+
+_MBPP_CALL = re.compile(r"assert\s+(?:not\s+)?\(?\s*([A-Za-z_]\w*)\s*\(")
+
+
+@dataclass
+class FunctionProblem:
+    """One function-mode problem. `prefix`: HumanEval's prompt (a completion may continue it) or the
+    import lines a LeetCode starter relies on."""
+
+    id: str
+    text: str
+    tests: list[str]
+    entry_point: str
+    prefix: str = ""
+    starter: str = ""
+    shown_tests: list[str] = field(default_factory=list)  # MBPP's asserts, which its prompt quotes
+
+
+def humaneval_test_code(prompt: str, test: str, entry_point: str) -> str:
+    """A HumanEval test that uses the PROMPT's helpers, not the program's: HumanEval/32, 38 and
+    50 check the answer with a helper the prompt defines (`poly`, `encode_cyclic`,
+    `encode_shift`), and a program that redefines it (e.g. both as the identity) would pass."""
+    try:
+        tree = ast.parse(prompt)
+    except SyntaxError:
+        return f"{test}\ncheck({entry_point})\n"
+    helpers = [ast.get_source_segment(prompt, node) or "" for node in tree.body
+               if isinstance(node, (ast.Import, ast.ImportFrom))
+               or isinstance(node, ast.FunctionDef) and node.name != entry_point]
+    defs = "\n\n".join(h for h in helpers if h)
+    return (defs + "\n\n" if defs else "") + f"{test}\ncheck({entry_point})\n"
+
+
+def humaneval(row: dict[str, Any], index: int) -> FunctionProblem:
+    prompt, test, entry = require(row, "prompt"), require(row, "test"), require(row, "entry_point")
+    return FunctionProblem(id=str(row.get("id", index)), text=prompt, tests=[humaneval_test_code(prompt, test, entry)],
+                           entry_point=entry, prefix=prompt)
+
+
+def mbpp(row: dict[str, Any], index: int) -> FunctionProblem:
+    """The entry point is the record's, else the function the first assert calls."""
+    prompt, asserts = require(row, "prompt"), [str(t) for t in require(row, "tests", list)]
+    setup = str(row.get("setup_code") or "")
+    m = _MBPP_CALL.search(asserts[0]) if asserts else None
+    entry = str(row.get("entry_point") or (m.group(1) if m else ""))
+    tests = [(setup + "\n" if setup else "") + t + "\n" for t in asserts]
+    return FunctionProblem(id=str(row.get("id", index)), text=prompt, tests=tests, entry_point=entry,
+                           shown_tests=asserts)
+
+
+def leetcode(row: dict[str, Any], index: int) -> FunctionProblem:
+    """Each test runs after the program and the record's `test_setup`; the starter's imports are kept."""
+    prompt, asserts, setup = require(row, "prompt"), require(row, "tests", list), require(row, "test_setup")
+    starter = str(row.get("starter_code") or "")
+    imports = "\n".join(ln for ln in starter.splitlines() if ln.startswith(("import ", "from ")))
+    return FunctionProblem(id=str(row.get("id", index)), text=prompt, tests=[f"{setup}\n{t}\n" for t in asserts],
+                           entry_point=str(row.get("entry_point") or "").rsplit(".", 1)[-1],
+                           prefix=(imports + "\n") if imports else "", starter=starter)
