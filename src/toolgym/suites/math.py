@@ -6,19 +6,20 @@ from collections.abc import Iterable
 from typing import Any
 
 from toolgym.envs.answers import extract_answer
+from toolgym.envs.tasks.math_records import math_record
 from toolgym.suites.tasks import EvalTask
 
 INSTRUCTION = "Please reason step by step, and put your final answer within \\boxed{}."
 
 
 def math_task(dataset: str, rec: dict[str, Any]) -> EvalTask:
-    """An EvalTask from a record {"id","question","answer",...}."""
-    q = str(rec["question"]).strip()
+    """An EvalTask from a record {"id","question","answer",...}, read as the environments read it."""
+    r = math_record(rec, 0)
     meta = {"dataset": dataset}
     for key in ("level", "subject", "type", "year"):
         if rec.get(key) is not None:
             meta[key] = rec[key]
-    return EvalTask(id=str(rec["id"]), kind="math", prompt=f"{q}\n\n{INSTRUCTION}", answer=str(rec["answer"]).strip(),
+    return EvalTask(id=r["id"], kind="math", prompt=f"{r['question'].strip()}\n\n{INSTRUCTION}", answer=r["answer"],
                     metadata=meta)
 
 

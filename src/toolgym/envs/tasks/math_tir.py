@@ -12,8 +12,8 @@ from typing import Any
 from toolgym.envs.builtin_tools import python_tool
 from toolgym.envs.core import ToolEnv
 from toolgym.envs.rubric import Rubric, format_reward
-from toolgym.envs.sources import TaskValidationError, require
 from toolgym.envs.tasks._common import build_source
+from toolgym.envs.tasks.math_records import math_record
 from toolgym.envs.types import Task
 from toolgym.envs.verifiers import math_equal
 
@@ -24,17 +24,11 @@ SYSTEM_PROMPT = (
 
 
 def math_adapter(row: dict[str, Any], index: int) -> Task:
-    """A math record (`question`, `answer`) -> Task; the reference answer is kept as a string."""
-    qfield = next((k for k in ("question", "problem", "Problem") if k in row), "question")
-    question = require(row, qfield, str)
-    answer = next((row[k] for k in ("answer", "Answer", "expected_answer") if row.get(k) is not None), None)
-    if answer is None or (isinstance(answer, str) and not answer.strip()):
-        raise TaskValidationError("field 'answer' is missing or empty")
-    if not isinstance(answer, (str, int, float)):
-        raise TaskValidationError(f"field 'answer' must be a string or number, got {type(answer).__name__}")
-    meta = {k: row[k] for k in ("level", "subject", "source") if k in row}
-    return Task(id=str(row.get("id", index)), prompt=[{"role": "user", "content": question}],
-                ground_truth=str(answer), metadata=meta)
+    """A math record (`question`, `answer`; read as the suites read it) -> Task; the answer as a string."""
+    rec = math_record(row, index)
+    meta = {k: rec[k] for k in ("level", "subject", "source", "year") if k in rec}
+    return Task(id=rec["id"], prompt=[{"role": "user", "content": rec["question"]}], ground_truth=rec["answer"],
+                metadata=meta)
 
 
 def correct(completion: str, answer: str | None, task: Task) -> float:
