@@ -18,26 +18,14 @@ Generate mode asks for "The answer is (X)" and grades with choice_equal.
 
 from __future__ import annotations
 
-import string
 from collections.abc import Iterable
 from typing import Any
 
+from toolgym.envs.tasks.multiple_choice import MMLU_STEM as MMLU_STEM  # lm-eval's "stem" category
+from toolgym.envs.tasks.multiple_choice import mc_record
 from toolgym.suites.lmeval import lmeval_task_name, mmlu_description
 from toolgym.suites.loglik import MCItem, arc_context
 from toolgym.suites.tasks import EvalTask
-
-# The harness's MMLU "stem" category.
-MMLU_STEM = (
-    "abstract_algebra", "anatomy", "astronomy", "college_biology", "college_chemistry",
-    "college_computer_science", "college_mathematics", "college_physics", "computer_security",
-    "conceptual_physics", "electrical_engineering", "elementary_mathematics", "high_school_biology",
-    "high_school_chemistry", "high_school_computer_science", "high_school_mathematics",
-    "high_school_physics", "high_school_statistics", "machine_learning",
-)
-
-
-def _letters(n: int) -> list[str]:
-    return list(string.ascii_uppercase[:n])
 
 
 def generate_prompt(question: str, choices: list[str], labels: list[str]) -> str:
@@ -51,11 +39,9 @@ def generate_prompt(question: str, choices: list[str], labels: list[str]) -> str
 
 def mc_task(dataset: str, rec: dict[str, Any]) -> EvalTask:
     """An EvalTask from a multiple-choice record {"id","question","choices","labels","answer",...}."""
-    choices = [str(c) for c in rec["choices"]]
-    labels = [str(x) for x in (rec.get("labels") or _letters(len(choices)))]
-    ans = rec["answer"]
-    gold = labels.index(str(ans)) if str(ans) in labels else int(ans)
-    raw = str(rec["question"])  # lm-eval's templates use the field as is (MMLU strips it)
+    c = mc_record(rec, 0)  # read as the environments read it
+    choices, labels, gold = c.choices, c.labels, c.gold
+    raw = c.question  # lm-eval's templates use the field as is (MMLU strips it)
     q = raw.strip()
     if dataset == "openbookqa":
         context, conts = raw, choices
@@ -78,7 +64,7 @@ def mc_task(dataset: str, rec: dict[str, Any]) -> EvalTask:
     if lm_task:
         meta["lmeval_task"] = lm_task
     return EvalTask(
-        id=str(rec["id"]), kind="mc", prompt=generate_prompt(q, choices, labels), context=context,
+        id=c.id, kind="mc", prompt=generate_prompt(q, choices, labels), context=context,
         choices=list(conts), labels=labels, options=choices, gold=gold, metadata=meta,
     )
 

@@ -14,22 +14,17 @@ from typing import Any
 from toolgym.envs.builtin_tools import python_tool
 from toolgym.envs.core import ToolEnv
 from toolgym.envs.rubric import Rubric
-from toolgym.envs.sources import TaskValidationError, read_records, records_to_source, require
+from toolgym.envs.sources import read_records, records_to_source
+from toolgym.envs.tasks import multiple_choice
 from toolgym.envs.tasks._common import build_source
 from toolgym.envs.tasks.gpqa import gpqa_record
+from toolgym.envs.tasks.multiple_choice import mc_record
 from toolgym.envs.types import Task
 from toolgym.envs.verifiers import choice_equal
 
 SYSTEM_PROMPT = "Answer the multiple-choice question. End with the letter of the correct option as \\boxed{LETTER}."
 TOOL_PROMPT = SYSTEM_PROMPT + " You may run Python by writing a ```python code block; its output is returned."
-
-MMLU_STEM = frozenset({
-    "abstract_algebra", "anatomy", "astronomy", "college_biology", "college_chemistry", "college_computer_science",
-    "college_mathematics", "college_physics", "computer_security", "conceptual_physics", "electrical_engineering",
-    "elementary_mathematics", "high_school_biology", "high_school_chemistry", "high_school_computer_science",
-    "high_school_mathematics", "high_school_physics", "high_school_statistics", "machine_learning",
-    "clinical_knowledge", "college_medicine", "medical_genetics", "nutrition", "virology",
-})
+MMLU_STEM = frozenset(multiple_choice.MMLU_STEM)  # lm-eval's "stem" category, as the suites use it
 
 
 def format_question(question: str, choices: list[str], labels: list[str]) -> str:
@@ -38,24 +33,12 @@ def format_question(question: str, choices: list[str], labels: list[str]) -> str
 
 def mc_adapter(row: dict[str, Any], index: int) -> Task:
     """A multiple-choice record (`question`, `choices`, `answer` letter, `labels`?) -> Task."""
-    question = require(row, "question", str)
-    choices = require(row, "choices", list)
-    if len(choices) < 2:
-        raise TaskValidationError(f"field 'choices' needs at least 2 options, got {len(choices)}")
-    labels = row.get("labels") or [chr(ord("A") + i) for i in range(len(choices))]
-    if len(labels) != len(choices):
-        raise TaskValidationError(f"field 'labels' has {len(labels)} entries for {len(choices)} choices")
-    answer = row.get("answer")
-    if isinstance(answer, int) and not isinstance(answer, bool) and 0 <= answer < len(labels):
-        answer = labels[answer]
-    if answer not in labels:
-        raise TaskValidationError(f"field 'answer' must be one of {labels}, got {answer!r}")
-    meta = {"choices": [str(c) for c in choices], "labels": list(labels)}
+    c = mc_record(row, index)
+    meta = {"choices": c.choices, "labels": c.labels}
     if row.get("subject"):
         meta["subject"] = row["subject"]
-    return Task(id=str(row.get("id", index)),
-                prompt=[{"role": "user", "content": format_question(question, choices, labels)}],
-                ground_truth=answer, metadata=meta)
+    return Task(id=c.id, prompt=[{"role": "user", "content": format_question(c.question, c.choices, c.labels)}],
+                ground_truth=c.answer, metadata=meta)
 
 
 def gpqa_adapter(row: dict[str, Any], index: int) -> Task:
