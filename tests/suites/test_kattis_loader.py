@@ -6,27 +6,16 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 from pathlib import Path
 
 import pytest
 
-from toolgym._assets.cache import cache_root
+from tests.kattis_data import cached_testdata
 from toolgym.envs.kattis import PackageError, load_packages, load_problem
 from toolgym.errors import AssetError
 from toolgym.suites.registry import suite_from_dict
 from toolgym.suites.runner import BenchConfig, run_benchmark
 from toolgym.suites.sources import load_source
-
-
-def cached_testdata(name: str) -> Path:
-    p = cache_root() / "testdata" / name
-    if not p.is_dir():
-        msg = f"{p} is missing: run scripts/setup.sh (it downloads the {name} sdist from PyPI)"
-        if os.environ.get("CI"):
-            pytest.fail(msg)
-        pytest.skip(msg)
-    return p
 
 
 def write(root: Path, files: dict[str, str]) -> Path:
