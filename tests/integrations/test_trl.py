@@ -176,8 +176,32 @@ def test_env_factory_runs_toolgym_tools_and_scores_the_episode() -> None:
         out = env.python(code=f"print({expr})")
         value = eval(expr)  # two small integers multiplied, computed here independently
         assert str(value) in out
-        assert env.score(f"Answer: {value}") == 1.0
+        assert env._score(f"Answer: {value}") == 1.0
         env.reset(task=tasks[0])
-        assert env.score(f"Answer: {value + 1}") == 0.0
+        assert env._score(f"Answer: {value + 1}") == 0.0
     finally:
         env.env.close()
+
+
+def test_trl_takes_env_factory_and_offers_only_the_envs_tools(trainer, tmp_path) -> None:
+    """TRL probes the environment class and offers its public methods as tools: exactly toolgym's, renderable."""
+    from pathlib import Path
+
+    import trl
+    from transformers import AutoTokenizer
+    from trl import GRPOConfig
+
+    from toolgym.integrations.trl import ToolgymGRPOTrainer, env_dataset, env_factory, env_reward
+
+    tok = AutoTokenizer.from_pretrained(trainer.processing_class.name_or_path)
+    # SmolLM2's own template drops tool calls; TRL ships a ChatML one that renders them (same special tokens)
+    tok.chat_template = (Path(trl.__file__).parent / "chat_templates" / "qwen2_5.jinja").read_text()
+    kw = {"min_digits": 2, "max_digits": 2, "ops": "*", "sandbox": "local"}
+    args = GRPOConfig(output_dir=str(tmp_path), per_device_train_batch_size=2, num_generations=2, max_steps=1,
+                      report_to=[], use_cpu=True, save_strategy="no", bf16=False, gradient_checkpointing=False)
+    mt = ToolgymGRPOTrainer(trainer.model, processing_class=tok, algorithm="ctpo", args=args,
+                            reward_funcs=env_reward(ENV, **kw), environment_factory=env_factory(ENV, **kw),
+                            train_dataset=env_dataset(ENV, 2, single_turn=False, **kw))
+    assert [t.__name__ for t in mt.tools] == ["python"]
+    text = tok.apply_chat_template([{"role": "user", "content": "hi"}], tools=mt.tools, tokenize=False)
+    assert '"name": "python"' in text and "code" in text

@@ -216,7 +216,7 @@ def env_reward(env: Any, **env_kwargs: Any) -> Callable[..., list[float]]:
         for i, (completion, t) in enumerate(zip(completions, task, strict=True)):
             text = _final_text(completion)
             if environments is not None and isinstance(environments[i], TRLEnv):
-                out.append(environments[i].score(text))
+                out.append(environments[i]._score(text))
                 continue
             if "env" not in holder:
                 holder["env"] = _make_env(env, _single_turn(env_kwargs) if isinstance(env, str) else env_kwargs)
@@ -259,8 +259,9 @@ class TRLEnv:
         self.messages.append({"role": "tool", "name": name, "content": content})
         return content
 
-    def score(self, completion: str) -> float:
-        """The rubric total for the final message, with this episode's tool state."""
+    def _score(self, completion: str) -> float:
+        """The rubric total for the final message, with this episode's tool state (private: TRL offers every
+        public method of an environment to the model as a tool)."""
         inner = self.env.unwrapped
         parsed = inner.parser.parse(completion, max(1, len(self.messages)))
         msgs = [*self.messages, {"role": "assistant", "content": completion}]
