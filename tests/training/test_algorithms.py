@@ -81,3 +81,28 @@ def test_the_base_objective_declares_optional_hooks_as_no_ops():
 
     m = Minimal()
     assert m.after_update(None) == {} and m.state_dict() is None and m.load_state_dict({}) is None
+
+
+def test_infrastructure_failures_neither_train_nor_count_in_baselines_nor_become_peers(tmp_path):
+    from toolgym.training.algorithms.distillation.step import build_mopd_batch
+
+    tr = Trainer(load_config(tiny_config(tmp_path / "run", sft__enabled=False)), console=False)
+    ctx = tr.build()
+    groups = _groups(tr, [[1.0, 0.0, 0.0], [1.0, 0.0, 1.0]])
+    groups[0][1].finish_reason = "error"  # e.g. the sandbox died under the episode: reward 0 says nothing
+    groups[1][1].finish_reason = "timeout"
+    batch, m = tr.objective.prepare(ctx, groups)
+    assert m["infra_failures"] == 2 and m["reward_nonfinite"] == 0
+    assert batch.keep.tolist() == [True, False, True, True, False, True]
+    # group 0's baseline is over rewards (1, 0), not (1, 0, 0): the infra failure is not a failure
+    a = batch.advantages.tolist()
+    assert a[0] > 0 and a[2] < 0 and abs(a[0] + a[2]) < 1e-6 and a[1] == 0.0
+    assert a[3] == a[5] == 0.0  # group 1: (1, 1) left, no signal
+    # MOPD: an infra failure is never anyone's peer (group 0 row 0 may only see row 2 as its failure)
+    trajs = [t for g in groups for t in g]
+    scores = [float("nan") if t.finish_reason in ("error", "timeout") else t.reward for t in trajs]
+    for _ in range(5):
+        mb = build_mopd_batch(trajs, tr.tokenizer, rewards=scores, seed=_, mode="contrastive",
+                              messages=[[{"role": "user", "content": f"What is {t.group_id} + 1?"}] for t in trajs])
+        assert mb.contexts[0].selection.failures == [2] and 1 not in mb.contexts[2].selection.successes
+        assert all(4 not in c.selection.successes + c.selection.failures for c in mb.contexts)

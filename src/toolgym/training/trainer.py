@@ -437,6 +437,10 @@ class Trainer:
         t1 = time.perf_counter()
         batch, prep = objective.prepare(self.ctx, groups)
         prep.update(behaviour_gap(batch))
+        infra = int(prep.get("infra_failures", 0))
+        if infra and infra * 10 > len(batch.trajectories):  # masked, not trained: say so when it is a lot
+            self.logger.say(f"warning: step {step + 1}: {infra} of {len(batch.trajectories)} episodes ended in a sandbox, "
+                            "sampler or env failure or their wall-time limit and were left out of training")
         self.policy_sync.before_update()  # a vLLM engine on the trainer's GPU sleeps through the update
         upd = self.update(batch, objective)
         upd.update(objective.after_update(self.ctx))  # e.g. the EMA teacher follows the student once per step

@@ -22,6 +22,25 @@ if TYPE_CHECKING:
     from toolgym.training.data_parallel import DistInfo
 
 
+#: episodes that ended for a reason outside the policy's output (a sampler, sandbox or env exception, or
+#: the episode's wall-time limit): their reward 0 says nothing about the policy, so they do not train and
+#: are never anyone's peer (counted as ``infra_failures``)
+INFRA_FAILURES = ("error", "timeout")
+
+
+def scored_rewards(trajectories: Sequence[Trajectory]) -> tuple[list[float], int]:
+    """Rewards with NaN for infrastructure failures (excluded from baselines, training and peer choice),
+    and how many there were."""
+    out, bad = [], 0
+    for t in trajectories:
+        if t.finish_reason in INFRA_FAILURES:
+            out.append(float("nan"))
+            bad += 1
+        else:
+            out.append(float(t.reward))
+    return out, bad
+
+
 @dataclass
 class RolloutBatch:
     """One step's trajectories with everything computed once per rollout batch."""

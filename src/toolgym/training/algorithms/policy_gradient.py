@@ -7,7 +7,7 @@ import torch
 
 from toolgym.agents.trajectory import Trajectory
 from toolgym.training.advantages import group_advantages
-from toolgym.training.algorithms.base import Objective, RolloutBatch, StepContext
+from toolgym.training.algorithms.base import Objective, RolloutBatch, StepContext, scored_rewards
 from toolgym.training.config import TrainConfig
 from toolgym.training.logprobs import response_logprobs
 from toolgym.training.losses import finite_rows, mismatch_weight, policy_loss
@@ -30,7 +30,8 @@ class PolicyGradient(Objective):
     def prepare(self, ctx: StepContext, groups: list[list[Trajectory]]) -> tuple[RolloutBatch, dict[str, float]]:
         trajs = [t for g in groups for t in g]
         gidx = [i for i, g in enumerate(groups) for _ in g]
-        rewards = torch.tensor([float(t.reward) for t in trajs], dtype=torch.float64)
+        scored, infra = scored_rewards(trajs)
+        rewards = torch.tensor(scored, dtype=torch.float64)
         adv, stats = group_advantages(rewards, gidx, self.cfg.advantage.estimator, self.cfg.advantage.eps)
         old = ctx.old_logprobs(trajs)
         keep = stats.valid.clone()
@@ -48,7 +49,8 @@ class PolicyGradient(Objective):
             if len(t.loss_mask):
                 m = torch.tensor(t.loss_mask, dtype=torch.float32).unsqueeze(0)
                 keep[i] &= bool(finite_rows(m, lp.unsqueeze(0))[0])
-        metrics = {"adv_zero_groups": stats.n_zero_groups, "reward_nonfinite": stats.n_nonfinite,
+        metrics = {"adv_zero_groups": stats.n_zero_groups, "reward_nonfinite": stats.n_nonfinite - infra,
+                   "infra_failures": infra,
                    "rows_skipped_prepare": int((~keep).sum())}
         if weight is not None:
             metrics["mismatch_weight_mean"] = float(torch.nan_to_num(weight).mean())

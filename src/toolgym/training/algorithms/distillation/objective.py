@@ -25,7 +25,7 @@ import torch
 from toolgym.agents.trajectory import Trajectory
 from toolgym.errors import ConfigError
 from toolgym.training.advantages import group_advantages
-from toolgym.training.algorithms.base import Objective, RolloutBatch, StepContext
+from toolgym.training.algorithms.base import Objective, RolloutBatch, StepContext, scored_rewards
 from toolgym.training.algorithms.distillation.batch import mopd_step_inputs
 from toolgym.training.algorithms.distillation.ema import EMATeacher
 from toolgym.training.algorithms.distillation.options import MOPDOptions
@@ -95,7 +95,8 @@ class DistillationObjective(Objective):
         else:
             trajs = [t for g in groups for t in g]
             gidx = [i for i, g in enumerate(groups) for _ in g]
-            rewards = torch.tensor([float(t.reward) for t in trajs], dtype=torch.float64)
+            scored, infra = scored_rewards(trajs)
+            rewards = torch.tensor(scored, dtype=torch.float64)
             adv, stats = group_advantages(rewards, gidx, "grpo", 1e-6)  # unused by the loss (docs/algorithms/mopd.md)
             need_old = self.off_policy or o.token_mismatch_weight
             old = ctx.old_logprobs(trajs) if need_old else [torch.zeros(len(t.response_ids)) for t in trajs]
@@ -106,10 +107,10 @@ class DistillationObjective(Objective):
                     keep[i] = bool(finite_rows(mask, lp.unsqueeze(0))[0])
             keep &= torch.isfinite(rewards)
             batch = RolloutBatch(trajs, gidx, adv.float(), old, None, keep)
-            metrics = {"rows_skipped_prepare": int((~keep).sum())}
+            metrics = {"rows_skipped_prepare": int((~keep).sum()), "infra_failures": infra}
         trajs = batch.trajectories
         feedbacks = [t.metadata.get("feedback") for t in trajs] if o.use_feedback else None
-        mb = build_mopd_batch(trajs, ctx.tokenizer, mode=o.mode, threshold=o.threshold, seed=self.cfg.seed,
+        mb = build_mopd_batch(trajs, ctx.tokenizer, rewards=scored_rewards(trajs)[0], mode=o.mode, threshold=o.threshold, seed=self.cfg.seed,
                               step=self.steps, feedbacks=feedbacks, use_feedback=o.use_feedback,
                               max_teacher_tokens=o.max_teacher_tokens, context=o.context)
         batch.extra["mopd"] = mb

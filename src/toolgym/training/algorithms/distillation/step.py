@@ -65,18 +65,21 @@ def build_mopd_batch(
     template_kwargs: dict[str, Any] | None = None,
     messages: Sequence[Sequence[dict[str, Any]]] | None = None,
     context: Literal["peers", "none"] = "peers",
+    rewards: Sequence[float] | None = None,
 ) -> MOPDBatch:
     """Peer contexts per group (``group_id``), teacher prompt ids, padded student/teacher batches.
 
     Peers are the decoded response ids with special tokens skipped. The student prompt and the
     response ids are the trajectory's own (token-in/token-out); a rollout with an empty context
     keeps the student prompt as its teacher prompt and gets ``seq_mask = 0``. ``context="none"``
-    (standard OPD) gives every rollout the student prompt and ``seq_mask = 1``.
+    (standard OPD) gives every rollout the student prompt and ``seq_mask = 1``. ``rewards`` (default: the
+    trajectories' own) label peers; NaN marks an infrastructure failure, which is never a peer.
     """
     msgs = [list(m) for m in messages] if messages is not None else [prompt_messages(t) for t in trajectories]
+    scores = list(rewards) if rewards is not None else [t.reward for t in trajectories]
     texts = [tokenizer.decode(list(t.response_ids), skip_special_tokens=True) for t in trajectories]
     ctxs = batch_contexts(
-        [problem_of(m) for m in msgs], texts, [t.reward for t in trajectories], [t.group_id for t in trajectories],
+        [problem_of(m) for m in msgs], texts, scores, [t.group_id for t in trajectories],
         mode=mode, threshold=threshold, feedbacks=feedbacks, use_feedback=use_feedback, seed=seed, step=step,
     )
     if context == "none":
@@ -95,7 +98,7 @@ def build_mopd_batch(
         [list(t.loss_mask) for t in trajectories],
         [1] * len(ctxs) if context == "none" else [c.seq_mask for c in ctxs], pad,
     )
-    stats = context_stats(ctxs, [t.reward for t in trajectories], [t.group_id for t in trajectories], threshold)
+    stats = context_stats(ctxs, scores, [t.group_id for t in trajectories], threshold)
     return MOPDBatch(inputs, ctxs, stats, teacher_prompts)
 
 
