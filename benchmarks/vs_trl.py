@@ -1,7 +1,7 @@
 """One GRPO configuration timed in TRL's ``GRPOTrainer`` and in toolgym's trainer, side by side (target: toolgym >= 1.5x).
 
 Same model (SmolLM2-135M-Instruct, fp32, no gradient checkpointing on either side), same environment and
-prompts (``toolgym/ScienceQA-v0`` on ARC-Easy, single turn, its verifier as the reward), ``--prompts`` prompts x
+prompts (``toolgym/ScienceQA-v0`` on ARC-Easy in toolgym's task order, single turn, its verifier as the reward), ``--prompts`` prompts x
 ``--group`` completions per step, completions of exactly ``--response`` tokens (TRL: ``min_new_tokens``;
 toolgym: the HF sampler's stop set holds no token the model emits, so it runs to ``max_new_tokens``), one
 AdamW update per batch (TRL ``num_iterations=1``; toolgym ``mini_batches: 1``), lr 1e-6, grad clip 1.0,
@@ -35,13 +35,12 @@ ENV = "toolgym/ScienceQA-v0"
 ENV_KW = {"dataset": "arc_easy", "system_prompt": "Reply with the letter of the correct option only."}
 
 
-def trl_side(a: argparse.Namespace, model_dir: str, out: str) -> tuple[Any, dict[str, list[float]]]:
+def trl_side(a: argparse.Namespace, model_dir: str, out: str, indices: list[int]) -> tuple[Any, dict[str, list[float]]]:
     """TRL's stock GRPOTrainer (its own loss), instrumented: generation+scoring vs the rest of each step."""
     from trl import GRPOConfig, GRPOTrainer
 
     from toolgym.integrations.trl import env_dataset, env_reward
 
-    n = a.prompts * (a.steps + 1)
     args = GRPOConfig(output_dir=out, per_device_train_batch_size=a.prompts * a.group, num_generations=a.group,
                       gradient_accumulation_steps=1, num_iterations=1, max_completion_length=a.response,
                       generation_kwargs={"min_new_tokens": a.response}, temperature=1.0, top_p=1.0, beta=0.0,
@@ -50,7 +49,7 @@ def trl_side(a: argparse.Namespace, model_dir: str, out: str) -> tuple[Any, dict
                       report_to=[], save_strategy="no", logging_steps=1, seed=0, shuffle_dataset=False,
                       disable_tqdm=True)
     tr = GRPOTrainer(model_dir, args=args, reward_funcs=env_reward(ENV, **ENV_KW),
-                     train_dataset=env_dataset(ENV, n, **ENV_KW))
+                     train_dataset=env_dataset(ENV, indices=indices, **ENV_KW))
     t: dict[str, list[float]] = {"gen": [], "step": [], "tokens": [], "prompt_tokens": []}
     gen_and_score = tr._generate_and_score_completions
 
@@ -81,14 +80,8 @@ def toolgym_side(a: argparse.Namespace, out: str) -> tuple[Any, Any, dict[str, l
                        "optimizer": {"lr": 1e-6, "weight_decay": 0.01, "grad_clip": 1.0},
                        "logging": {"progress": False, "jsonl": False}})
     tr = Trainer(cfg, console=False)
-    # what Trainer.fit does before its first step (fit itself runs all steps in one call)
-    tr._setup(resume=False)
-    tr._source_size = tr._probe_source_size()
-    tr._perms = {}
-    tr._build_rollouts()
-    tr._build_optimizer()
-    tr.sync_weights()
-    obj = tr.algorithm.objective(cfg)
+    tr.build(rollouts=True)  # what fit() sets up before its first step (fit runs all steps in one call)
+    obj = tr.objective
     t: dict[str, list[float]] = {"gen": [], "step": [], "tokens": [], "prompt_tokens": []}
     rollouts = tr.rollouts
 
@@ -147,8 +140,10 @@ def main() -> None:
 
     model_dir = str(asset_path("smollm2-135m-instruct"))
     tmp = tempfile.mkdtemp()
-    trl_tr, trl_t = trl_side(a, model_dir, str(Path(tmp, "trl")))
     tg_tr, tg_obj, tg_t = toolgym_side(a, str(Path(tmp, "toolgym")))
+    # TRL gets toolgym's task order (its data cursor draws a permutation), so both sides see the same prompts
+    order = [i for k in range(a.steps + 1) for i in tg_tr.task_indices(k * a.prompts, a.prompts)]
+    trl_tr, trl_t = trl_side(a, model_dir, str(Path(tmp, "trl")), order)
     trl_steps = trl_stepper(trl_tr, trl_t)
 
     def toolgym_step(i: int) -> None:

@@ -159,20 +159,22 @@ def _single_turn(kwargs: dict[str, Any]) -> dict[str, Any]:
     return {"max_turns": 1, "parser": "none", **kwargs}
 
 
-def env_dataset(env: Any, n: int, *, seed: int = 0, single_turn: bool = True, **env_kwargs: Any) -> Any:
-    """A ``datasets.Dataset`` of ``n`` tasks from a toolgym environment: ``prompt`` (chat messages) and ``task``.
+def env_dataset(env: Any, n: int = 0, *, indices: Sequence[int] | None = None, seed: int = 0, single_turn: bool = True,
+                **env_kwargs: Any) -> Any:
+    """A ``datasets.Dataset`` of tasks from a toolgym environment: ``prompt`` (chat messages) and ``task``.
 
     ``task`` is the toolgym task as JSON; TRL hands it to :func:`env_reward` (and to ``reset`` of
-    :func:`env_factory`'s environments). Tasks ``0..n-1`` of the env's source, seeded by ``seed``.
+    :func:`env_factory`'s environments). Tasks ``0..n-1`` of the env's source, or the given ``indices``.
     """
     from datasets import Dataset
 
-    if n < 1:
-        raise ValueError(f"n must be >= 1; got {n}")
+    idx = list(range(n)) if indices is None else [int(i) for i in indices]
+    if not idx:
+        raise ValueError(f"env_dataset needs n >= 1 or a non-empty indices list; got n={n}, indices={indices!r}")
     e = _make_env(env, _single_turn(env_kwargs) if single_turn and isinstance(env, str) else env_kwargs)
     prompts, tasks = [], []
     try:
-        for i in range(n):
+        for i in idx:
             obs, _ = e.reset(seed=seed + i, options={"index": i})
             prompts.append(obs)
             tasks.append(json.dumps(e.unwrapped.task.to_dict()))
