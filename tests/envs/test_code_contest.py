@@ -145,3 +145,18 @@ def test_bad_code_records():
 
 def test_checker_passes():
     assert [c.name for c in check_env(lambda: toolgym.make("toolgym/CodeContest-v0")) if not c.ok] == []
+
+
+def test_a_failed_submission_leaves_feedback_without_hidden_answers(local_sandbox):
+    """MOPD/SDPO's own-feedback context: the env's verdict on a failed attempt (counts and the first
+    failure's message), never a hidden test's expected value; nothing on success."""
+    row = {"id": "sq", "prompt": "Write square(x).", "code": "", "setup_code": "", "entry_point": "square",
+           "tests": ["assert square(2) == 4", "assert square(3) == 9", "assert square(7) == 49"]}
+    env = toolgym.make("toolgym/CodeContest-v0", dataset=[row], sandbox=local_sandbox)
+    env.reset(seed=0)
+    *_, info = env.step(block("def square(x):\n    if x == 7:\n        raise ValueError('seven is hard')\n    return x * x"))
+    fb = info["feedback_text"]
+    assert fb.startswith("2/3 tests passed") and "RE" in fb and "seven is hard" in fb and "49" not in fb
+    env.reset(seed=0)
+    *_, ok = env.step(block("def square(x):\n    return x * x"))
+    assert "feedback_text" not in ok

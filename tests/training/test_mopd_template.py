@@ -151,3 +151,38 @@ def test_context_stats_counts() -> None:
     assert st["mopd/second_frac"] == 0.0
     assert st["mopd/failure_frac"] == 0.0
     assert st["mopd/trained_frac"] == pytest.approx(2 / 6)
+
+
+@pytest.mark.parametrize("asset", ["smollm2-135m-instruct", "qwen3-tokenizer"])
+def test_teacher_system_turn_keeps_the_students_tool_schemas(asset) -> None:
+    """The method keeps the system message unchanged: with tools, the teacher's prompt must render them as
+    the student's did (SmolLM2's template has no tool support: they go into the system turn; Qwen3's
+    renders them itself)."""
+    from transformers import AutoTokenizer
+
+    from tests.agents.conftest import asset_dir
+    from tests.agents.helpers import need
+    from toolgym.agents.chat import ChatTemplate
+    from toolgym.agents.trajectory import Trajectory
+    from toolgym.training.algorithms.distillation.step import build_mopd_batch
+
+    path = asset_dir(asset)
+    need(path is not None, f"the {asset} asset is missing: run `toolgym assets fetch {asset}`")
+    tok = AutoTokenizer.from_pretrained(path)
+    tools = [{"type": "function", "function": {"name": "python", "description": "Run Python code in a sandbox.",
+                                               "parameters": {"type": "object", "properties": {"code": {"type": "string"}},
+                                                              "required": ["code"]}}}]
+    msgs = [{"role": "system", "content": "Solve it with the python tool."}, {"role": "user", "content": "What is 2 + 3?"}]
+    student = ChatTemplate(tok).prompt_ids(msgs, tools)
+    trajs = [Trajectory(task_id="t", group_id="g", prompt_ids=student, response_ids=tok.encode(text)[:8],
+                        loss_mask=[1] * len(tok.encode(text)[:8]), behavior_logprobs=[0.0] * len(tok.encode(text)[:8]),
+                        reward=r, turns=list(msgs), metadata={"tools": tools})
+             for text, r in (("The answer is 5", 1.0), ("The answer is 6", 0.0))]
+    mb = build_mopd_batch(trajs, tok, mode="contrastive")
+    teacher = tok.decode(mb.teacher_prompts[1])  # the failed rollout sees the successful peer
+    head = tok.decode(student).split("What is 2 + 3?")[0]
+    assert "python" in head and "Run Python code in a sandbox." in head
+    assert teacher.startswith(head), (head[-200:], teacher[: len(head) + 50][-250:])
+    assert "The answer is 5" in teacher
+    without = build_mopd_batch([Trajectory(**{**t.__dict__, "metadata": {}}) for t in trajs], tok, mode="contrastive")
+    assert not tok.decode(without.teacher_prompts[1]).startswith(head)  # what the teacher saw before the fix

@@ -145,6 +145,8 @@ class RolloutRunner:
             traj.task_id = str(info.get("task_id") or _task_id(info) or traj.task_id)
             messages = _messages(obs)
             tools = info.get("tools") or info.get("tool_schemas") or None
+            if tools:  # a teacher re-rendering this prompt (MOPD) needs them to keep the system turn unchanged
+                traj.metadata["tools"] = tools
             traj.turns.extend(messages)
             prompt = self.template.prompt_ids(messages, tools)
             traj.prompt_ids = self._fit_prompt(prompt, traj)
@@ -179,6 +181,8 @@ class RolloutRunner:
                 if terminated or truncated:
                     traj.finish_reason = str(info.get("finish_reason") or ("answer" if terminated else "truncated"))
                     traj.metadata["env_info"] = {k: v for k, v in info.items() if k in _KEEP_INFO}
+                    if isinstance(info.get("feedback_text"), str):  # the env's own verdict on a failed attempt
+                        traj.metadata["feedback"] = info["feedback_text"]
                     break
                 if sample.finish_reason == "length" and len(context) >= lim.max_total_tokens:
                     traj.finish_reason = "max_tokens"

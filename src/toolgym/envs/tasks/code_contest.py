@@ -75,6 +75,8 @@ class CodeContestEnv(ToolEnv):
                                  judge_options(task))
         state.setdefault("info", {})["judge"] = {"passed": report.passed, "total": report.total,
                                                  "statuses": [v.status for v in report.verdicts][:50]}
+        if report.passed < report.total:
+            state["info"]["feedback_text"] = judge_feedback(report)
         if report.total == 0:
             return 0.0
         if self.reward_mode == "all":
@@ -98,3 +100,17 @@ class CodeContestEnv(ToolEnv):
         self._ctx.state["feedback_used"] = used + 1
         msg = summarize_report(report) + "\nFix the program and reply with the complete corrected solution."
         return [{"role": "user", "content": msg}]
+
+
+def judge_feedback(report: Any, limit: int = 600) -> str:
+    """What a failed submission's own judging says, for self-distillation's feedback context: the verdict
+    counts and the first failure's message (a traceback, a time-out), never a hidden test's input or
+    expected output."""
+    counts: dict[str, int] = {}
+    for v in report.verdicts:
+        counts[v.status] = counts.get(v.status, 0) + 1
+    head = f"{report.passed}/{report.total} tests passed (" + ", ".join(f"{k} {n}" for k, n in sorted(counts.items())) + ")"
+    first = next((v for v in report.verdicts if not v.passed), None)
+    if first is not None and first.message:
+        return head + f"; first failure ({first.status}): {first.message.strip()[:limit]}"
+    return head

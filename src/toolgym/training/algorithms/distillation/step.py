@@ -88,7 +88,7 @@ def build_mopd_batch(
     for k, (t, ctx) in enumerate(zip(trajectories, ctxs, strict=True)):
         if ctx.seq_mask:
             ids, ctxs[k] = render_teacher_prompt_ids(tokenizer, msgs[k], ctx, max_tokens=max_teacher_tokens,
-                                                     template_kwargs=template_kwargs)
+                                                     template_kwargs=template_kwargs, tools=t.metadata.get("tools"))
             teacher_prompts.append(ids)
         else:
             teacher_prompts.append(list(t.prompt_ids))
