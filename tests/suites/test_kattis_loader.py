@@ -15,7 +15,7 @@ from toolgym.envs.kattis import PackageError, load_packages, load_problem
 from toolgym.errors import AssetError
 from toolgym.suites.registry import suite_from_dict
 from toolgym.suites.runner import BenchConfig, run_benchmark
-from toolgym.suites.sources import load_source
+from toolgym.suites.source_strings import load_source
 
 
 def write(root: Path, files: dict[str, str]) -> Path:

@@ -44,7 +44,7 @@ def _lm_eval_root() -> Path:
 
 
 def _records(name: str) -> list[dict[str, Any]]:
-    from toolgym.suites.sources import load_asset_records
+    from toolgym.suites.source_strings import load_asset_records
 
     try:
         return load_asset_records(name)

@@ -15,7 +15,7 @@ from typing import Any
 
 from toolgym._text import extract_code
 from toolgym.envs.tasks import function_sets
-from toolgym.suites.tasks import CodeTest, EvalTask
+from toolgym.suites.eval_task import CodeTest, EvalTask
 
 log = logging.getLogger(__name__)
 

@@ -7,7 +7,7 @@ from typing import Any
 
 from toolgym.envs.answers import extract_answer
 from toolgym.envs.tasks.math_records import math_record
-from toolgym.suites.tasks import EvalTask
+from toolgym.suites.eval_task import EvalTask
 
 INSTRUCTION = "Please reason step by step, and put your final answer within \\boxed{}."
 

@@ -20,10 +20,10 @@ from typing import Any
 
 from toolgym._jsonl import iter_jsonl
 from toolgym.errors import AssetError, ConfigError, ToolgymError
+from toolgym.suites.eval_task import EvalTask
 from toolgym.suites.records import RecordStore
 from toolgym.suites.registry import Suite, SuiteEntry, load_suite
-from toolgym.suites.sources import NotConfigured, load_source
-from toolgym.suites.tasks import EvalTask
+from toolgym.suites.source_strings import NotConfigured, load_source
 
 MODES = ("tools", "generate", "loglik")
 

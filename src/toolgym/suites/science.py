@@ -23,9 +23,9 @@ from typing import Any
 
 from toolgym.envs.tasks.multiple_choice import MMLU_STEM as MMLU_STEM  # lm-eval's "stem" category
 from toolgym.envs.tasks.multiple_choice import mc_record
+from toolgym.suites.eval_task import EvalTask
 from toolgym.suites.lmeval import lmeval_task_name, mmlu_description
 from toolgym.suites.loglik import MCItem, arc_context
-from toolgym.suites.tasks import EvalTask
 
 
 def generate_prompt(question: str, choices: list[str], labels: list[str]) -> str:
@@ -87,6 +87,6 @@ def to_mc_items(tasks: Iterable[EvalTask]) -> list[MCItem]:
 
 def load_mc_items(dataset: str, split: str | None = None) -> list[MCItem]:
     """Log-likelihood items of a multiple-choice asset (e.g. "arc_challenge", test split by default)."""
-    from toolgym.suites.sources import load_asset_records
+    from toolgym.suites.source_strings import load_asset_records
 
     return to_mc_items(mc_tasks(dataset, load_asset_records(dataset, split)))

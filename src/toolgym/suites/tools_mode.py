@@ -12,7 +12,7 @@ from typing import Any
 
 from toolgym.errors import ConfigError
 from toolgym.suites.registry import SuiteEntry
-from toolgym.suites.sources import _expand
+from toolgym.suites.source_strings import _expand
 
 ENV_KWARGS: dict[str, dict[str, Any]] = {
     "toolgym/CodeContest-v0": {"reward_mode": "all", "tools": True},

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from toolgym.envs.kattis import KattisProblem, load_packages
 from toolgym.errors import AssetError, ConfigError
-from toolgym.suites.tasks import CodeTest, EvalTask
+from toolgym.suites.eval_task import CodeTest, EvalTask
 
 DEFAULT_TIME_LIMIT_S = 2.0  # for packages that state none (the legacy format derives it from its solutions)
 

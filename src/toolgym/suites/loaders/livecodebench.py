@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from toolgym.envs.tasks.livecodebench import decode_tests, parse_record
+from toolgym.suites.eval_task import CodeTest, EvalTask
 from toolgym.suites.loaders._files import data_files, iter_records
-from toolgym.suites.tasks import CodeTest, EvalTask
 
 __all__ = ["decode_tests", "lcb_task", "load_livecodebench"]  # decode_tests: its old import path
 

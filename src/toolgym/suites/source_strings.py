@@ -19,7 +19,7 @@ import os
 from typing import Any
 
 from toolgym.errors import AssetError, ConfigError
-from toolgym.suites.tasks import EvalTask
+from toolgym.suites.eval_task import EvalTask
 
 MC_DATASETS = ("arc_challenge", "arc_easy", "mmlu", "sciq", "openbookqa")
 MATH_DATASETS = ("gsm8k", "math", "math500")
