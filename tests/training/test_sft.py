@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import torch
 import yaml
 
@@ -96,3 +97,19 @@ def test_sft_cli_writes_a_loadable_model(tmp_path):
 
     AutoModelForCausalLM.from_pretrained(out)
     assert AutoTokenizer.from_pretrained(out).chat_template
+
+
+def test_demonstration_file_errors_name_file_and_line(tmp_path):
+    from toolgym.errors import ConfigError
+    from toolgym.training.sft import read_demonstrations
+
+    good = '{"messages": [{"role": "user", "content": "1+1"}, {"role": "assistant", "content": "2"}]}'
+    f = tmp_path / "demos.jsonl"
+    f.write_text(good + "\n\n" + good + "\n")
+    assert len(read_demonstrations(f)) == 2  # blank lines pass
+    f.write_text(good + "\n{not json\n")
+    with pytest.raises(ConfigError, match=r"demos.jsonl:2: not valid JSON"):
+        read_demonstrations(f)
+    f.write_text(good + "\n[1, 2]\n")
+    with pytest.raises(ConfigError, match=r"demos.jsonl:2 must be an object with a 'messages' list"):
+        read_demonstrations(f)

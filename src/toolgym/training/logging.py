@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from toolgym._jsonl import iter_jsonl
 from toolgym.errors import ConfigError
 
 
@@ -114,10 +115,8 @@ def read_metrics(path: str | Path, kind: str | None = None) -> list[dict[str, An
     p = Path(path)
     if p.is_dir():
         p = p / "metrics.jsonl"
-    for line in p.read_text().splitlines():
-        if not line.strip():
-            continue
-        r = json.loads(line)
+    # a run killed mid-write leaves a torn last line: pass it over (the step is logged again on resume)
+    for _, r in iter_jsonl(p, skip_invalid=True):
         if kind is None or r.get("kind") == kind:
             recs[(r.get("kind"), r.get("step"))] = r
     return sorted(recs.values(), key=lambda r: (r["step"], r["kind"]))

@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from toolgym._jsonl import iter_jsonl
 from toolgym.errors import ConfigError
 
 
@@ -69,13 +70,7 @@ def read_demonstrations(path: str | Path) -> list[dict[str, Any]]:
     if not p.exists():
         raise ConfigError(f"sft.data: file not found: {p}")
     out = []
-    for i, line in enumerate(p.read_text().splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            rec = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise ConfigError(f"sft.data: {p}:{i} is not JSON ({exc.msg})") from None
+    for i, rec in iter_jsonl(p, name=f"sft.data: {p}", error=ConfigError):
         if not isinstance(rec, dict) or not isinstance(rec.get("messages"), list):
             raise ConfigError(f"sft.data: {p}:{i} must be an object with a 'messages' list")
         out.append(rec)
