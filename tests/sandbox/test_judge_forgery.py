@@ -12,7 +12,7 @@ import secrets
 
 import pytest
 
-from toolgym.sandbox.judge import TestCase, ajudge, judge
+from toolgym.sandbox.judging import TestCase, ajudge, judge
 
 WRONG = "def add(a, b):\n    return a - b\n"
 RIGHT = "def add(a, b):\n    return a + b\n"

@@ -17,7 +17,7 @@ from tests.kattis_data import BAPCTOOLS, PROBLEMTOOLS, cached_testdata
 from tests.sandbox.conftest import open_for, require_backend
 from toolgym.envs.kattis import KattisProblem, load_problem
 from toolgym.sandbox import Limits, TestCase, judge
-from toolgym.sandbox.judge import JudgeInputError, ajudge_many, build_job
+from toolgym.sandbox.judging import JudgeInputError, ajudge_many, build_job
 from toolgym.sandbox.validators import OutputValidator
 
 EXPECTED = {"accepted": {"AC"}, "wrong_answer": {"WA"}, "time_limit_exceeded": {"TLE"},

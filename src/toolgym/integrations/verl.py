@@ -166,7 +166,7 @@ def code_score(solution_str: str, tests: dict[str, Any], *, sandbox_backend: str
     """Judge the last fenced program of ``solution_str`` on ``tests`` (see :func:`compute_score`): 1.0 when every
     test passes (``partial_credit``: the fraction passed)."""
     from toolgym.envs.parsing import strip_thinking
-    from toolgym.sandbox.judge import judge
+    from toolgym.sandbox.judging import judge
     from toolgym.suites.code import extract_program
 
     language = tests.get("language", "python")

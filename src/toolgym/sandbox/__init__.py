@@ -23,11 +23,11 @@ _LAZY = {
     "SandboxRequestError": "toolgym.sandbox.api",
     "LANGUAGES": "toolgym.sandbox.api",
     "doctor_report": "toolgym.sandbox.doctor",
-    "judge": "toolgym.sandbox.judge",
-    "TestCase": "toolgym.sandbox.judge",
-    "ajudge": "toolgym.sandbox.judge",
-    "JudgeReport": "toolgym.sandbox.judge",
-    "Verdict": "toolgym.sandbox.judge",
+    "judge": "toolgym.sandbox.judging",
+    "TestCase": "toolgym.sandbox.judging",
+    "ajudge": "toolgym.sandbox.judging",
+    "JudgeReport": "toolgym.sandbox.judging",
+    "Verdict": "toolgym.sandbox.judging",
 }
 
 __all__ = ["ExecResult", "Limits", "STATUSES", "open_sandbox", "Sandbox", "Session", "SandboxRequestError",

@@ -83,12 +83,9 @@ Log = Callable[[str], None]
 
 def _seed_everything(seed: int) -> None:
     random.seed(seed)
-    try:
-        import numpy as np
+    import numpy as np  # a core dependency
 
-        np.random.seed(seed)
-    except ImportError:  # pragma: no cover
-        pass
+    np.random.seed(seed)
     import sys
 
     if "torch" in sys.modules:

@@ -37,8 +37,11 @@ class MetricsLogger:
         if jsonl:
             self._fh = self.path.open("a", buffering=1)
         if tensorboard:
-            from torch.utils.tensorboard import SummaryWriter
-
+            try:
+                from torch.utils.tensorboard import SummaryWriter
+            except ImportError:  # torch's writer needs the tensorboard package (e.g. a bare vLLM environment)
+                raise ConfigError("logging.tensorboard: true needs the tensorboard package (pip install tensorboard), "
+                                  "or set logging.tensorboard: false") from None
             self._tb = SummaryWriter(str(self.out / "tb"))
         if wandb:
             try:

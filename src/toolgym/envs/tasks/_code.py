@@ -123,7 +123,7 @@ async def run_judge(sb: Any, program: str, tests: list[Any], mode: str, time_lim
                     options: dict[str, Any] | None = None) -> Any:
     """The sandbox judge, async (micro-batched across concurrent episodes on one sandbox). `options`:
     further `judge` keywords, e.g. a Kattis package's validator and limits (its time limit wins)."""
-    from toolgym.sandbox.judge import ajudge
+    from toolgym.sandbox.judging import ajudge
 
     return await ajudge(sb, program, tests, mode, **{"time_limit_s": time_limit_s, **(options or {})})
 

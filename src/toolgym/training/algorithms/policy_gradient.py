@@ -20,6 +20,27 @@ def normalisers(agg: str, token_count: float, seq_count: float) -> dict[str, flo
     return {"global_seq_count": max(seq_count, 1.0)}
 
 
+def group_batch(ctx: StepContext, groups: list[list[Trajectory]], estimator: str, eps: float,
+                need_old: bool = True) -> tuple[RolloutBatch, dict[str, float]]:
+    """The step's flat batch: group-relative advantages over scored rewards (infrastructure failures left
+    out), the trainer's old log-probs (zeros when ``need_old`` is False: an on-policy objective that never
+    reads them), and the rows that train (finite reward and, when computed, finite old log-probs)."""
+    trajs = [t for g in groups for t in g]
+    gidx = [i for i, g in enumerate(groups) for _ in g]
+    scored, infra = scored_rewards(trajs)
+    adv, stats = group_advantages(torch.tensor(scored, dtype=torch.float64), gidx, estimator, eps)
+    old = ctx.old_logprobs(trajs) if need_old else [torch.zeros(len(t.response_ids)) for t in trajs]
+    keep = stats.valid.clone()
+    if need_old:
+        for i, (t, lp) in enumerate(zip(trajs, old, strict=True)):
+            if len(t.loss_mask):
+                m = torch.tensor(t.loss_mask, dtype=torch.float32).unsqueeze(0)
+                keep[i] &= bool(finite_rows(m, lp.unsqueeze(0))[0])
+    metrics = {"adv_zero_groups": stats.n_zero_groups, "reward_nonfinite": stats.n_nonfinite - infra,
+               "infra_failures": infra, "rows_skipped_prepare": int((~keep).sum())}
+    return RolloutBatch(trajs, gidx, adv.float(), old, None, keep), metrics
+
+
 class PolicyGradient(Objective):
     """The clipped importance-sampled policy gradient, one registered name per ratio/clip preset."""
 
@@ -28,33 +49,19 @@ class PolicyGradient(Objective):
         self.clip = cfg.loss.clip_config()
 
     def prepare(self, ctx: StepContext, groups: list[list[Trajectory]]) -> tuple[RolloutBatch, dict[str, float]]:
-        trajs = [t for g in groups for t in g]
-        gidx = [i for i, g in enumerate(groups) for _ in g]
-        scored, infra = scored_rewards(trajs)
-        rewards = torch.tensor(scored, dtype=torch.float64)
-        adv, stats = group_advantages(rewards, gidx, self.cfg.advantage.estimator, self.cfg.advantage.eps)
-        old = ctx.old_logprobs(trajs)
-        keep = stats.valid.clone()
-        weight = None
+        batch, metrics = group_batch(ctx, groups, self.cfg.advantage.estimator, self.cfg.advantage.eps)
         if self.cfg.loss.mismatch_weight:
             ws = []
-            for t, lp in zip(trajs, old, strict=True):
+            for t, lp in zip(batch.trajectories, batch.old_logp, strict=True):
                 m = torch.tensor(t.loss_mask, dtype=torch.float32)
                 r = torch.tensor(t.behavior_logprobs, dtype=torch.float32)
                 ws.append(mismatch_weight(lp.unsqueeze(0), r.unsqueeze(0), m.unsqueeze(0), self.cfg.loss.mismatch_cap)[0]
                           if len(t.loss_mask) else torch.tensor(1.0))
-            weight = torch.stack(ws).float()
-            keep &= torch.isfinite(weight)
-        for i, (t, lp) in enumerate(zip(trajs, old, strict=True)):
-            if len(t.loss_mask):
-                m = torch.tensor(t.loss_mask, dtype=torch.float32).unsqueeze(0)
-                keep[i] &= bool(finite_rows(m, lp.unsqueeze(0))[0])
-        metrics = {"adv_zero_groups": stats.n_zero_groups, "reward_nonfinite": stats.n_nonfinite - infra,
-                   "infra_failures": infra,
-                   "rows_skipped_prepare": int((~keep).sum())}
-        if weight is not None:
-            metrics["mismatch_weight_mean"] = float(torch.nan_to_num(weight).mean())
-        return RolloutBatch(trajs, gidx, adv.float(), old, weight, keep), metrics
+            batch.seq_weight = torch.stack(ws).float()
+            batch.keep &= torch.isfinite(batch.seq_weight)
+            metrics["rows_skipped_prepare"] = int((~batch.keep).sum())
+            metrics["mismatch_weight_mean"] = float(torch.nan_to_num(batch.seq_weight).mean())
+        return batch, metrics
 
     def loss(self, ctx: StepContext, batch: RolloutBatch, rows: list[int], token_count: float,
              seq_count: float) -> tuple[torch.Tensor, dict[str, float]]:

@@ -24,22 +24,19 @@ import torch
 
 from toolgym.agents.trajectory import Trajectory
 from toolgym.errors import ConfigError
-from toolgym.training.advantages import group_advantages
 from toolgym.training.algorithms.base import Objective, RolloutBatch, StepContext, scored_rewards
 from toolgym.training.algorithms.distillation.batch import mopd_step_inputs
 from toolgym.training.algorithms.distillation.ema import EMATeacher
 from toolgym.training.algorithms.distillation.options import MOPDOptions
 from toolgym.training.algorithms.distillation.step import MOPDBatch, build_mopd_batch, mopd_forward_loss
+from toolgym.training.algorithms.policy_gradient import PolicyGradient, group_batch
 from toolgym.training.config import TrainConfig
-from toolgym.training.losses import finite_rows
 
 
 class DistillationObjective(Objective):
     """The trainer's hook for on-policy distillation (see the module docstring)."""
 
     def __init__(self, cfg: TrainConfig) -> None:
-        from toolgym.training.algorithms.policy_gradient import PolicyGradient
-
         self.cfg = cfg
         self.opt: MOPDOptions = cfg.options if cfg.options is not None else MOPDOptions()
         self.pg = PolicyGradient(cfg) if self.opt.rl_coef > 0 else None
@@ -92,22 +89,9 @@ class DistillationObjective(Objective):
         metrics: dict[str, float] = {}
         if self.pg is not None:
             batch, metrics = self.pg.prepare(ctx, groups)
-        else:
-            trajs = [t for g in groups for t in g]
-            gidx = [i for i, g in enumerate(groups) for _ in g]
-            scored, infra = scored_rewards(trajs)
-            rewards = torch.tensor(scored, dtype=torch.float64)
-            adv, stats = group_advantages(rewards, gidx, "grpo", 1e-6)  # unused by the loss (docs/algorithms/mopd.md)
-            need_old = self.off_policy or o.token_mismatch_weight
-            old = ctx.old_logprobs(trajs) if need_old else [torch.zeros(len(t.response_ids)) for t in trajs]
-            keep = torch.ones(len(trajs), dtype=torch.bool)
-            for i, (t, lp) in enumerate(zip(trajs, old, strict=True)):
-                if need_old and len(t.loss_mask):
-                    mask = torch.tensor(t.loss_mask, dtype=torch.float32).unsqueeze(0)
-                    keep[i] = bool(finite_rows(mask, lp.unsqueeze(0))[0])
-            keep &= torch.isfinite(rewards)
-            batch = RolloutBatch(trajs, gidx, adv.float(), old, None, keep)
-            metrics = {"rows_skipped_prepare": int((~keep).sum()), "infra_failures": infra}
+        else:  # the advantages are unused by the distillation loss (docs/algorithms/mopd.md)
+            batch, metrics = group_batch(ctx, groups, "grpo", 1e-6,
+                                         need_old=self.off_policy or o.token_mismatch_weight)
         trajs = batch.trajectories
         feedbacks = [t.metadata.get("feedback") for t in trajs] if o.use_feedback else None
         mb = build_mopd_batch(trajs, ctx.tokenizer, rewards=scored_rewards(trajs)[0], mode=o.mode, threshold=o.threshold, seed=self.cfg.seed,

@@ -54,8 +54,6 @@ import json
 import math
 import os
 import secrets
-import sys
-import types
 import weakref
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -475,14 +473,3 @@ def _batcher(sb: Any) -> _Batcher:
         b = per_loop[id(loop)] = _Batcher(sb, _slots(sb))
         b.loop = loop
     return b
-
-
-class _CallableModule(types.ModuleType):
-    """`toolgym.sandbox.judge` is both this module and the function: importing the module
-    first rebinds the package attribute to the module, so the module calls through."""
-
-    def __call__(self, *args: Any, **kwargs: Any) -> JudgeReport:
-        return judge(*args, **kwargs)
-
-
-sys.modules[__name__].__class__ = _CallableModule
