@@ -3,11 +3,9 @@ tests only, never copied into the repository) sdists that scripts/setup.sh downl
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
-import pytest
-
+from tests.requirements import need
 from toolgym._assets.cache import cache_root
 
 PROBLEMTOOLS = "problemtools-1.20260907"
@@ -17,9 +15,5 @@ BAPCTOOLS = "bapctools-2026.10.0"
 def cached_testdata(name: str) -> Path:
     """A cached sdist folder; missing -> skip locally, fail under CI (setup.sh fetches it)."""
     p = cache_root() / "testdata" / name
-    if not p.is_dir():
-        msg = f"{p} is missing: run scripts/setup.sh (it downloads the {name} sdist from PyPI)"
-        if os.environ.get("CI"):
-            pytest.fail(msg)
-        pytest.skip(msg)
+    need(p.is_dir(), f"{p} is missing: run scripts/setup.sh (it downloads the {name} sdist from PyPI)")
     return p

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from tests.agents.helpers import need
+from tests.requirements import need
 
 CHATML_TEMPLATE = (
     "{%- if tools %}{{ '<|im_start|>system\\n' }}{% if messages[0].role == 'system' %}{{ messages[0].content + '\\n\\n' }}{% endif %}"

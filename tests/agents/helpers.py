@@ -4,25 +4,10 @@ observer, and the token-in/token-out checks shared by the HF, vLLM and OpenAI te
 from __future__ import annotations
 
 import asyncio
-import os
 
-import pytest
 import torch
 
 from toolgym.agents.sampling import Sample, Sampler
-
-
-def _ci() -> bool:
-    return os.environ.get("CI", "").lower() == "true"
-
-
-def need(cond: bool, why: str) -> None:
-    """Skip locally when a part is missing; under CI=true the test must fail instead."""
-    if not cond:
-        if _ci():
-            pytest.fail(f"CI=true but {why}")
-        pytest.skip(why)
-
 
 CALC_TOOL = {
     "type": "function",

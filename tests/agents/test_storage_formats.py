@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from tests.agents.helpers import need
+from tests.requirements import need
 from toolgym.agents.storage import (
     RolloutFileError,
     RolloutWriter,

@@ -21,10 +21,10 @@ from tests.agents.helpers import (
     AsyncToolEchoEnv,
     RecordingSampler,
     check_sampled_verbatim,
-    need,
     recompute_logprobs,
     segments,
 )
+from tests.requirements import need
 from toolgym.agents.chat import ChatTemplate
 from toolgym.agents.openai_sampler import OpenAISampler
 from toolgym.agents.runner import EpisodeLimits, RolloutRunner

@@ -10,7 +10,7 @@ import os
 import pytest
 import torch
 
-from tests.agents.helpers import need
+from tests.requirements import need
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 ENV = "toolgym/Arith-v0"

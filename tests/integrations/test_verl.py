@@ -15,7 +15,7 @@ import sys
 import pytest
 import torch
 
-from tests.agents.helpers import need
+from tests.requirements import need
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 B, T = 6, 9

@@ -15,12 +15,12 @@ from __future__ import annotations
 
 import json
 import math
-import os
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.requirements import need
 from toolgym.errors import AssetError
 
 TOL = 1e-3  # nats per request
@@ -28,18 +28,12 @@ TOL = 1e-3  # nats per request
 MMLU_SUBJECTS = ("abstract_algebra", "college_physics")  # both stem: one group with two subjects
 
 
-def _need(cond: bool, why: str) -> None:
-    if not cond:
-        if os.environ.get("CI"):
-            pytest.fail(f"CI=true but {why}")
-        pytest.skip(why)
-
 
 def _lm_eval_root() -> Path:
     try:
         import lm_eval.tasks
     except ImportError:
-        _need(False, "lm-eval is not installed (pip install 'toolgym[eval]')")
+        need(False, "lm-eval is not installed (pip install 'toolgym[eval]')")
     return Path(lm_eval.tasks.__file__).parent
 
 
@@ -49,7 +43,7 @@ def _records(name: str) -> list[dict[str, Any]]:
     try:
         return load_asset_records(name)
     except AssetError as exc:
-        _need(False, f"asset {name} is missing ({exc}): toolgym assets fetch {name}")
+        need(False, f"asset {name} is missing ({exc}): toolgym assets fetch {name}")
     raise AssertionError("unreachable")
 
 
@@ -174,7 +168,7 @@ def test_loglikelihoods_acc_and_results_equal_lm_evals_hflm(hf_offline, tmp_path
     try:
         model_dir = asset_path("smollm2-135m-instruct")
     except AssetError:
-        _need(False, "the smollm2-135m-instruct asset is missing: toolgym assets fetch smollm2-135m-instruct")
+        need(False, "the smollm2-135m-instruct asset is missing: toolgym assets fetch smollm2-135m-instruct")
     _lm_eval_root()
     from lm_eval.api.metrics import aggregate_subtask_metrics, pooled_sample_stderr
     from lm_eval.evaluator import evaluate

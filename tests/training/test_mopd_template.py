@@ -161,7 +161,7 @@ def test_teacher_system_turn_keeps_the_students_tool_schemas(asset) -> None:
     from transformers import AutoTokenizer
 
     from tests.agents.conftest import asset_dir
-    from tests.agents.helpers import need
+    from tests.requirements import need
     from toolgym.agents.chat import ChatTemplate
     from toolgym.agents.trajectory import Trajectory
     from toolgym.training.algorithms.distillation.step import build_mopd_batch

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.agents.conftest import asset_dir
-from tests.agents.helpers import need
+from tests.requirements import need
 
 pytestmark = [pytest.mark.vllm, pytest.mark.slow, pytest.mark.timeout(1800)]
 
