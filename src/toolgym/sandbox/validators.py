@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from toolgym.errors import ToolgymError
+from toolgym.sandbox.types import from_fields
 
 LANGUAGES = ("cpp", "python")
 CPP_SUFFIXES = (".cc", ".cpp", ".cxx", ".c++", ".C")
@@ -74,14 +75,7 @@ class OutputValidator:
 
 def as_validator(v: Any) -> OutputValidator:
     """An OutputValidator from itself or a dict of its fields."""
-    if isinstance(v, OutputValidator):
-        return v
-    if isinstance(v, dict):
-        try:
-            return OutputValidator(**v)
-        except TypeError as e:
-            raise ValidatorInputError(f"validator: {e}") from None
-    raise ValidatorInputError(f"validator must be an OutputValidator (or a dict of its fields), got {type(v).__name__}")
+    return from_fields(OutputValidator, v, "validator", ValidatorInputError)
 
 
 def parse_flags(args: Any) -> dict[str, Any]:

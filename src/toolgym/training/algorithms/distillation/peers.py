@@ -245,9 +245,11 @@ def render_teacher_prompt_ids(
     max_tokens: int = 10240,
     template_kwargs: dict[str, Any] | None = None,
     tools: list[dict[str, Any]] | None = None,
+    chat_template: Any = None,
 ) -> tuple[list[int], TeacherContext]:
     """Chat-templated teacher prompt ids, at most ``max_tokens`` long. ``tools``: the student's tool schemas,
-    rendered exactly as the student's prompt rendered them, so the system turn is the student's.
+    rendered exactly as the student's prompt rendered them, so the system turn is the student's
+    (``chat_template``: the :class:`~toolgym.agents.chat.ChatTemplate` to render them with, made once per batch).
 
     When too long, the longest section body is middle-truncated first (repeatedly), so the
     problem, the headers, the closing instruction and the generation header always survive.
@@ -255,11 +257,14 @@ def render_teacher_prompt_ids(
     """
     kw = dict(template_kwargs or {})
 
+    if tools and chat_template is None:
+        from toolgym.agents.chat import ChatTemplate
+
+        chat_template = ChatTemplate(tokenizer, kw or None)
+
     def encode_prompt(c: TeacherContext) -> list[int]:
         if tools:
-            from toolgym.agents.chat import ChatTemplate
-
-            return ChatTemplate(tokenizer, kw or None).prompt_ids(teacher_messages(messages, c), tools)
+            return chat_template.prompt_ids(teacher_messages(messages, c), tools)
         text = tokenizer.apply_chat_template(
             teacher_messages(messages, c), tokenize=False, add_generation_prompt=True, **kw
         )

@@ -85,10 +85,16 @@ def build_mopd_batch(
     if context == "none":
         ctxs = [TeacherContext(c.problem) for c in ctxs]
     teacher_prompts: list[list[int]] = []
+    chat = None
+    if any(t.metadata.get("tools") for t in trajectories):  # one template (and its tool-support probe) per batch
+        from toolgym.agents.chat import ChatTemplate
+
+        chat = ChatTemplate(tokenizer, template_kwargs)
     for k, (t, ctx) in enumerate(zip(trajectories, ctxs, strict=True)):
         if ctx.seq_mask:
             ids, ctxs[k] = render_teacher_prompt_ids(tokenizer, msgs[k], ctx, max_tokens=max_teacher_tokens,
-                                                     template_kwargs=template_kwargs, tools=t.metadata.get("tools"))
+                                                     template_kwargs=template_kwargs, tools=t.metadata.get("tools"),
+                                                     chat_template=chat)
             teacher_prompts.append(ids)
         else:
             teacher_prompts.append(list(t.prompt_ids))
