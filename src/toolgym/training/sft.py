@@ -32,6 +32,7 @@ def arith_demonstrations(n: int, seed: int = 0, tool_fraction: float = 0.5, dire
     coincide with the RL prompts (which start at 0).
     """
     import toolgym
+    from toolgym.envs.tasks.arith import question
 
     kw = {k: v for k, v in (env_kwargs or {}).items() if k != "sandbox"}
     kw.setdefault("partition", "train")
@@ -42,19 +43,20 @@ def arith_demonstrations(n: int, seed: int = 0, tool_fraction: float = 0.5, dire
         for i in range(n):
             obs, info = env.reset(seed=first_index + i, options={"index": first_index + i})
             meta = info.get("metadata") or {}
-            expr = meta.get("expression")
             truth = env.unwrapped.task.ground_truth
-            if expr is None or truth is None:
+            exprs = meta.get("expressions") or ([meta["expression"]] if meta.get("expression") is not None else None)
+            if exprs is None or truth is None:
                 raise ConfigError(f"sft.demos: env {env_id!r} has no arithmetic expression in its task metadata; "
                                   "give sft.data (a JSONL of demonstrations) instead")
             msgs = [dict(m) for m in obs]
-            if rng.random() < tool_fraction:
-                msgs += [{"role": "assistant", "content": f"```python\nprint({expr})\n```"},
-                         {"role": "tool", "name": "python", "content": str(truth)},
-                         {"role": "assistant", "content": f"Answer: {truth}"}]
-            else:
-                value = int(truth)
-                if rng.random() >= direct_correct:  # a plausible wrong guess: right size, wrong digits
+            for part, (expr, part_truth) in enumerate(zip(exprs, truth.split(";"), strict=True)):
+                if part:  # a multi-part episode: the env asks the next part after each answer
+                    msgs.append({"role": "user", "content": question(expr)})
+                value = int(part_truth)
+                if rng.random() < tool_fraction:
+                    msgs += [{"role": "assistant", "content": f"```python\nprint({expr})\n```"},
+                             {"role": "tool", "name": "python", "content": str(value)}]
+                elif rng.random() >= direct_correct:  # a plausible wrong guess: right size, wrong digits
                     width = max(1, len(str(abs(value))) - 1)
                     value += rng.choice([-1, 1]) * rng.randint(1, 10**width)
                 msgs.append({"role": "assistant", "content": f"Answer: {value}"})
