@@ -452,6 +452,7 @@ class Trainer:
         m: dict[str, Any] = {k: sum(s[k] * s["n"] for s in allstats) / max(n, 1)
                              for k in ("reward_mean", "tool_rate", "response_tokens", "answered")}
         model_tokens = sum(s["model_tokens"] for s in allstats)
+        m["policy_tokens"] = model_tokens / max(n, 1)  # sampled (trained) tokens per episode, template tokens excluded
         m.update(prep)
         m.update(upd)
         m.update(episodes=n, rollout_s=t1 - t0, update_s=t2 - t1, step_s=t2 - t0, weight_pushes=self.policy_sync.pushes,
