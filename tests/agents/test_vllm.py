@@ -63,6 +63,8 @@ def test_vllm_sampler_multi_turn_group(smollm2_dir):
     assert r["model_tokens"] > 0
     assert r["max_logprob_diff"] < 2e-2, r  # vLLM's CPU kernels vs transformers, both float32
     assert r["after_update_logprobs"] == pytest.approx([r["uniform_logprob"]] * len(r["after_update_logprobs"]), abs=1e-3)
+    assert r["chunked_seeded_samples"] == [4] * 16  # seeded requests with chunked prefills: the engine survives
+    assert r["per_request_seeds"] is (not r["on_cpu"])
 
 
 @pytest.fixture(scope="module")

@@ -79,6 +79,16 @@ def main() -> None:
     s = sampler.generate([group[0].prompt_ids], SamplingParams(max_tokens=3, seed=0))[0][0]
     report["after_update_logprobs"] = s.logprobs
     report["uniform_logprob"] = -math.log(hf.config.vocab_size)
+    # Sixteen seeded requests whose prefills do not fit one step's token budget (1024): some are chunked.
+    # vLLM 0.32 rewinds a chunked request's own generator, which a CPU generator cannot do, so with per-request
+    # seeds this killed the engine ("CPU Generator does not use offset").
+    long_prompts = [(group[k % 2].prompt_ids * 100)[k : 700 + k] for k in range(16)]
+    chunked = sampler.generate(long_prompts, SamplingParams(max_tokens=4, temperature=1.0, seed=3))
+    report["chunked_seeded_samples"] = [len(g[0].token_ids) for g in chunked]
+    report["per_request_seeds"] = sampler.per_request_seeds
+    from vllm.platforms import current_platform
+
+    report["on_cpu"] = bool(current_platform.is_cpu())
     sampler.sleep()
     sampler.wake_up()
     print("RESULT " + json.dumps(report), flush=True)

@@ -6,6 +6,12 @@ those are log-probs of the distribution the token was drawn from (after temperat
 New trainer weights are loaded in place with the workers' `reload_weights` through `collective_rpc`
 (no restart), then the prefix cache is reset so no KV computed with old weights is reused.
 
+On the CPU build a request's own seed is not passed to the engine: vLLM 0.32 rewinds a request's
+generator when its prefill is split over steps (chunked prefill, which long or many prompts cause), and
+CPU generators cannot rewind ("CPU Generator does not use offset" kills the engine). Sampling there is
+seeded by the engine seed alone, so a run repeats exactly only with the same batches. GPUs keep per-request
+seeds.
+
 Scripts that create a VLLMSampler must guard their entry point with `if __name__ == "__main__":`
 (vLLM starts worker processes).
 """
@@ -18,6 +24,12 @@ from typing import Any
 from toolgym.agents._batching import BatchQueue, Request
 from toolgym.agents.sampling import ContextOverflow, Sample, Sampler, SamplingParams
 from toolgym.errors import ConfigError
+
+
+def _engine_on_cpu() -> bool:
+    from vllm.platforms import current_platform
+
+    return bool(current_platform.is_cpu())
 
 
 class VLLMSampler(Sampler):
@@ -45,6 +57,7 @@ class VLLMSampler(Sampler):
         self.llm = vllm.LLM(**kwargs)
         self.max_model_len = int(self.llm.llm_engine.model_config.max_model_len)
         self.logprobs_mode = logprobs_mode
+        self.per_request_seeds = not _engine_on_cpu()
         self._queue = BatchQueue(self._run_batch, max_batch=256)
         self._sleeping = False
 
@@ -57,7 +70,7 @@ class VLLMSampler(Sampler):
         return self._vllm.SamplingParams(
             n=sp.n, temperature=sp.temperature, top_p=sp.top_p, top_k=sp.top_k if sp.top_k > 0 else -1,
             max_tokens=self.check_prompt(prompt, sp), stop=list(sp.stop) or None,
-            stop_token_ids=list(sp.stop_token_ids) or None, seed=sp.seed, logprobs=0,
+            stop_token_ids=list(sp.stop_token_ids) or None, seed=sp.seed if self.per_request_seeds else None, logprobs=0,
             include_stop_str_in_output=True, skip_special_tokens=False, detokenize=bool(sp.stop),
         )
 
