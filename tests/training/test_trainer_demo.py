@@ -37,3 +37,23 @@ def test_readme_main_job_runs_end_to_end(tmp_path):
     # the warm-started policy uses the sandboxed tool part of the time, and the tool really ran
     assert 0.0 < train[0]["tool_rate"] < 1.0
     assert (out / "checkpoints" / "step-000002").exists() and (out / "curves.png").exists()
+
+
+@pytest.mark.slow
+def test_multi_part_example_runs_whole_episodes(tmp_path):
+    """examples/arith_parts.yaml (benchmarks/ctpo_regime.py's config), shortened: every episode asks its six
+    questions in turn, so responses are long and the policy tokens of one episode span several turns."""
+    out = tmp_path / "parts"
+    p = subprocess.run([str(Path(sys.executable).parent / "toolgym"), "train", str(ROOT / "examples" / "arith_parts.yaml"),
+                        "-o", str(out), "--no-progress", "-s", "steps=1", "-s", "eval.every=1", "-s", "eval.tasks=8",
+                        "-s", "sft.demos=300", "-s", "sft.epochs=1", "-s", "rollout.prompts_per_step=2",
+                        "-s", "rollout.group_size=4", "-s", "mini_batches=2"],
+                       capture_output=True, text=True, timeout=900)
+    assert p.returncode == 0, p.stderr[-3000:]
+    recs = read_metrics(out)
+    (train,) = [r for r in recs if r["kind"] == "train"]
+    assert train["errors"] == 0 and train["episodes"] == 8
+    # six question/answer rounds: far more sampled tokens than one part's ~16, and between them the
+    # environment's questions, tool outputs and template tokens (not trained on)
+    assert train["policy_tokens"] > 40 and train["response_tokens"] - train["policy_tokens"] > 40
+    assert 0.0 <= train["reward_mean"] <= 1.0
