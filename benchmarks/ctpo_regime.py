@@ -64,6 +64,7 @@ def main() -> None:
     ap.add_argument("--lrs", nargs="+", default=["5e-4", "1e-3", "2e-3"])
     ap.add_argument("--tuning-seeds", type=int, nargs="+", default=[0, 1, 2])
     ap.add_argument("--extra-seeds", type=int, nargs="*", default=[3, 4])
+    ap.add_argument("--ablation-seeds", type=int, nargs="*", default=None, help="default: every seed")
     ap.add_argument("--out", default="runs/ctpo_regime")
     ap.add_argument("--set", dest="sets", nargs="*", default=[])
     a = ap.parse_args()
@@ -88,13 +89,14 @@ def main() -> None:
         if a.extra_seeds:
             sweep(out / f"lr{best[alg]}", warm, [alg], a.extra_seeds, [*a.sets, f"optimizer.lr={best[alg]}"], a.config)
     ctpo_lr = best.get("ctpo", a.lrs[0])
+    abl_seeds = seeds if a.ablation_seeds is None else a.ablation_seeds
     for name, sets in ABLATIONS.items():
         tag = "abl-" + ("fixed-window" if "fixed" in name else "token-ratio")
-        sweep(out / tag, warm, ["ctpo"], seeds, [*a.sets, f"optimizer.lr={ctpo_lr}", *sets], a.config)
+        sweep(out / tag, warm, ["ctpo"], abl_seeds, [*a.sets, f"optimizer.lr={ctpo_lr}", *sets], a.config)
     final = {alg: {s: summary(out / f"lr{best[alg]}" / f"{alg}-seed{s}") for s in seeds} for alg in a.algorithms}
     for name in ABLATIONS:
         tag = "abl-" + ("fixed-window" if "fixed" in name else "token-ratio")
-        final[name] = {s: summary(out / tag / f"ctpo-seed{s}") for s in seeds}
+        final[name] = {s: summary(out / tag / f"ctpo-seed{s}") for s in abl_seeds}
     base = "grpo" if "grpo" in final else a.algorithms[0]
     lines += ["", f"All {len(seeds)} seeds {seeds}, each at its best learning rate (ablations at CTPO's, {ctpo_lr}); "
               f"paired against {base} on the same seeds", "",
@@ -103,15 +105,17 @@ def main() -> None:
               "|---|---|---|---|---|---|---|---|---|---|---|"]
     for name, runs in final.items():
         lr = best.get(name, ctpo_lr)
-        d_after = [runs[s]["after"] - final[base][s]["after"] for s in seeds]
-        d_auc = [runs[s]["auc"] - final[base][s]["auc"] for s in seeds]
+        ss = sorted(runs)
+        d_after = [runs[s]["after"] - final[base][s]["after"] for s in ss]
+        d_auc = [runs[s]["auc"] - final[base][s]["auc"] for s in ss]
         w, loss = sum(d > 0 for d in d_after), sum(d < 0 for d in d_after)
         paired = ("", "", "", "") if name == base else (
-            fmt(d_after), f"{w} / {len(seeds) - w - loss} / {loss}", f"{sign_test_p(w, loss):.3f}", fmt(d_auc))
-        lines.append(f"| {name} | {lr} | {fmt([runs[s]['before'] for s in seeds])} | {fmt([runs[s]['after'] for s in seeds])} | "
-                     f"{fmt([runs[s]['auc'] for s in seeds])} | " + " | ".join(paired) +
-                     f" | {statistics.mean(runs[s]['clip'] for s in seeds):.3f} | "
-                     f"{statistics.mean(runs[s]['policy_tokens'] for s in seeds):.0f} |")
+            fmt(d_after), f"{w} / {len(ss) - w - loss} / {loss}", f"{sign_test_p(w, loss):.3f}", fmt(d_auc))
+        lines.append(f"| {name} ({len(ss)} seeds) | {lr} | {fmt([runs[s]['before'] for s in ss])} | "
+                     f"{fmt([runs[s]['after'] for s in ss])} | "
+                     f"{fmt([runs[s]['auc'] for s in ss])} | " + " | ".join(paired) +
+                     f" | {statistics.mean(runs[s]['clip'] for s in ss):.3f} | "
+                     f"{statistics.mean(runs[s]['policy_tokens'] for s in ss):.0f} |")
     table = "\n".join(lines)
     print(table)
     (out / "table.md").write_text(table + "\n")
