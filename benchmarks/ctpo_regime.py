@@ -10,7 +10,7 @@ that seed, and runs of one seed see the same prompts and rollout seeds):
 4. the ablations at CTPO's best rate on all seeds: the cumulative ratio under GRPO's fixed window, and the
    token ratio under CTPO's adaptive window.
 
-    .venv/bin/python benchmarks/ctpo_regime.py [--lrs 5e-4 1e-3 2e-3] [--tuning-seeds 0 1 2] [--extra-seeds 3 4]
+    .venv/bin/python benchmarks/ctpo_regime.py [--lrs 2.5e-4 5e-4 1e-3] [--tuning-seeds 0 1 2] [--extra-seeds 3 4]
         [--out runs/ctpo_regime] [--set key=value ...]
 """
 
@@ -61,7 +61,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--config", default="examples/arith_parts.yaml")
     ap.add_argument("--algorithms", nargs="+", default=["grpo", "ctpo", "gspo"])
-    ap.add_argument("--lrs", nargs="+", default=["5e-4", "1e-3", "2e-3"])
+    ap.add_argument("--lrs", nargs="+", default=["2.5e-4", "5e-4", "1e-3"])
     ap.add_argument("--tuning-seeds", type=int, nargs="+", default=[0, 1, 2])
     ap.add_argument("--extra-seeds", type=int, nargs="*", default=[3, 4])
     ap.add_argument("--ablation-seeds", type=int, nargs="*", default=None, help="default: every seed")
