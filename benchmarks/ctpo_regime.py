@@ -17,7 +17,6 @@ that seed, and runs of one seed see the same prompts and rollout seeds):
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import subprocess
 import sys
@@ -27,10 +26,12 @@ HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE))
 from algorithms import sign_test_p  # noqa: E402
 
-ABLATIONS = {
-    "cumulative ratio, GRPO's fixed window": ["loss.clip_mode=fixed", "loss.eps_low=0.2", "loss.eps_high=0.2",
-                                              "loss.power=0", "loss.dual=3.0"],
-    "token ratio, CTPO's adaptive window": ["loss.ratio=token"],
+from toolgym.training.logging import read_metrics  # noqa: E402
+
+ABLATIONS = {  # name: (run folder, settings)
+    "cumulative ratio, GRPO's fixed window": ("abl-fixed-window", ["loss.clip_mode=fixed", "loss.eps_low=0.2",
+                                                                   "loss.eps_high=0.2", "loss.power=0", "loss.dual=3.0"]),
+    "token ratio, CTPO's adaptive window": ("abl-token-ratio", ["loss.ratio=token"]),
 }
 
 
@@ -42,7 +43,7 @@ def sweep(out: Path, warm: Path, algorithms: list[str], seeds: list[int], sets: 
 
 
 def summary(run: Path) -> dict:
-    metrics = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines() if line.strip()]
+    metrics = read_metrics(run)
     evals = [m for m in metrics if m["kind"] == "eval"]
     train = [m for m in metrics if m["kind"] == "train"]
     later = [m["reward_mean"] for m in evals if m["step"] > 0]
@@ -90,12 +91,10 @@ def main() -> None:
             sweep(out / f"lr{best[alg]}", warm, [alg], a.extra_seeds, [*a.sets, f"optimizer.lr={best[alg]}"], a.config)
     ctpo_lr = best.get("ctpo", a.lrs[0])
     abl_seeds = seeds if a.ablation_seeds is None else a.ablation_seeds
-    for name, sets in ABLATIONS.items():
-        tag = "abl-" + ("fixed-window" if "fixed" in name else "token-ratio")
+    for tag, sets in ABLATIONS.values():
         sweep(out / tag, warm, ["ctpo"], abl_seeds, [*a.sets, f"optimizer.lr={ctpo_lr}", *sets], a.config)
     final = {alg: {s: summary(out / f"lr{best[alg]}" / f"{alg}-seed{s}") for s in seeds} for alg in a.algorithms}
-    for name in ABLATIONS:
-        tag = "abl-" + ("fixed-window" if "fixed" in name else "token-ratio")
+    for name, (tag, _) in ABLATIONS.items():
         final[name] = {s: summary(out / tag / f"ctpo-seed{s}") for s in abl_seeds}
     base = "grpo" if "grpo" in final else a.algorithms[0]
     lines += ["", f"All {len(seeds)} seeds {seeds}, each at its best learning rate (ablations at CTPO's, {ctpo_lr}); "

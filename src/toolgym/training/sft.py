@@ -32,7 +32,7 @@ def arith_demonstrations(n: int, seed: int = 0, tool_fraction: float = 0.5, dire
     coincide with the RL prompts (which start at 0).
     """
     import toolgym
-    from toolgym.envs.tasks.arith import question
+    from toolgym.envs.tasks.arith import PART_SEPARATOR, question
 
     kw = {k: v for k, v in (env_kwargs or {}).items() if k != "sandbox"}
     kw.setdefault("partition", "train")
@@ -49,7 +49,7 @@ def arith_demonstrations(n: int, seed: int = 0, tool_fraction: float = 0.5, dire
                 raise ConfigError(f"sft.demos: env {env_id!r} has no arithmetic expression in its task metadata; "
                                   "give sft.data (a JSONL of demonstrations) instead")
             msgs = [dict(m) for m in obs]
-            for part, (expr, part_truth) in enumerate(zip(exprs, truth.split(";"), strict=True)):
+            for part, (expr, part_truth) in enumerate(zip(exprs, truth.split(PART_SEPARATOR.strip()), strict=True)):
                 if part:  # a multi-part episode: the env asks the next part after each answer
                     msgs.append({"role": "user", "content": question(expr)})
                 value = int(part_truth)
