@@ -24,6 +24,11 @@ def _cfg(tmp, name, model=None, **over):
                       direct_correct=0.3)
     cfg["rollout"].update(prompts_per_step=4, group_size=4, max_new_tokens=24, max_response_tokens=96, max_turns=3)
     cfg["rollout"]["env_kwargs"].update(max_turns=3, ops="+", format_weight=1.0)
+    cfg["logging"]["save_rollouts"] = True  # a mismatch names the episode that differs
+    # One row per forward pass and one thread in both runs, so every logit is computed in the same float
+    # order: with the default batching (16 rows here, 4 per worker) and 2 threads against 1, the behaviour
+    # log-probs differ by up to 2e-6 and, rarely, a sampled token flips (seen once in CI under load).
+    cfg["rollout"]["sampler_kwargs"] = {"max_batch_size": 1}
     if model is not None:  # the warm-started model, shared by both runs
         cfg["model"] = {"name_or_path": str(model)}
         cfg["sft"]["enabled"] = False
@@ -50,11 +55,31 @@ def _warm_start(tmp) -> Path:
     return out
 
 
+def _first_differing_episode(one: Path, other: Path, step: int) -> str | None:
+    """The first episode of a step whose text, tool output or reward differs between two runs."""
+    from toolgym.training.step_rollouts import step_rollouts_path
+
+    def episodes(out):
+        rows = [json.loads(line) for line in step_rollouts_path(out, step).read_text().splitlines() if line.strip()]
+        return sorted(rows, key=lambda r: (r["task_id"], r["metadata"]["episode_index"]))
+
+    for x, y in zip(episodes(one), episodes(other), strict=True):
+        keys = ("task_id", "response_ids", "behavior_logprobs", "reward", "reward_breakdown", "turns", "finish_reason", "error")
+        if any(x[k] != y[k] for k in keys):
+            return f"episode {x['task_id']} differs:\n{json.dumps(x)[:3000]}\n---\n{json.dumps(y)[:3000]}"
+    return None
+
+
 def test_ray_rollouts_match_single_process(tmp_path, ray_cluster):
     warm = _warm_start(tmp_path)
-    single = train(load_config(_cfg(tmp_path, "single", warm)), console=False)
-    dist = train(load_config(_cfg(tmp_path, "ray", warm, distributed="ray",
-                                  ray={"num_workers": 2, "sandbox_pool": 1, "max_in_flight": 1})), console=False)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # as each Ray worker (cpus_per_worker 1)
+    try:
+        single = train(load_config(_cfg(tmp_path, "single", warm)), console=False)
+        dist = train(load_config(_cfg(tmp_path, "ray", warm, distributed="ray",
+                                      ray={"num_workers": 2, "sandbox_pool": 1, "max_in_flight": 1})), console=False)
+    finally:
+        torch.set_num_threads(threads)
     assert single["steps"] == dist["steps"] == 3
     a = {r["step"]: r for r in read_metrics(tmp_path / "single", "train")}
     b = {r["step"]: r for r in read_metrics(tmp_path / "ray", "train")}
@@ -67,6 +92,8 @@ def test_ray_rollouts_match_single_process(tmp_path, ray_cluster):
     assert [w["groups_done"] > 0 for w in pool["workers"]] == [True, True]
     assert all(w["version"] == pool["version"] for w in pool["workers"])
     for s in a:
+        first = _first_differing_episode(tmp_path / "single", tmp_path / "ray", s)
+        assert first is None, f"step {s}: {first}"
         for key in ("reward_mean", "response_tokens", "tool_rate", "answered", "loss", "grad_norm", "episodes"):
             assert a[s][key] == b[s][key], (s, key, a[s][key], b[s][key])
 
