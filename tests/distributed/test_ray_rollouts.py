@@ -27,6 +27,9 @@ from toolgym.training.demo_model import build_demo
 PARAMS = SamplingParams(temperature=1.0, max_tokens=6)
 LIMITS = EpisodeLimits(max_turns=3, max_total_tokens=256)
 SEED = 11
+# One row per forward pass and one torch thread on both sides (each worker has one), so equal episodes are
+# equal bit for bit; with different batches the logits differ in float rounding and a token can flip.
+ONE_ROW = {"max_batch_size": 1}
 
 
 @pytest.fixture(scope="module")
@@ -39,7 +42,8 @@ def policy():
 @pytest.fixture(scope="module")
 def pool(ray_cluster, policy):
     model, tok = policy
-    with RayRolloutPool(model, tok, num_workers=2, sandbox="auto", sandbox_pool=2, max_in_flight=2) as p:
+    with RayRolloutPool(model, tok, num_workers=2, sandbox="auto", sandbox_pool=2, max_in_flight=2,
+                        sampler_kwargs=ONE_ROW) as p:
         yield p
 
 
@@ -51,14 +55,20 @@ def _jobs(n: int, group: int, step: int = 0, **env_kw) -> list[GroupJob]:
 
 def _local(policy, n: int, group: int) -> list[list]:
     model, tok = policy
-    with open_sandbox("auto", pool_size=2) as sb:
-        runner = RolloutRunner(HFSampler(model, tok), ChatTemplate(tok),
-                               lambda: SandboxLoadEnv(sandbox=sb, turns=2, iters=2_000), PARAMS, LIMITS, seed=SEED)
-        return asyncio.run(runner.arun([TaskSpec(seed=100 + i) for i in range(n)], group))
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        with open_sandbox("auto", pool_size=2) as sb:
+            runner = RolloutRunner(HFSampler(model, tok, **ONE_ROW), ChatTemplate(tok),
+                                   lambda: SandboxLoadEnv(sandbox=sb, turns=2, iters=2_000), PARAMS, LIMITS, seed=SEED)
+            return asyncio.run(runner.arun([TaskSpec(seed=100 + i) for i in range(n)], group))
+    finally:
+        torch.set_num_threads(threads)
 
 
 def _ids(groups):
-    return [[(t.task_id, t.prompt_ids, t.response_ids, t.loss_mask, t.reward) for t in g] for g in groups]
+    return [[(t.task_id, t.prompt_ids, t.response_ids, t.loss_mask, t.behavior_logprobs, t.reward) for t in g]
+            for g in groups]
 
 
 def test_groups_equal_the_single_process_runner_in_task_order(pool, policy):
