@@ -18,6 +18,22 @@ log() { printf '\033[1m[setup %s]\033[0m %s\n' "$(date +%H:%M:%S)" "$*"; }
 SUDO=""
 if [ "$(id -u)" != 0 ]; then SUDO="sudo"; command -v sudo >/dev/null || SUDO=""; fi
 
+# 0. Disk: a full disk fails pip or debootstrap halfway with a bare ENOSPC, so say up front what is missing.
+#    Sizes measured on a fresh machine (2026-12-04): .venv 2.5 GB, .venv-vllm 3.6 GB, assets 3.0 GB,
+#    sandbox image 0.5 GB (plus its debootstrap tree while it is built), system packages about 0.5 GB.
+TG_HOME=${TOOLGYM_HOME:-$HOME/.cache/toolgym}
+need_mb=0
+[ -x .venv/bin/python ] || need_mb=$((need_mb + 2700))
+[ "$WITH_VLLM" = 0 ] || [ -x .venv-vllm/bin/python ] || need_mb=$((need_mb + 3800))
+[ -d "$TG_HOME/qwen2.5-coder-0.5b-instruct" ] || need_mb=$((need_mb + 3200))
+command -v dockerd >/dev/null || need_mb=$((need_mb + 1500))
+free_mb=$(df -Pm "$ROOT" | awk 'NR == 2 {print $4}')
+if [ -n "$free_mb" ] && [ "$free_mb" -lt "$need_mb" ]; then
+  echo "setup.sh: $free_mb MB free on the disk of $ROOT, and what is not installed yet needs about $need_mb MB" \
+       "(virtual environments, models, sandbox image); free some space first" >&2
+  exit 1
+fi
+
 # 1. System packages: Docker engine, bubblewrap (local sandbox), debootstrap (offline image build).
 need=()
 command -v dockerd >/dev/null || need+=(docker.io)
