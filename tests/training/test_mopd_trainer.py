@@ -195,3 +195,25 @@ def test_separate_frozen_teacher_scores_the_plain_prompt_and_stays_frozen(tmp_pa
     assert math.isfinite(out["loss"]) and out["loss"] != 0  # a sampled-token estimate: either sign
     assert obj.after_update(tr.ctx)["mopd/ema_updates"] == 0
     assert all(torch.equal(v, frozen[k]) for k, v in obj.teacher.model.state_dict().items())
+
+
+def test_behaviour_gap_comes_only_from_computed_trainer_logprobs(tmp_path):
+    from toolgym.training.trainer import behaviour_gap
+
+    tr = _ready(tmp_path)  # on-policy MOPD with the hf sampler: the trainer's log-probs are never computed
+    groups = _groups(tr, [[1.0, 0.0], [0.0, 1.0]])
+    batch, _ = tr.objective.prepare(tr.ctx, groups)
+    assert not batch.old_logp_computed
+    assert behaviour_gap(batch) == {}  # zero placeholders are not log-probs: no gap of |behaviour log-prob|
+    # a separate engine samples from pushed weights: the gap is measured against the trainer's real log-probs
+    tr.cfg.rollout.sampler = "vllm"
+    batch, _ = tr.objective.prepare(tr.ctx, groups)
+    assert batch.old_logp_computed
+    own = tr.old_logprobs(batch.trajectories)
+    assert all(float(lp.abs().max()) > 0.5 for lp in own)
+    for t, lp in zip(batch.trajectories, own, strict=True):
+        t.behavior_logprobs = lp.tolist()
+    assert behaviour_gap(batch)["behaviour_gap_max"] < 1e-5
+    for t in batch.trajectories:  # a push that did not happen: the engine's log-probs are another policy's
+        t.behavior_logprobs = [0.0] * len(t.response_ids)
+    assert behaviour_gap(batch)["behaviour_gap_mean"] > 0.5

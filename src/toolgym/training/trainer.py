@@ -552,7 +552,10 @@ class Trainer:
 
 def behaviour_gap(batch: RolloutBatch) -> dict[str, float]:
     """|sampler log-prob - trainer log-prob| over the batch's policy tokens, before any update: 0 up to
-    numerics when the engine samples the trainer's policy (a weight push that did not happen shows here)."""
+    numerics when the engine samples the trainer's policy (a weight push that did not happen shows here).
+    Nothing when the objective did not compute the trainer's log-probs (on-policy MOPD with the hf sampler)."""
+    if not batch.old_logp_computed:
+        return {}
     diffs = []
     for t, old in zip(batch.trajectories, batch.old_logp, strict=True):
         if t.loss_mask and t.behavior_logprobs:

@@ -52,6 +52,7 @@ class RolloutBatch:
     seq_weight: torch.Tensor | None  # [N] optional mismatch weight
     keep: torch.Tensor  # [N] bool: rows that train (finite rewards, log-probs, weights)
     extra: dict[str, Any] = field(default_factory=dict)
+    old_logp_computed: bool = True  # False: old_logp are zero placeholders (an objective that never reads them)
 
 
 @dataclass

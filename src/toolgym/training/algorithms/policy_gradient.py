@@ -38,7 +38,7 @@ def group_batch(ctx: StepContext, groups: list[list[Trajectory]], estimator: str
                 keep[i] &= bool(finite_rows(m, lp.unsqueeze(0))[0])
     metrics = {"adv_zero_groups": stats.n_zero_groups, "reward_nonfinite": stats.n_nonfinite - infra,
                "infra_failures": infra, "rows_skipped_prepare": int((~keep).sum())}
-    return RolloutBatch(trajs, gidx, adv.float(), old, None, keep), metrics
+    return RolloutBatch(trajs, gidx, adv.float(), old, None, keep, old_logp_computed=need_old), metrics
 
 
 class PolicyGradient(Objective):

@@ -90,8 +90,11 @@ class DistillationObjective(Objective):
         if self.pg is not None:
             batch, metrics = self.pg.prepare(ctx, groups)
         else:  # the advantages are unused by the distillation loss (docs/algorithms/mopd.md)
+            # A separate engine (vllm, openai) samples from pushed weights: the trainer's log-probs are then
+            # computed anyway, one no-grad pass, so the behaviour gap can show a push that did not happen.
             batch, metrics = group_batch(ctx, groups, "grpo", 1e-6,
-                                         need_old=self.off_policy or o.token_mismatch_weight)
+                                         need_old=self.off_policy or o.token_mismatch_weight
+                                         or self.cfg.rollout.sampler != "hf")
         trajs = batch.trajectories
         feedbacks = [t.metadata.get("feedback") for t in trajs] if o.use_feedback else None
         mb = build_mopd_batch(trajs, ctx.tokenizer, rewards=scored_rewards(trajs)[0], mode=o.mode, threshold=o.threshold, seed=self.cfg.seed,
