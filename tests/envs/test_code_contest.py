@@ -27,6 +27,7 @@ def test_mbpp_canonical_solution_passes_and_bad_ones_do_not(any_sandbox):
     assert "assert" not in json.dumps(info)  # hidden tests never travel in info
     *_, r, term, _, info = env.step(block(rows[0]["code"]))
     assert term and r == 1.0, info
+    assert info["finish_reason"] == "answer" and info["answer"].split() == rows[0]["code"].split()  # the program
     env.reset(options={"index": 0})
     *_, r, _, _, _ = env.step(block(f"def {rows[0]['entry_point']}(*a):\n    return None"))
     assert r == 0.0

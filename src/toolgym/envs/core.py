@@ -279,10 +279,15 @@ class ToolEnv(gymnasium.Env):
                 self._messages.extend(follow_up)
                 info["feedback"] = True
                 return follow_up, 0.0, False, False, info
-        result = await self._score(text, parsed.answer)
-        info["finish_reason"] = "answer" if parsed.answer is not None else "no_answer"
-        await self._finish(info, result, parsed.answer)
+        answer = self.final_answer(text, parsed)
+        result = await self._score(text, answer)
+        info["finish_reason"] = "answer" if answer is not None else "no_answer"
+        await self._finish(info, result, answer)
         return [], result.total, True, False, info
+
+    def final_answer(self, text: str, parsed: ParsedTurn) -> str | None:
+        """Hook: what the final message submits; None is "no answer". Default: the parsed answer line."""
+        return parsed.answer
 
     async def on_final(self, text: str, parsed: ParsedTurn) -> list[dict[str, Any]] | None:
         """Hook: messages that continue the episode instead of ending it (e.g. public-test feedback)."""

@@ -83,6 +83,10 @@ class CodeContestEnv(ToolEnv):
             return float(report.passed == report.total)
         return report.passed / report.total
 
+    def final_answer(self, text: str, parsed: ParsedTurn) -> str | None:
+        """The submission is the last ```python block (what the judge runs), not an "Answer:" line."""
+        return extract_code(text)
+
     async def on_final(self, text: str, parsed: ParsedTurn) -> list[dict[str, Any]] | None:
         """Public-test feedback: a failing submission is shown its results while feedback turns remain."""
         used = self._ctx.state.get("feedback_used", 0)
