@@ -132,3 +132,23 @@ def test_wall_time_limit_ends_a_slow_episode(hf):
                        max_wall_s=0.5).run([1], group_size=2)
     assert [t.finish_reason for t in group] == ["timeout", "timeout"]
     assert all("wall-time" in t.error for t in group)
+
+
+def test_waiting_for_the_sampler_does_not_count_against_the_wall_time_limit(tiny_dir):
+    # 24 episodes share a sampler that runs one row per forward pass, so each waits for the others' tokens:
+    # seconds of sampling per episode against a 0.3 s limit that only its environment time counts against
+    one_row = HFSampler(str(tiny_dir), max_batch_size=1)
+    runner = RolloutRunner(one_row, ChatTemplate(one_row.tokenizer), lambda: ToolEchoEnv(turns=3),
+                           SamplingParams(max_tokens=24), EpisodeLimits(max_turns=4, max_total_tokens=800, max_wall_s=0.3),
+                           seed=1)
+    (group,) = runner.run([3], group_size=24)
+    assert max(t.timings["total_s"] for t in group) > 1.0  # the limit would have ended them
+    assert not [t.error for t in group if t.finish_reason == "timeout"]
+    assert all(t.timings["env_s"] < 0.3 for t in group)
+    limited = RolloutRunner(one_row, ChatTemplate(one_row.tokenizer), lambda: ToolEchoEnv(turns=3),
+                            SamplingParams(max_tokens=24),
+                            EpisodeLimits(max_turns=4, max_total_tokens=800, max_sample_s=0.001), seed=1)
+    (group,) = limited.run([3], group_size=4)
+    assert {t.finish_reason for t in group} == {"timeout"} and all("sampling call" in t.error for t in group)
+    # the abandoned requests still run on the sampler's thread: a request queued behind them returns once they are done
+    assert one_row.generate([group[0].prompt_ids], SamplingParams(max_tokens=1))[0][0].token_ids

@@ -25,11 +25,17 @@ _KEEP_INFO = ("answer", "reward_components", "reward_errors", "tool_calls_total"
 
 @dataclass
 class EpisodeLimits:
-    """Per-episode limits. max_total_tokens counts prompt + response tokens."""
+    """Per-episode limits. max_total_tokens counts prompt + response tokens.
+
+    max_wall_s bounds the time an episode spends in its environment (reset, steps, tool calls): that is
+    where untrusted code or a hung tool can stall. Sampling is bounded by the token limits, and its wait
+    depends on how many other episodes share the engine (a batch of 64 long answers on a CPU takes
+    minutes), so it does not count; max_sample_s, when set, bounds each sampling call on its own."""
 
     max_turns: int = 8
     max_total_tokens: int = 4096
     max_wall_s: float = 300.0
+    max_sample_s: float | None = None
     min_new_tokens: int = 8  # a prompt is cut (and marked) so at least this many tokens can be sampled
 
 
@@ -128,7 +134,7 @@ class RolloutRunner:
         """One episode on a fresh env. Never raises: failures are recorded on the trajectory."""
         lim = self.limits
         t0 = time.perf_counter()
-        deadline = t0 + lim.max_wall_s
+        budget = _EnvBudget(lim.max_wall_s)
         traj = Trajectory(task_id=f"task-{task_index}", group_id=f"{self.env_id}/{task_index}", prompt_ids=[])
         traj.metadata.update(
             episode_index=episode_index, task_index=task_index, sampler=self.sampler.name,
@@ -139,7 +145,7 @@ class RolloutRunner:
         try:
             env = await asyncio.to_thread(self.env_factory)
             t = time.perf_counter()
-            obs, info = await _timed(_reset(env, spec), deadline)
+            obs, info = await budget.run(_reset(env, spec))
             timings["env_s"] += time.perf_counter() - t
             info = dict(info or {})
             traj.task_id = str(info.get("task_id") or _task_id(info) or traj.task_id)
@@ -160,7 +166,7 @@ class RolloutRunner:
                 params = self.params.with_(n=1, max_tokens=min(self.params.max_tokens, room),
                                            seed=self._seed(task_index, episode_index, turn))
                 t = time.perf_counter()
-                sample = await _timed(self._generate(context, params), deadline)
+                sample = await _sample_timed(self._generate(context, params), lim.max_sample_s)
                 timings["generate_s"] += time.perf_counter() - t
                 self._append(traj, context, sample.token_ids, sample.logprobs, model=True)
                 text = self.template.decode(sample.token_ids, skip_special_tokens=True)
@@ -170,7 +176,7 @@ class RolloutRunner:
                 if sample.logprob_kind != traj.metadata["logprob_kind"]:
                     traj.metadata["logprob_kind"] = sample.logprob_kind
                 t = time.perf_counter()
-                obs, reward, terminated, truncated, info = await _timed(_step(env, text), deadline)
+                obs, reward, terminated, truncated, info = await budget.run(_step(env, text))
                 timings["env_s"] += time.perf_counter() - t
                 info = dict(info or {})
                 traj.reward += float(reward or 0.0)
@@ -197,9 +203,12 @@ class RolloutRunner:
                     traj.metadata["context_truncated"] = True
                     break
                 self._append(traj, context, cont, [0.0] * len(cont), model=False)
+        except _SampleTimeout:
+            traj.finish_reason = "timeout"
+            traj.error = f"a sampling call exceeded its limit of {lim.max_sample_s:g} s"
         except TimeoutError:
             traj.finish_reason = "timeout"
-            traj.error = f"episode exceeded its wall-time limit of {lim.max_wall_s:g} s"
+            traj.error = f"episode exceeded its wall-time limit of {lim.max_wall_s:g} s in its environment"
         except ContextOverflow as exc:
             traj.finish_reason = "context_overflow"
             traj.error = str(exc)
@@ -283,12 +292,34 @@ def _spec(t: TaskSpec | int | dict) -> TaskSpec:
     return TaskSpec(seed=t.get("seed"), options=dict(t.get("options") or {}))
 
 
-async def _timed(coro: Any, deadline: float) -> Any:
-    left = deadline - time.perf_counter()
-    if left <= 0:
-        coro.close()
-        raise TimeoutError
-    return await asyncio.wait_for(coro, timeout=left)
+class _EnvBudget:
+    """What is left of an episode's environment time (EpisodeLimits.max_wall_s) across its env calls."""
+
+    def __init__(self, seconds: float) -> None:
+        self.left = seconds
+
+    async def run(self, coro: Any) -> Any:
+        if self.left <= 0:
+            coro.close()
+            raise TimeoutError
+        t = time.perf_counter()
+        try:
+            return await asyncio.wait_for(coro, timeout=self.left)
+        finally:
+            self.left -= time.perf_counter() - t
+
+
+class _SampleTimeout(TimeoutError):
+    pass
+
+
+async def _sample_timed(coro: Any, seconds: float | None) -> Any:
+    if seconds is None:
+        return await coro
+    try:
+        return await asyncio.wait_for(coro, timeout=seconds)
+    except TimeoutError as exc:
+        raise _SampleTimeout from exc
 
 
 async def _reset(env: Any, spec: TaskSpec) -> tuple[Any, dict]:
