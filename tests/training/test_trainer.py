@@ -98,6 +98,11 @@ def test_trajectory_stats_counts_tool_use():
                    turns=[{"role": "user"}, {"role": "assistant"}], finish_reason="answer")
     s = trajectory_stats([a, b])
     assert s["tool_rate"] == 0.5 and s["reward_mean"] == 0.5 and s["answered"] == 1.0
+    assert s["infra_failures"] == 0
+    late = Trajectory(task_id="c", group_id="g", prompt_ids=[1], finish_reason="timeout", error="wall-time")
+    crashed = Trajectory(task_id="d", group_id="g", prompt_ids=[1], finish_reason="error", error="boom")
+    s = trajectory_stats([a, late, crashed])
+    assert s["infra_failures"] == 2 and s["errors"] == 1 and s["reward_mean"] == 1 / 3  # scored 0, and counted
 
 
 def test_one_real_training_run_writes_metrics_checkpoints_and_plot(tmp_path):
@@ -115,6 +120,7 @@ def test_one_real_training_run_writes_metrics_checkpoints_and_plot(tmp_path):
     assert (out / "curves.png").stat().st_size > 1000
     assert list((out / "tb").iterdir())
     assert summary["before"]["step"] == 0 and summary["after"]["step"] == 1
+    assert all(r["infra_failures"] == 0 and r["episodes"] == 2 for r in recs if r["kind"] == "eval")
 
 
 def test_invalid_config_is_one_line_naming_the_field(tmp_path):

@@ -32,6 +32,7 @@ from toolgym.agents.trajectory import Trajectory
 from toolgym.errors import ConfigError
 from toolgym.training import data_parallel as D
 from toolgym.training.algorithms import Objective, RolloutBatch, StepContext, get_algorithm
+from toolgym.training.algorithms.base import INFRA_FAILURES
 from toolgym.training.batch import TokenBatch, collate
 from toolgym.training.checkpoint import TrainerState, latest_checkpoint, load_checkpoint, save_checkpoint
 from toolgym.training.config import TrainConfig, config_to_dict, dump_config
@@ -347,7 +348,11 @@ class Trainer:
         allstats = D.all_gather_objects(stats[0], self.dist)
         n = sum(s["n"] for s in allstats)
         res = {k: sum(s[k] * s["n"] for s in allstats) / max(n, 1) for k in ("reward_mean", "tool_rate", "response_tokens")}
-        res.update(episodes=n, eval_s=time.perf_counter() - t0)
+        infra = sum(s["infra_failures"] for s in allstats)
+        res.update(episodes=n, infra_failures=infra, eval_s=time.perf_counter() - t0)
+        if infra and infra * 10 > n:  # scored 0 above: the reward then understates the policy
+            self.logger.say(f"warning: eval at step {step}: {infra} of {n} episodes ended in a sandbox, sampler or env "
+                            "failure or their wall-time limit (scored 0)")
         return res
 
     # -- the loop -----------------------------------------------------------------------------------------
@@ -573,7 +578,7 @@ def trajectory_stats(trajs: Sequence[Trajectory]) -> dict[str, float]:
     n = len(trajs)
     if n == 0:
         return {"n": 0, "reward_mean": 0.0, "tool_rate": 0.0, "response_tokens": 0.0, "answered": 0.0,
-                "model_tokens": 0, "errors": 0}
+                "model_tokens": 0, "errors": 0, "infra_failures": 0}
     rewards = [t.reward for t in trajs if math.isfinite(t.reward)]
     tool = sum(1 for t in trajs if any(m.get("role") == "tool" for m in t.turns))
     return {
@@ -584,6 +589,7 @@ def trajectory_stats(trajs: Sequence[Trajectory]) -> dict[str, float]:
         "answered": sum(1 for t in trajs if t.finish_reason == "answer") / n,
         "model_tokens": sum(t.num_model_tokens for t in trajs),
         "errors": sum(1 for t in trajs if t.finish_reason == "error"),
+        "infra_failures": sum(1 for t in trajs if t.finish_reason in INFRA_FAILURES),
     }
 
 
