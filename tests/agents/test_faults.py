@@ -5,6 +5,7 @@ answers 500, answers too slowly, or answers with an empty completion."""
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 
 import pytest
@@ -152,3 +153,23 @@ def test_waiting_for_the_sampler_does_not_count_against_the_wall_time_limit(tiny
     assert {t.finish_reason for t in group} == {"timeout"} and all("sampling call" in t.error for t in group)
     # the abandoned requests still run on the sampler's thread: a request queued behind them returns once they are done
     assert one_row.generate([group[0].prompt_ids], SamplingParams(max_tokens=1))[0][0].token_ids
+
+
+def test_a_request_cancelled_while_its_batch_forms_does_not_stall_the_sampler(tiny_dir):
+    # A timeout can cancel the first request of a batch in the one loop iteration the queue waits for others to
+    # join; the queue is then marked busy, and if nobody drained it every later request would wait forever.
+    from toolgym.agents._batching import BatchQueue
+
+    sampler = HFSampler(str(tiny_dir))
+    queue = BatchQueue(sampler._run_batch)  # the HF sampler's own engine call behind a fresh queue
+    prompt = sampler.tokenizer("hello", add_special_tokens=False)["input_ids"]
+    params = SamplingParams(max_tokens=2, seed=0)
+
+    async def cancel_first_then_ask_again():
+        first = asyncio.create_task(queue.submit(prompt, params))
+        await asyncio.sleep(0)  # the first request is queued and yields once, waiting for others to join
+        first.cancel()
+        return await asyncio.wait_for(queue.submit(prompt, params), timeout=60)
+
+    samples = asyncio.run(cancel_first_then_ask_again())
+    assert samples[0].token_ids

@@ -42,9 +42,10 @@ class BatchQueue:
             if start:
                 self._busy = True
         if start:
-            # Let other episodes that become ready in this same loop iteration join the batch.
-            await asyncio.sleep(0)
-            threading.Thread(target=self._drain, name="toolgym-batch", daemon=True).start()
+            try:  # let other episodes that become ready in this same loop iteration join the batch
+                await asyncio.sleep(0)
+            finally:  # even when this caller is cancelled there (a timeout): _busy is set, someone must drain
+                threading.Thread(target=self._drain, name="toolgym-batch", daemon=True).start()
         return await fut
 
     def _drain(self) -> None:
