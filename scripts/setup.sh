@@ -113,7 +113,7 @@ $TG assets fetch --all >/dev/null
 
 # 5b. Kattis problem packages for the judge's tests, from the projects' PyPI sdists: problemtools' examples
 #     (MIT) and BAPCtools' test problems (GPL-3.0: used by the tests only, never copied into the repository).
-TESTDATA=${TOOLGYM_HOME:-$HOME/.cache/toolgym}/testdata
+TESTDATA=$TG_HOME/testdata
 for spec in problemtools==1.20260907 bapctools==2026.10.0; do
   name=${spec/==/-}
   if [ ! -d "$TESTDATA/$name" ]; then

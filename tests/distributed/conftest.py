@@ -18,3 +18,15 @@ def ray_cluster():
     ray = connect(num_cpus=4)  # logical CPUs: 2 workers + a replacement never wait on each other
     yield ray
     shutdown()
+
+
+@pytest.fixture()
+def one_torch_thread():
+    """This process on one torch thread, as each Ray worker (cpus_per_worker 1): with the same rows per
+    forward pass, its logits then match a worker's bit for bit."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)

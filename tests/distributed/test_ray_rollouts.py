@@ -27,8 +27,9 @@ from toolgym.training.demo_model import build_demo
 PARAMS = SamplingParams(temperature=1.0, max_tokens=6)
 LIMITS = EpisodeLimits(max_turns=3, max_total_tokens=256)
 SEED = 11
-# One row per forward pass and one torch thread on both sides (each worker has one), so equal episodes are
-# equal bit for bit; with different batches the logits differ in float rounding and a token can flip.
+# One row per forward pass and one torch thread on both sides (each worker has one; the local runner takes
+# the one_torch_thread fixture), so equal episodes are equal bit for bit; with different batches the logits
+# differ in float rounding and a token can flip.
 ONE_ROW = {"max_batch_size": 1}
 
 
@@ -55,15 +56,10 @@ def _jobs(n: int, group: int, step: int = 0, **env_kw) -> list[GroupJob]:
 
 def _local(policy, n: int, group: int) -> list[list]:
     model, tok = policy
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        with open_sandbox("auto", pool_size=2) as sb:
-            runner = RolloutRunner(HFSampler(model, tok, **ONE_ROW), ChatTemplate(tok),
-                                   lambda: SandboxLoadEnv(sandbox=sb, turns=2, iters=2_000), PARAMS, LIMITS, seed=SEED)
-            return asyncio.run(runner.arun([TaskSpec(seed=100 + i) for i in range(n)], group))
-    finally:
-        torch.set_num_threads(threads)
+    with open_sandbox("auto", pool_size=2) as sb:
+        runner = RolloutRunner(HFSampler(model, tok, **ONE_ROW), ChatTemplate(tok),
+                               lambda: SandboxLoadEnv(sandbox=sb, turns=2, iters=2_000), PARAMS, LIMITS, seed=SEED)
+        return asyncio.run(runner.arun([TaskSpec(seed=100 + i) for i in range(n)], group))
 
 
 def _ids(groups):
@@ -71,7 +67,7 @@ def _ids(groups):
             for g in groups]
 
 
-def test_groups_equal_the_single_process_runner_in_task_order(pool, policy):
+def test_groups_equal_the_single_process_runner_in_task_order(pool, policy, one_torch_thread):
     groups = pool.run(_jobs(6, 3))
     assert _ids(groups) == _ids(_local(policy, 6, 3))
     assert all(t.reward == 1.0 and t.finish_reason == "answer" for g in groups for t in g)  # sandbox ran the tool

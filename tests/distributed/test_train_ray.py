@@ -56,30 +56,25 @@ def _warm_start(tmp) -> Path:
 
 
 def _first_differing_episode(one: Path, other: Path, step: int) -> str | None:
-    """The first episode of a step whose text, tool output or reward differs between two runs."""
+    """The first episode of a step whose tokens, log-probs, text, tool output or reward differ between two runs."""
+    from toolgym.agents.storage import read_jsonl
     from toolgym.training.step_rollouts import step_rollouts_path
 
     def episodes(out):
-        rows = [json.loads(line) for line in step_rollouts_path(out, step).read_text().splitlines() if line.strip()]
-        return sorted(rows, key=lambda r: (r["task_id"], r["metadata"]["episode_index"]))
+        return sorted(read_jsonl(step_rollouts_path(out, step)), key=lambda t: (t.task_id, t.metadata["episode_index"]))
 
+    keys = ("task_id", "response_ids", "behavior_logprobs", "reward", "reward_breakdown", "turns", "finish_reason", "error")
     for x, y in zip(episodes(one), episodes(other), strict=True):
-        keys = ("task_id", "response_ids", "behavior_logprobs", "reward", "reward_breakdown", "turns", "finish_reason", "error")
-        if any(x[k] != y[k] for k in keys):
-            return f"episode {x['task_id']} differs:\n{json.dumps(x)[:3000]}\n---\n{json.dumps(y)[:3000]}"
+        if any(getattr(x, k) != getattr(y, k) for k in keys):
+            return f"episode {x.task_id} differs:\n{x.to_json()[:3000]}\n---\n{y.to_json()[:3000]}"
     return None
 
 
-def test_ray_rollouts_match_single_process(tmp_path, ray_cluster):
+def test_ray_rollouts_match_single_process(tmp_path, ray_cluster, one_torch_thread):
     warm = _warm_start(tmp_path)
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # as each Ray worker (cpus_per_worker 1)
-    try:
-        single = train(load_config(_cfg(tmp_path, "single", warm)), console=False)
-        dist = train(load_config(_cfg(tmp_path, "ray", warm, distributed="ray",
-                                      ray={"num_workers": 2, "sandbox_pool": 1, "max_in_flight": 1})), console=False)
-    finally:
-        torch.set_num_threads(threads)
+    single = train(load_config(_cfg(tmp_path, "single", warm)), console=False)
+    dist = train(load_config(_cfg(tmp_path, "ray", warm, distributed="ray",
+                                  ray={"num_workers": 2, "sandbox_pool": 1, "max_in_flight": 1})), console=False)
     assert single["steps"] == dist["steps"] == 3
     a = {r["step"]: r for r in read_metrics(tmp_path / "single", "train")}
     b = {r["step"]: r for r in read_metrics(tmp_path / "ray", "train")}

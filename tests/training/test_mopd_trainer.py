@@ -200,13 +200,15 @@ def test_separate_frozen_teacher_scores_the_plain_prompt_and_stays_frozen(tmp_pa
 def test_behaviour_gap_comes_only_from_computed_trainer_logprobs(tmp_path):
     from toolgym.training.trainer import behaviour_gap
 
-    tr = _ready(tmp_path)  # on-policy MOPD with the hf sampler: the trainer's log-probs are never computed
+    tr = Trainer(load_config(_cfg(tmp_path, rollout__sandbox=None)), console=False)
+    tr.build(rollouts=True)  # on-policy MOPD with the hf sampler: the trainer's log-probs are never computed
+    assert not tr.policy_sync.samples_elsewhere and not tr.ctx.separate_sampler  # the sampler runs tr.module
     groups = _groups(tr, [[1.0, 0.0], [0.0, 1.0]])
     batch, _ = tr.objective.prepare(tr.ctx, groups)
     assert not batch.old_logp_computed
     assert behaviour_gap(batch) == {}  # zero placeholders are not log-probs: no gap of |behaviour log-prob|
     # a separate engine samples from pushed weights: the gap is measured against the trainer's real log-probs
-    tr.cfg.rollout.sampler = "vllm"
+    tr.ctx.separate_sampler = True
     batch, _ = tr.objective.prepare(tr.ctx, groups)
     assert batch.old_logp_computed
     own = tr.old_logprobs(batch.trajectories)

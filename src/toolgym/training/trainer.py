@@ -32,7 +32,7 @@ from toolgym.agents.trajectory import Trajectory
 from toolgym.errors import ConfigError
 from toolgym.training import data_parallel as D
 from toolgym.training.algorithms import Objective, RolloutBatch, StepContext, get_algorithm
-from toolgym.training.algorithms.base import INFRA_FAILURES
+from toolgym.training.algorithms.base import scored_rewards
 from toolgym.training.batch import TokenBatch, collate
 from toolgym.training.checkpoint import TrainerState, latest_checkpoint, load_checkpoint, save_checkpoint
 from toolgym.training.config import TrainConfig, config_to_dict, dump_config
@@ -125,7 +125,9 @@ class Trainer:
         self.ctx = StepContext(cfg=cfg, model=self.model, module=self.module, tokenizer=self.tokenizer,
                                pad_id=self.pad_id, device=self.dist.device, out_dir=self.out, dist=self.dist,
                                temperature=self.score_temperature, collate=self.collate,
-                               old_logprobs=self.old_logprobs, autocast=self.autocast)
+                               old_logprobs=self.old_logprobs, autocast=self.autocast,
+                               separate_sampler=getattr(self, "policy_sync", None) is not None
+                               and self.policy_sync.samples_elsewhere)
         o = cfg.optimizer
         params = [p for p in self.module.parameters() if p.requires_grad]
         self.optimizer = torch.optim.AdamW(params, lr=o.lr, betas=o.betas, eps=o.eps, weight_decay=o.weight_decay)
@@ -350,10 +352,14 @@ class Trainer:
         res = {k: sum(s[k] * s["n"] for s in allstats) / max(n, 1) for k in ("reward_mean", "tool_rate", "response_tokens")}
         infra = sum(s["infra_failures"] for s in allstats)
         res.update(episodes=n, infra_failures=infra, eval_s=time.perf_counter() - t0)
-        if infra and infra * 10 > n:  # scored 0 above: the reward then understates the policy
-            self.logger.say(f"warning: eval at step {step}: {infra} of {n} episodes ended in a sandbox, sampler or env "
-                            "failure or their wall-time limit (scored 0)")
+        self._warn_infra(f"eval at step {step}", infra, n, "scored 0")  # the reward then understates the policy
         return res
+
+    def _warn_infra(self, where: str, infra: int, n: int, treated: str) -> None:
+        """One line when over 10% of episodes ended in an infrastructure failure or their wall-time limit."""
+        if infra * 10 > n:
+            self.logger.say(f"warning: {where}: {infra} of {n} episodes ended in a sandbox, sampler or env failure "
+                            f"or their wall-time limit ({treated})")
 
     # -- the loop -----------------------------------------------------------------------------------------
 
@@ -442,10 +448,8 @@ class Trainer:
         t1 = time.perf_counter()
         batch, prep = objective.prepare(self.ctx, groups)
         prep.update(behaviour_gap(batch))
-        infra = int(prep.get("infra_failures", 0))
-        if infra and infra * 10 > len(batch.trajectories):  # masked, not trained: say so when it is a lot
-            self.logger.say(f"warning: step {step + 1}: {infra} of {len(batch.trajectories)} episodes ended in a sandbox, "
-                            "sampler or env failure or their wall-time limit and were left out of training")
+        self._warn_infra(f"step {step + 1}", int(prep.get("infra_failures", 0)), len(batch.trajectories),
+                         "left out of training")
         self.policy_sync.before_update()  # a vLLM engine on the trainer's GPU sleeps through the update
         upd = self.update(batch, objective)
         upd.update(objective.after_update(self.ctx))  # e.g. the EMA teacher follows the student once per step
@@ -589,7 +593,7 @@ def trajectory_stats(trajs: Sequence[Trajectory]) -> dict[str, float]:
         "answered": sum(1 for t in trajs if t.finish_reason == "answer") / n,
         "model_tokens": sum(t.num_model_tokens for t in trajs),
         "errors": sum(1 for t in trajs if t.finish_reason == "error"),
-        "infra_failures": sum(1 for t in trajs if t.finish_reason in INFRA_FAILURES),
+        "infra_failures": scored_rewards(trajs)[1],
     }
 
 

@@ -73,6 +73,7 @@ class StepContext:
     old_logprobs: Callable[[Sequence[Trajectory]], list[torch.Tensor]]
     autocast: Callable[[], AbstractContextManager[Any]]
     grad_norms: list[float] = field(default_factory=list)
+    separate_sampler: bool = False  # rollouts come from other weights than ``module`` (PolicySync.samples_elsewhere)
 
 
 class Objective:

@@ -90,11 +90,10 @@ class DistillationObjective(Objective):
         if self.pg is not None:
             batch, metrics = self.pg.prepare(ctx, groups)
         else:  # the advantages are unused by the distillation loss (docs/algorithms/mopd.md)
-            # A separate engine (vllm, openai) samples from pushed weights: the trainer's log-probs are then
+            # Rollouts from other weights (an engine, a server, Ray workers): the trainer's log-probs are then
             # computed anyway, one no-grad pass, so the behaviour gap can show a push that did not happen.
             batch, metrics = group_batch(ctx, groups, "grpo", 1e-6,
-                                         need_old=self.off_policy or o.token_mismatch_weight
-                                         or self.cfg.rollout.sampler != "hf")
+                                         need_old=self.off_policy or o.token_mismatch_weight or ctx.separate_sampler)
         trajs = batch.trajectories
         feedbacks = [t.metadata.get("feedback") for t in trajs] if o.use_feedback else None
         mb = build_mopd_batch(trajs, ctx.tokenizer, rewards=scored_rewards(trajs)[0], mode=o.mode, threshold=o.threshold, seed=self.cfg.seed,
