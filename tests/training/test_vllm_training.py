@@ -48,6 +48,9 @@ def _check(r: dict) -> None:
         assert row["behaviour_gap_max"] is not None and row["behaviour_gap_max"] < GAP_MAX, row
         assert math.isfinite(row["loss"]) and math.isfinite(row["grad_norm"]), row
         assert 0.0 <= row["reward_mean"] <= 1.0 and row["episodes"] == 4 and row["errors"] == 0, row
+        # the script's reward tells any two different episodes apart, so each step updates the policy and the
+        # next step's gap check would see a skipped push (both groups of two identical would fail here)
+        assert row["adv_zero_groups"] < 2, row
     assert len(r["evals"]) == 2 and all(0.0 <= e <= 1.0 for e in r["evals"])
     ex = r["export"]
     assert ex["tokens"] > 0

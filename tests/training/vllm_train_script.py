@@ -4,9 +4,11 @@ vLLM engine and by transformers. Prints one ``RESULT {json}`` line with what the
 
 from __future__ import annotations
 
+import hashlib
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
@@ -19,6 +21,30 @@ def logprobs_of(model, ids: list[int], start: int):
         logits = model(torch.tensor([ids])).logits[0].float()
     lp = torch.log_softmax(logits, -1)
     return [float(lp[i - 1, ids[i]]) for i in range(start, len(ids))]
+
+
+def sample_fingerprint(messages: list[dict[str, Any]]) -> float:
+    """A number in [0, 1) that differs between any two different episodes. The test checks weight pushes,
+    not learning: with Arith's reward alone, SmolLM-135M's groups of two often score the same (advantage 0
+    at every step, the policy never moves and a missed push could not show; CI hit this twice). With this
+    term every group whose two samples differ carries a gradient, so the policy moves at every step."""
+    text = json.dumps([m.get("content") for m in messages if m.get("role") == "assistant"])
+    return int.from_bytes(hashlib.sha256(text.encode()).digest()[:4], "big") / 2**32
+
+
+def register_env() -> str:
+    from toolgym.envs.registry import register
+    from toolgym.envs.rubric import Rubric
+    from toolgym.envs.tasks.arith import ArithEnv, arith_correct
+
+    class SignalArith(ArithEnv):
+        def __init__(self, **kwargs: Any) -> None:
+            super().__init__(**kwargs)
+            self.rubric = Rubric([(arith_correct, 0.5), (sample_fingerprint, 0.5)])
+            self.reward_range = self.rubric.range
+
+    register("tests/SignalArith-v0", SignalArith, override=True)
+    return "tests/SignalArith-v0"
 
 
 def main() -> None:
@@ -39,8 +65,7 @@ def main() -> None:
     overrides = {
         "algorithm": "ctpo", "seed": 3, "output_dir": str(out), "steps": 3, "mini_batches": 2,
         "model": {"name_or_path": "smollm2-135m-instruct", "device": "cpu"},
-        "rollout": {"env": "toolgym/Arith-v0", "env_kwargs": {"min_digits": 1, "max_digits": 2, "terms": 2, "ops": "+",
-                                                             "format_weight": 0.5},
+        "rollout": {"env": register_env(), "env_kwargs": {"min_digits": 1, "max_digits": 2, "terms": 2, "ops": "+"},
                     "group_size": 2, "prompts_per_step": 2, "max_turns": 2, "max_new_tokens": 24,
                     "max_response_tokens": 128, "temperature": 0.8, "sampler": "vllm", "sandbox": "auto",
                     "sandbox_pool": 1,
@@ -56,7 +81,7 @@ def main() -> None:
     rows = read_metrics(out, "train")
     report = {"summary_steps": summary["steps"], "train": [
         {k: r.get(k) for k in ("step", "behaviour_gap_mean", "behaviour_gap_max", "weight_pushes", "loss",
-                                "reward_mean", "grad_norm", "episodes", "errors")} for r in rows],
+                                "reward_mean", "grad_norm", "episodes", "errors", "adv_zero_groups")} for r in rows],
         "evals": [r.get("reward_mean") for r in read_metrics(out, "eval")]}
 
     exported = out / "exported"
