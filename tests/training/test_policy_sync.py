@@ -86,3 +86,19 @@ def test_pushed_weights_are_the_merged_lora_policy_under_hf_names():
     assert not torch.equal(engine.weights[q], plain.state_dict()[q])  # the adapters' delta is in
     k = "model.layers.0.self_attn.k_proj.weight"
     assert torch.equal(engine.weights[k], plain.state_dict()[k])
+
+
+def test_only_a_sampler_on_the_trainers_own_module_samples_in_place():
+    # decides whether MOPD computes the trainer's log-probs for the behaviour gap (StepContext.separate_sampler)
+    import copy
+
+    from toolgym.agents.hf_sampler import HFSampler
+
+    module = tiny_lm()
+    own = PolicySync(HFSampler(module), module, sleep=False)
+    assert not own.samples_elsewhere and not own.copies_weights
+    copy_ = PolicySync(HFSampler(copy.deepcopy(module)), module, sleep=False)  # e.g. a Ray worker's replica
+    assert copy_.samples_elsewhere and copy_.copies_weights
+    assert PolicySync(RecordingEngine(), module, sleep=False).samples_elsewhere  # a separate engine
+    ray = PolicySync(HFSampler(module), module, sleep=False, ray_rollouts=object())  # workers sample, hf evaluates
+    assert ray.samples_elsewhere and not ray.copies_weights

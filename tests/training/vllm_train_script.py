@@ -24,10 +24,9 @@ def logprobs_of(model, ids: list[int], start: int):
 
 
 def sample_fingerprint(messages: list[dict[str, Any]]) -> float:
-    """A number in [0, 1) that differs between any two different episodes. The test checks weight pushes,
-    not learning: with Arith's reward alone, SmolLM-135M's groups of two often score the same (advantage 0
-    at every step, the policy never moves and a missed push could not show; CI hit this twice). With this
-    term every group whose two samples differ carries a gradient, so the policy moves at every step."""
+    """A number in [0, 1) that differs between any two different episodes. The test checks weight pushes, not
+    learning: on Arith's reward alone SmolLM-135M's groups of two often tie at every step, the policy never
+    moves and a missed push could not show. With this term every group of two different samples has a gradient."""
     text = json.dumps([m.get("content") for m in messages if m.get("role") == "assistant"])
     return int.from_bytes(hashlib.sha256(text.encode()).digest()[:4], "big") / 2**32
 

@@ -69,15 +69,19 @@ class PolicySync:
         self.pushes = 0
 
     @property
+    def _sampler_runs_module(self) -> bool:
+        return getattr(self.sampler, "model", None) is self.module
+
+    @property
     def samples_elsewhere(self) -> bool:
         """Rollouts come from weights other than the trainer's module itself (an engine's copy, a server,
         Ray workers): the behaviour gap is then worth measuring."""
-        return getattr(self.sampler, "model", None) is not self.module or self.ray_rollouts is not None
+        return not self._sampler_runs_module or self.ray_rollouts is not None
 
     @property
     def copies_weights(self) -> bool:
         """False for a sampler that runs the trainer's module itself (HF)."""
-        return hasattr(self.sampler, "update_weights") and getattr(self.sampler, "model", None) is not self.module
+        return hasattr(self.sampler, "update_weights") and not self._sampler_runs_module
 
     def push(self) -> None:
         """Send the current weights to every rollout engine."""

@@ -68,6 +68,7 @@ class Trainer:
         self.objective: Objective | None = None
         self.ctx: StepContext | None = None
         self.ray_rollouts: Any = None  # distributed: ray (set up with the rollouts)
+        self.policy_sync: Any = None  # PolicySync, set up with the rollouts
         self.sandbox: Any = None
 
     # -- setup ------------------------------------------------------------------------------------------
@@ -126,8 +127,7 @@ class Trainer:
                                pad_id=self.pad_id, device=self.dist.device, out_dir=self.out, dist=self.dist,
                                temperature=self.score_temperature, collate=self.collate,
                                old_logprobs=self.old_logprobs, autocast=self.autocast,
-                               separate_sampler=getattr(self, "policy_sync", None) is not None
-                               and self.policy_sync.samples_elsewhere)
+                               separate_sampler=self.policy_sync is not None and self.policy_sync.samples_elsewhere)
         o = cfg.optimizer
         params = [p for p in self.module.parameters() if p.requires_grad]
         self.optimizer = torch.optim.AdamW(params, lr=o.lr, betas=o.betas, eps=o.eps, weight_decay=o.weight_decay)
