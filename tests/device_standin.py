@@ -1,0 +1,175 @@
+"""A stand-in for a GPU on CPU-only machines: tensors that live on a non-CPU device, refuse what CUDA
+refuses, and still compute real values.
+
+CI has no GPU, so without this every training test runs with all tensors on the CPU, where mixing
+devices and ``.numpy()`` of a device tensor cannot fail. Here a device tensor is a wrapper subclass
+(``__torch_dispatch__``) that reports device ``meta`` and carries a real CPU tensor inside. ``meta``
+because torch has a no-op device guard for it, so autograd, optimizers and ``.item()`` work as they do
+on a real device; a CPU-only torch cannot host a tensor that says ``cuda``.
+
+What it refuses, as CUDA does:
+- an op that mixes a device tensor with a CPU tensor of one or more dimensions (CPU 0-dim scalars are
+  allowed, as CUDA allows them; CPU index tensors may index a device tensor);
+- ``.numpy()`` / ``np.asarray`` of a device tensor;
+- a real ``meta`` tensor (created outside :func:`standin_mode`) meeting a stand-in tensor.
+
+What it cannot catch (these run on real CUDA in ``scripts/gpu_check.sh``): code that branches on
+``device.type == "cuda"`` (autocast, memory statistics, ``empty_cache``, CUDA graphs), kernel numerics
+and bf16 behaviour, asynchronous errors and stream ordering, memory limits, NCCL collectives, and ops
+that have a CPU kernel but no CUDA one.
+
+Use: ``with standin_mode(): model.to(STANDIN); ...`` (factories with ``device="meta"`` make stand-in
+tensors inside the block). The ``device`` fixture (tests/conftest.py) yields ``"cuda"`` where a GPU exists,
+else this stand-in.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from typing import Any
+
+import torch
+from torch.overrides import TorchFunctionMode
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_flatten, tree_map
+
+STANDIN = "meta"  # the device string code under test is given
+_DEVICE = torch.device(STANDIN)
+
+# ops that move data between devices, or accept CPU indices for a device tensor (CUDA allows both)
+_CROSS_DEVICE_OK = {
+    torch.ops.aten._to_copy.default,
+    torch.ops.aten.copy_.default,
+    torch.ops.aten.index.Tensor,
+    torch.ops.aten.index_put_.default,
+    torch.ops.aten.index_put.default,
+    torch.ops.aten._index_put_impl_.default,
+    torch.ops.aten._local_scalar_dense.default,
+}
+
+
+class DeviceMixError(RuntimeError):
+    """What CUDA raises when an op mixes devices."""
+
+
+class StandinTensor(torch.Tensor):
+    """A device tensor: reports ``meta``, computes on the CPU tensor it wraps."""
+
+    inner: torch.Tensor
+    __torch_function__ = torch._C._disabled_torch_function_impl
+
+    @staticmethod
+    def __new__(cls, inner: torch.Tensor) -> StandinTensor:
+        r = torch.Tensor._make_wrapper_subclass(cls, inner.shape, strides=inner.stride(), dtype=inner.dtype,
+                                                device=_DEVICE, requires_grad=inner.requires_grad,
+                                                layout=inner.layout, storage_offset=inner.storage_offset())
+        r.inner = inner
+        return r
+
+    def __repr__(self) -> str:  # type: ignore[override]
+        return f"StandinTensor({self.inner!r})"
+
+    @classmethod
+    def __torch_dispatch__(cls, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
+        kwargs = kwargs or {}
+        if func not in _CROSS_DEVICE_OK:
+            _refuse_mixed(func, args, kwargs)
+        elif func is torch.ops.aten.index.Tensor and not isinstance(args[0], StandinTensor):
+            _refuse_mixed(func, args, kwargs)  # a CPU tensor cannot be indexed by device indices
+        target = kwargs.get("device")
+        if func is torch.ops.aten._to_copy.default:
+            to_cpu = target is not None and torch.device(target).type == "cpu"
+            kw = {**kwargs, "device": torch.device("cpu")}
+            out = func(*tree_map(_unwrap, args), **tree_map(_unwrap, kw))
+            return out if to_cpu else StandinTensor(out)
+        if target is not None and torch.device(target).type == STANDIN:
+            kwargs = {**kwargs, "device": torch.device("cpu")}
+        out = func(*tree_map(_unwrap, args), **tree_map(_unwrap, kwargs))
+        if func is torch.ops.aten.copy_.default and not isinstance(args[0], StandinTensor):
+            return args[0]  # a device -> CPU copy: the destination stays a CPU tensor
+        if func is torch.ops.aten._local_scalar_dense.default:
+            return out
+        return tree_map(_wrap, out)
+
+
+def _unwrap(x: Any) -> Any:
+    return x.inner if isinstance(x, StandinTensor) else x
+
+
+def _wrap(x: Any) -> Any:
+    return StandinTensor(x) if isinstance(x, torch.Tensor) and not isinstance(x, StandinTensor) else x
+
+
+def _refuse_mixed(func: Any, args: tuple, kwargs: dict) -> None:
+    flat, _ = tree_flatten((args, kwargs))
+    tensors = [t for t in flat if isinstance(t, torch.Tensor)]
+    if not any(isinstance(t, StandinTensor) for t in tensors):
+        return
+    for t in tensors:
+        if isinstance(t, StandinTensor):
+            continue
+        if t.device.type == "meta":
+            raise DeviceMixError(f"{func}: a real meta tensor (made outside standin_mode) met a device tensor")
+        if t.device.type == "cpu" and t.dim() > 0:
+            raise DeviceMixError(
+                f"Expected all tensors to be on the same device, but found at least two devices, {STANDIN} and cpu! "
+                f"({func}, a CPU tensor of shape {tuple(t.shape)})")
+
+
+def _to_numpy_refused(*_: Any, **__: Any) -> Any:
+    raise TypeError(f"can't convert {STANDIN} device type tensor to numpy. Use Tensor.cpu() to copy the tensor "
+                    "to host memory first.")
+
+
+def _is_standin_device(device: Any) -> bool:
+    if device is None:
+        return False
+    try:
+        return torch.device(device).type == STANDIN
+    except (TypeError, RuntimeError):
+        return False
+
+
+class _Factories(TorchDispatchMode):
+    """Ops that create a tensor on the stand-in device from no stand-in input (factories, ``.to("meta")`` of a
+    CPU tensor, the scalars torch wraps inside composite ops) make stand-in tensors with real values."""
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
+        kwargs = kwargs or {}
+        if _is_standin_device(kwargs.get("device")):
+            flat, _ = tree_flatten((args, kwargs))
+            if not any(isinstance(t, StandinTensor) for t in flat):
+                out = func(*args, **{**kwargs, "device": torch.device("cpu")})
+                return tree_map(_wrap, out)
+        return func(*args, **kwargs)
+
+
+class _HostReads(TorchFunctionMode):
+    """``.numpy()`` of a device tensor is refused; ``.tolist()`` reads its values (as on CUDA); ``torch.tensor``
+    and ``torch.as_tensor`` with ``device="meta"`` (which build their tensor below the dispatcher) make stand-ins."""
+
+    def __torch_function__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
+        kwargs = kwargs or {}
+        this = args[0] if args else None
+        if isinstance(this, StandinTensor):
+            name = getattr(func, "__name__", "")
+            if name in ("numpy", "__array__"):
+                _to_numpy_refused()
+            if name == "tolist":
+                return this.inner.tolist()
+        if _is_standin_device(kwargs.get("device")) and not any(isinstance(a, StandinTensor) for a in args):
+            return tree_map(_wrap, func(*args, **{**kwargs, "device": "cpu"}))
+        return func(*args, **kwargs)
+
+
+@contextlib.contextmanager
+def standin_mode() -> Iterator[None]:
+    """Within the block, ``device="meta"`` means the stand-in device (see the module docstring)."""
+    with _HostReads(), _Factories():
+        yield
+
+
+def on_device(t: torch.Tensor) -> bool:
+    """True for a tensor on the device under test (the stand-in or CUDA)."""
+    return isinstance(t, StandinTensor) or t.device.type == "cuda"
