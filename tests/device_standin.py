@@ -13,19 +13,24 @@ What it refuses, as CUDA does:
 - ``.numpy()`` / ``np.asarray`` of a device tensor;
 - a real ``meta`` tensor (created outside :func:`standin_mode`) meeting a stand-in tensor.
 
+``torch.inference_mode`` runs as ``no_grad`` inside the block (see :class:`_NoGradInference`), and autocast is
+off on the stand-in (torch has none for its device type).
+
 What it cannot catch (these run on real CUDA in ``scripts/gpu_check.sh``): code that branches on
 ``device.type == "cuda"`` (autocast, memory statistics, ``empty_cache``, CUDA graphs), kernel numerics
 and bf16 behaviour, asynchronous errors and stream ordering, memory limits, NCCL collectives, and ops
 that have a CPU kernel but no CUDA one.
 
 Use: ``with standin_mode(): model.to(STANDIN); ...`` (factories with ``device="meta"`` make stand-in
-tensors inside the block). The ``device`` fixture (tests/conftest.py) yields ``"cuda"`` where a GPU exists,
+tensors inside the block, in this thread and in threads started inside it, such as a sampler's batch thread:
+torch's modes are per thread). The ``device`` fixture (tests/conftest.py) yields ``"cuda"`` where a GPU exists,
 else this stand-in.
 """
 
 from __future__ import annotations
 
 import contextlib
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -61,6 +66,8 @@ class StandinTensor(torch.Tensor):
 
     @staticmethod
     def __new__(cls, inner: torch.Tensor) -> StandinTensor:
+        if inner.device.type != "cpu":
+            raise DeviceMixError(f"a stand-in tensor must wrap a CPU tensor; got one on {inner.device}")
         r = torch.Tensor._make_wrapper_subclass(cls, inner.shape, strides=inner.stride(), dtype=inner.dtype,
                                                 device=_DEVICE, requires_grad=inner.requires_grad,
                                                 layout=inner.layout, storage_offset=inner.storage_offset())
@@ -83,9 +90,7 @@ class StandinTensor(torch.Tensor):
             kw = {**kwargs, "device": torch.device("cpu")}
             out = func(*tree_map(_unwrap, args), **tree_map(_unwrap, kw))
             return out if to_cpu else StandinTensor(out)
-        if target is not None and torch.device(target).type == STANDIN:
-            kwargs = {**kwargs, "device": torch.device("cpu")}
-        out = func(*tree_map(_unwrap, args), **tree_map(_unwrap, kwargs))
+        out = func(*tree_map(_to_host, args), **tree_map(_to_host, kwargs))
         if func is torch.ops.aten.copy_.default and not isinstance(args[0], StandinTensor):
             return args[0]  # a device -> CPU copy: the destination stays a CPU tensor
         if func is torch.ops.aten._local_scalar_dense.default:
@@ -95,6 +100,15 @@ class StandinTensor(torch.Tensor):
 
 def _unwrap(x: Any) -> Any:
     return x.inner if isinstance(x, StandinTensor) else x
+
+
+def _to_host(x: Any) -> Any:
+    """A stand-in tensor's CPU tensor, the stand-in device as the CPU, anything else as it is."""
+    if isinstance(x, StandinTensor):
+        return x.inner
+    if isinstance(x, torch.device) and x.type == STANDIN:
+        return torch.device("cpu")
+    return x
 
 
 def _wrap(x: Any) -> Any:
@@ -137,12 +151,15 @@ class _Factories(TorchDispatchMode):
 
     def __torch_dispatch__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
         kwargs = kwargs or {}
-        if _is_standin_device(kwargs.get("device")):
-            flat, _ = tree_flatten((args, kwargs))
-            if not any(isinstance(t, StandinTensor) for t in flat):
-                out = func(*args, **{**kwargs, "device": torch.device("cpu")})
-                return tree_map(_wrap, out)
-        return func(*args, **kwargs)
+        flat, _ = tree_flatten((args, kwargs))
+        if any(_is_standin_device(a) for a in flat if isinstance(a, torch.device)) and \
+                not any(isinstance(t, StandinTensor) for t in flat):
+            return tree_map(_wrap, func(*tree_map(_to_host, args), **tree_map(_to_host, kwargs)))
+        out = func(*args, **kwargs)
+        flat, _ = tree_flatten(out)
+        if any(type(t) is torch.Tensor and t.device.type == STANDIN for t in flat):
+            raise DeviceMixError(f"{func} made a real meta tensor inside standin_mode (a stand-in gap: teach _Factories)")
+        return out
 
 
 class _HostReads(TorchFunctionMode):
@@ -160,14 +177,58 @@ class _HostReads(TorchFunctionMode):
                 return this.inner.tolist()
         if _is_standin_device(kwargs.get("device")) and not any(isinstance(a, StandinTensor) for a in args):
             return tree_map(_wrap, func(*args, **{**kwargs, "device": "cpu"}))
-        return func(*args, **kwargs)
+        out = func(*args, **kwargs)
+        flat, _ = tree_flatten(out)
+        if any(type(t) is torch.Tensor and t.device.type == STANDIN for t in flat):
+            raise DeviceMixError(f"{func} made a real meta tensor inside standin_mode (a stand-in gap)")
+        return out
+
+
+class _NoGradInference(torch.no_grad):
+    """``torch.inference_mode`` inside the block: wrapper tensors cannot be inference tensors (a view of one
+    fails to share its version counter), so it runs as ``no_grad``, which computes the same values."""
+
+    def __init__(self, mode: bool = True) -> None:
+        super().__init__()
+
+
+def _autocast_off_on_standin(original: Any) -> Any:
+    """``torch.is_autocast_enabled("meta")`` raises (no autocast for that device type): on the stand-in it is off."""
+
+    def is_autocast_enabled(*args: Any) -> bool:
+        if args and isinstance(args[0], str) and args[0] == STANDIN:
+            return False
+        return bool(original(*args))
+
+    return is_autocast_enabled
 
 
 @contextlib.contextmanager
 def standin_mode() -> Iterator[None]:
     """Within the block, ``device="meta"`` means the stand-in device (see the module docstring)."""
-    with _HostReads(), _Factories():
-        yield
+    swap = torch.__future__.get_swap_module_params_on_conversion()
+    # module.to() then swaps each parameter in place (as set_data does for a real device) instead of making new
+    # Parameters, which would untie tied weights (an LM head sharing the embedding)
+    torch.__future__.set_swap_module_params_on_conversion(True)
+    bootstrap = threading.Thread._bootstrap_inner  # type: ignore[attr-defined]
+
+    def bootstrap_in_mode(thread: threading.Thread) -> None:
+        with _HostReads(), _Factories():
+            bootstrap(thread)
+
+    threading.Thread._bootstrap_inner = bootstrap_in_mode  # type: ignore[attr-defined]
+    inference_mode = torch.inference_mode
+    torch.inference_mode = _NoGradInference  # type: ignore[assignment,misc]
+    autocast_enabled = torch.is_autocast_enabled
+    torch.is_autocast_enabled = _autocast_off_on_standin(autocast_enabled)  # type: ignore[assignment]
+    try:
+        with _HostReads(), _Factories():
+            yield
+    finally:
+        torch.is_autocast_enabled = autocast_enabled  # type: ignore[assignment]
+        torch.inference_mode = inference_mode  # type: ignore[misc]
+        threading.Thread._bootstrap_inner = bootstrap  # type: ignore[attr-defined]
+        torch.__future__.set_swap_module_params_on_conversion(swap)
 
 
 def on_device(t: torch.Tensor) -> bool:

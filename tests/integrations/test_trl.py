@@ -205,3 +205,96 @@ def test_trl_takes_env_factory_and_offers_only_the_envs_tools(trainer, tmp_path)
     assert [t.__name__ for t in mt.tools] == ["python"]
     text = tok.apply_chat_template([{"role": "user", "content": "hi"}], tools=mt.tools, tokenize=False)
     assert '"name": "python"' in text and "code" in text
+
+
+@pytest.mark.device_standin
+@pytest.mark.parametrize("algorithm", ["ctpo", "gspo"])
+def test_trl_compute_loss_on_the_device(trainer, device: str, algorithm: str) -> None:
+    """``_compute_loss`` through ``ToolgymGRPOTrainer`` with the model and TRL's batch on the device (CUDA, else the
+    stand-in of tests/device_standin.py): it runs, and gives the CPU's loss and gradient."""
+    import copy
+
+    from toolgym.integrations.trl import ToolgymLoss
+
+    trainer.model.train()  # the loss reads the trainer's mode (train: metrics under "train")
+    trainer.current_gradient_accumulation_steps = 1
+    trainer.toolgym_loss = ToolgymLoss.from_algorithm(algorithm)
+    inputs = _fixed_batch(trainer)
+    with torch.no_grad():
+        ref = _plain_logps(trainer.model, inputs)
+    g = torch.Generator().manual_seed(2)
+    inputs["old_per_token_logps"] = ref + 0.3 * torch.randn(ref.shape, generator=g)
+    cpu_model = copy.deepcopy(trainer.model).train()
+    want = trainer.compute_loss(cpu_model, inputs)
+    want.backward()
+    dev_model = copy.deepcopy(trainer.model).to(device).train()
+    got = trainer.compute_loss(dev_model, {k: v.to(device) for k, v in inputs.items()})
+    got.backward()
+    assert got.device.type == torch.device(device).type
+    assert float(got.detach()) == pytest.approx(float(want.detach()), rel=1e-4, abs=1e-6)
+    name, p_cpu = next((n, p) for n, p in cpu_model.named_parameters() if "layers.0.self_attn.q_proj.weight" in n)
+    p_dev = dict(dev_model.named_parameters())[name]
+    assert torch.allclose(p_dev.grad.cpu(), p_cpu.grad, rtol=1e-3, atol=1e-6)
+    trainer.log({})  # the device metrics are read once here, as numbers
+    assert isinstance(trainer.state.log_history[-1].get("toolgym/clip_frac"), float)
+
+
+def test_trl_nan_sampling_logprob_gets_no_correction_and_training_goes_on(trainer, monkeypatch) -> None:
+    """vLLM gives no log-prob for a token now and then (NaN). TRL's rule: no correction for that token. The
+    weight the loss uses is the one TRL computed (``importance_sampling_ratio``), so one NaN no longer raises."""
+    from toolgym.integrations.trl import ToolgymLoss
+    from toolgym.training.losses import policy_loss
+
+    trainer.current_gradient_accumulation_steps = 1
+    trainer.toolgym_loss = spec = ToolgymLoss.from_algorithm("ctpo")
+    monkeypatch.setattr(trainer, "use_vllm", True)
+    monkeypatch.setattr(trainer, "vllm_importance_sampling_correction", True)
+    inputs = _fixed_batch(trainer)
+    with torch.no_grad():
+        ref = _plain_logps(trainer.model, inputs)
+    sampling = ref.clone() - 0.05
+    sampling[0, 3] = float("nan")
+    inputs["old_per_token_logps"] = ref
+    inputs["sampling_per_token_logps"] = sampling
+    # TRL's sequence_truncate weight, written out here: NaN differences count as 0, then exp(sum), clipped at 3
+    m = inputs["completion_mask"].float()
+    diff = torch.where(torch.isnan(sampling), 0.0, (ref - sampling) * m)
+    weight = diff.sum(-1, keepdim=True).exp().clamp(max=3.0)
+    inputs["importance_sampling_ratio"] = weight
+    got = trainer.compute_loss(trainer.model.train(), inputs)
+    assert torch.isfinite(got)
+    logp = ref.clone().requires_grad_(True)
+    want, _ = policy_loss(logp, ref, inputs["advantages"], inputs["completion_mask"], ratio=spec.ratio, clip=spec.clip,
+                          agg=spec.agg, seq_weight=weight[:, 0])
+    assert float(got) == pytest.approx(float(want), rel=1e-4, abs=1e-6)
+    # token modes: the per-token weight scales each token's term
+    tok_w = diff.exp().clamp(max=3.0)
+    inputs["importance_sampling_ratio"] = tok_w
+    got_tok = trainer.compute_loss(trainer.model, inputs)
+    want_tok, _ = policy_loss(logp, ref, inputs["advantages"].unsqueeze(-1) * tok_w, inputs["completion_mask"],
+                              ratio=spec.ratio, clip=spec.clip, agg=spec.agg)
+    assert float(got_tok) == pytest.approx(float(want_tok), rel=1e-4, abs=1e-6)
+
+
+def test_trl_settings_the_loss_cannot_honour_are_refused_and_ratio_one_is_said(trainer, tmp_path, caplog) -> None:
+    from trl import GRPOConfig
+
+    from toolgym.integrations.trl import ToolgymGRPOTrainer, env_dataset, env_reward, ratio_is_one
+
+    assert ratio_is_one(1, 1, 1) and ratio_is_one(4, 2, 2) and not ratio_is_one(1, 1, 2) and not ratio_is_one(2, 4, 1)
+    base = dict(output_dir=str(tmp_path), per_device_train_batch_size=2, num_generations=2, max_completion_length=4,
+                max_steps=1, report_to=[], use_cpu=True, save_strategy="no", bf16=False)
+    data = {"reward_funcs": env_reward(QA, **QA_KW), "train_dataset": env_dataset(QA, 2, **QA_KW)}
+    with pytest.raises(ValueError, match=r"^GRPOConfig.importance_sampling_level='sequence' chooses TRL's ratio"):
+        ToolgymGRPOTrainer(trainer.model, algorithm="ctpo", args=GRPOConfig(**base, importance_sampling_level="sequence"),
+                           processing_class=trainer.processing_class, **data)
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="toolgym.integrations.trl"):
+        ToolgymGRPOTrainer(trainer.model, algorithm="ctpo", args=GRPOConfig(**base),
+                           processing_class=trainer.processing_class, **data)
+    assert any("the ratio is exactly 1" in r.message for r in caplog.records)
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="toolgym.integrations.trl"):
+        ToolgymGRPOTrainer(trainer.model, algorithm="ctpo", args=GRPOConfig(**base, num_iterations=2),
+                           processing_class=trainer.processing_class, **data)
+    assert not any("the ratio is exactly 1" in r.message for r in caplog.records)

@@ -279,3 +279,54 @@ def test_math_reward_uses_math_equal(integration) -> None:
     assert reward(data_source="gsm8k", solution_str="Half of it: \\boxed{\\frac{1}{2}}", ground_truth="0.5") == 1.0
     assert reward(data_source="gsm8k", solution_str="The answer is 72.", ground_truth="72", extra_info={}) == 1.0
     assert reward(data_source="gsm8k", solution_str="\\boxed{71}", ground_truth="72", extra_info={}) == 0.0
+
+
+@pytest.mark.device_standin
+@pytest.mark.parametrize("mode", ALL_MODES)
+def test_loss_on_the_device_the_way_verl_calls_it(integration, device: str, mode: str) -> None:
+    """The registry call verl's workers make, with the batch on the device (CUDA, else the stand-in of
+    tests/device_standin.py) and verl's global counts as Python ints: before the fix the int count became a CPU
+    coefficient vector multiplied into device tensors, and the metrics called ``.numpy()`` on a device tensor."""
+    from verl.trainer.ppo.core_algos import get_policy_loss_fn
+
+    old, logp, adv, mask = _batch(noise=NOISE["ctpo"])
+    config = _config()
+    config.global_batch_info.update(GLOBAL)
+    want, m_cpu = get_policy_loss_fn("ctpo")(old_log_prob=old, log_prob=logp, advantages=adv, response_mask=mask,
+                                              loss_agg_mode=mode, config=config, rollout_is_weights=None)
+    x = logp.detach().to(device).requires_grad_(True)
+    got, m_dev = get_policy_loss_fn("ctpo")(old_log_prob=old.to(device), log_prob=x, advantages=adv.to(device),
+                                             response_mask=mask.to(device), loss_agg_mode=mode, config=config,
+                                             rollout_is_weights=None)
+    got.backward()
+    (g_cpu,) = torch.autograd.grad(want, logp)
+    assert got.device.type == torch.device(device).type
+    assert float(got.detach()) == pytest.approx(float(want.detach()), rel=1e-6, abs=1e-7)
+    assert torch.allclose(x.grad.cpu(), g_cpu, atol=1e-6, rtol=1e-5)
+    assert m_dev == pytest.approx(m_cpu) and all(isinstance(v, float) for v in m_dev.values())
+
+
+@pytest.mark.device_standin
+def test_verls_ppo_loss_on_the_device(integration, device: str) -> None:
+    """verl's engine-side ``ppo_loss`` with its tensordict on the device (what the FSDP workers call)."""
+    from verl.utils import tensordict_utils as tu
+    from verl.workers.utils.losses import ppo_loss
+
+    old, logp, adv, mask = _batch(noise=NOISE["ctpo"])
+    prompt = 3
+    pieces = []
+    for i, n in enumerate(LENGTHS):
+        pieces += [torch.zeros(prompt - 1), logp[i, :n], torch.zeros(1)]
+    attention = torch.cat([torch.ones(B, prompt, dtype=torch.long), mask.long()], 1)
+    fields = {"prompts": torch.ones(B, prompt, dtype=torch.long), "attention_mask": attention,
+              "responses": torch.ones(B, T, dtype=torch.long), "response_mask": mask.long(), "old_log_probs": old,
+              "advantages": adv}
+    meta = {k: GLOBAL[k] for k in ("dp_size", "batch_num_tokens", "global_batch_size")}
+    flat = torch.cat(pieces).detach()
+    want, _ = ppo_loss(_config(), {"log_probs": flat}, tu.get_tensordict(fields, meta))
+    x = flat.to(device).requires_grad_(True)
+    data = tu.get_tensordict({k: v.to(device) for k, v in fields.items()}, meta)
+    got, metrics = ppo_loss(_config(), {"log_probs": x}, data)
+    assert got.device.type == torch.device(device).type
+    assert float(got.detach()) == pytest.approx(float(want.detach()), rel=1e-6, abs=1e-7)
+    assert "toolgym/ratio_mean" in metrics

@@ -144,7 +144,7 @@ def test_rl_coef_adds_the_policy_gradient_loss(tmp_path):
     rl, _ = PolicyGradient(tr.cfg).loss(tr.ctx, batch, list(range(6)), 24.0, 6.0)
     rl, loss = float(rl.detach()), float(loss.detach())
     assert rl != 0.0
-    assert loss == pytest.approx(m["mopd/loss_part"] + 0.5 * rl, rel=1e-5)
+    assert loss == pytest.approx(float(m["mopd/loss_part"]) + 0.5 * rl, rel=1e-5)
 
 
 def test_real_run_checkpoints_the_teacher(tmp_path):

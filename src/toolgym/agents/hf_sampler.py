@@ -42,10 +42,11 @@ class HFSampler(Sampler):
         from toolgym.assets import resolve_model
         from toolgym.devices import resolve_device
 
-        if device is None and not isinstance(model, str):
+        if device is None and not isinstance(model, str):  # a loaded model samples where it lives
             params = next(iter(model.parameters()), None)
-            device = str(params.device) if params is not None else "cpu"
-        dev = resolve_device(device or "auto", local_rank=None)
+            dev: Any = params.device if params is not None else torch.device("cpu")
+        else:
+            dev = resolve_device(device or "auto", local_rank=None)
         if isinstance(tokenizer, str):
             tok_name = tokenizer
             tok_ref = resolve_model(tok_name, "tokenizer")

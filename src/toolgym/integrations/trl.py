@@ -8,16 +8,26 @@ People who already train with TRL keep their ``GRPOConfig``, datasets and launch
                                  train_dataset=env_dataset("toolgym/Arith-v0", 256))
 
 The trainer keeps TRL's generation, rewards, advantages and optimizer; only the loss changes: it is
-``toolgym.training.losses.policy_loss`` with the algorithm's ratio, clip and aggregation (``args.loss_type``,
-``epsilon`` and ``importance_sampling_level`` are then unused). Multi-turn tool use goes through TRL's
-``environment_factory``: :func:`env_factory` exposes a toolgym environment's tools as methods of a TRL
-environment, with the episode's sandbox state kept for the rubric.
+``toolgym.training.losses.policy_loss`` with the algorithm's ratio, clip and aggregation (``args.loss_type`` and
+``epsilon`` are then unused; an ``importance_sampling_level`` that disagrees with the algorithm's ratio is refused).
+TRL's vLLM importance-sampling correction is honoured as configured: the loss takes the weight TRL computed
+(``vllm_importance_sampling_mode``, its clip bounds, and TRL's rule that a NaN sampling log-prob gets no
+correction). Multi-turn tool use goes
+through TRL's ``environment_factory``: :func:`env_factory` exposes a toolgym environment's tools as methods of a
+TRL environment, with the episode's sandbox state kept for the rubric.
+
+The ratio is exactly 1 when each generation is used up inside one optimizer step (TRL's defaults:
+``num_iterations=1``, ``steps_per_generation = gradient_accumulation_steps``); CTPO then equals GRPO, and the
+trainer says so when it starts. ``num_iterations=2``, or ``steps_per_generation`` a multiple of
+``gradient_accumulation_steps`` above it, gives off-policy updates where the ratio and the clip matter.
 """
 
 from __future__ import annotations
 
 import inspect
 import json
+import logging
+import math
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -26,13 +36,14 @@ from typing import Any
 import torch
 from trl import GRPOTrainer
 
-from toolgym.training.losses import AGGS, RATIOS, ClipConfig, mismatch_weight, policy_loss
+from toolgym.training.losses import AGGS, RATIOS, ClipConfig, policy_loss
 
 __all__ = ["ToolgymLoss", "ToolgymGRPOTrainer", "env_dataset", "env_reward", "env_factory"]
 
 # keyword arguments TRL's log-prob helper takes for multimodal batches (passed through unchanged)
 _MM_KEYS = ("pixel_values", "image_grid_thw", "num_images", "pixel_attention_mask", "spatial_shapes", "num_tiles",
             "image_sizes", "token_type_ids", "mm_token_type_ids", "image_position_ids")
+logger = logging.getLogger(__name__)
 _LOGGED = ("clip_frac", "clip_frac_high", "clip_frac_low", "clip_frac_dual", "approx_kl", "ratio_mean", "ratio_max")
 
 
@@ -67,8 +78,10 @@ class ToolgymGRPOTrainer(GRPOTrainer):
 
     ``algorithm``: a name from :meth:`ToolgymLoss.from_algorithm` or a :class:`ToolgymLoss`. Every other
     argument is ``GRPOTrainer``'s. ``beta`` (KL to the reference model) is added as TRL adds it; with vLLM
-    importance-sampling correction on, the rollout-vs-trainer mismatch becomes toolgym's per-sequence
-    truncated weight (:func:`~toolgym.training.losses.mismatch_weight`) instead of TRL's per-token one.
+    importance-sampling correction on, the rollout-vs-trainer weight is the one TRL computed
+    (``importance_sampling_ratio``, from ``vllm_importance_sampling_mode``, its bounds and its NaN rule): sequence
+    modes as ``policy_loss``'s ``seq_weight``, token modes as per-token advantage factors (a factor >= 0 scales a
+    token's clipped term without moving its clip window).
     """
 
     def __init__(self, *args: Any, algorithm: str | ToolgymLoss = "ctpo", **kwargs: Any) -> None:
@@ -86,6 +99,20 @@ class ToolgymGRPOTrainer(GRPOTrainer):
         if unsupported:
             raise ValueError(f"ToolgymGRPOTrainer does not support GRPOConfig option(s) {', '.join(unsupported)}; "
                              "unset them or use TRL's GRPOTrainer")
+        level = getattr(self, "importance_sampling_level", "token")
+        if level != "token" and algorithm.ratio not in ("gspo", "sequence"):
+            raise ValueError(f"GRPOConfig.importance_sampling_level={level!r} chooses TRL's ratio, but the ratio here is "
+                             f"the algorithm's ({algorithm.ratio!r}); leave it at 'token', or use algorithm='gspo' "
+                             "for a sequence-level ratio")
+        self._device_metrics: dict[str, list[torch.Tensor]] = {"train": [], "eval": []}
+        self._device_keys: list[str] = []
+        if ratio_is_one(self.args.gradient_accumulation_steps, self.args.steps_per_generation, self.num_iterations):
+            logger.warning(
+                f"ToolgymGRPOTrainer: every update is on-policy (gradient_accumulation_steps="
+                f"{self.args.gradient_accumulation_steps}, steps_per_generation={self.args.steps_per_generation}, "
+                f"num_iterations={self.num_iterations}): the ratio is exactly 1, so the clip never acts and "
+                f"the {algorithm.ratio!r} ratio trains like GRPO; set num_iterations=2 (or steps_per_generation a "
+                "larger multiple of gradient_accumulation_steps) for off-policy updates")
 
     def _compute_loss(self, model: Any, inputs: dict[str, Any]) -> torch.Tensor:
         prompt_ids, prompt_mask = inputs["prompt_ids"], inputs["prompt_mask"]
@@ -107,16 +134,22 @@ class ToolgymGRPOTrainer(GRPOTrainer):
         Token-mean divides by the policy tokens of the whole optimizer step on this process (from TRL's
         ``num_items_in_batch``), so accumulated micro-batches add up to one token mean; the seq-mean
         aggregations average the micro-batch and divide by the accumulation steps, as TRL's ``grpo`` does.
+        Metrics stay on the device until TRL logs (:meth:`log`).
         """
         mask = inputs["completion_mask"]
         if "tool_mask" in inputs:  # multi-turn: tool output tokens are not the policy's
             mask = mask * inputs["tool_mask"]
         old = inputs.get("old_per_token_logps")
         old = logp.detach() if old is None else old  # TRL skips it when the batch is exactly on-policy
+        advantages = inputs["advantages"]
         seq_weight = None
-        sampling = inputs.get("sampling_per_token_logps")
-        if sampling is not None and self.use_vllm and self.vllm_importance_sampling_correction:
-            seq_weight = mismatch_weight(old, sampling, mask)
+        weight = inputs.get("importance_sampling_ratio")  # TRL's vLLM correction, as configured ([B, 1] or [B, T])
+        if weight is not None and self.use_vllm and self.vllm_importance_sampling_correction:
+            weight = weight.detach()
+            if weight.shape[-1] == 1 and mask.shape[-1] != 1:
+                seq_weight = weight[:, 0]
+            else:
+                advantages = (advantages.unsqueeze(-1) if advantages.dim() == 1 else advantages) * weight
         train = self.model.training
         ga = self.current_gradient_accumulation_steps if train else 1
         spec = self.toolgym_loss
@@ -125,8 +158,9 @@ class ToolgymGRPOTrainer(GRPOTrainer):
             n_tokens = inputs["num_items_in_batch"].float().clamp(min=1.0) / self.accelerator.num_processes
             if train:
                 n_tokens = n_tokens * ga / self.args.steps_per_generation
-        loss, metrics = policy_loss(logp, old, inputs["advantages"], mask, ratio=spec.ratio, clip=spec.clip,
-                                    agg=spec.agg, seq_weight=seq_weight, global_token_count=n_tokens)
+        loss, metrics = policy_loss(logp, old, advantages, mask, ratio=spec.ratio, clip=spec.clip,
+                                    agg=spec.agg, seq_weight=seq_weight, global_token_count=n_tokens,
+                                    metrics_on_device=True)
         if n_tokens is None:
             loss = loss / ga
         if self.beta != 0.0:
@@ -135,10 +169,30 @@ class ToolgymGRPOTrainer(GRPOTrainer):
             denom = n_tokens if n_tokens is not None else mask.sum().clamp(min=1.0) * ga
             loss = loss + self.beta * (kl * mask).sum() / denom
         mode = "train" if train else "eval"
-        for key in _LOGGED:
-            if key in metrics:
-                self._metrics[mode][f"toolgym/{key}"].append(float(metrics[key]))
+        keys = [k for k in (*_LOGGED, "tokens") if k in metrics]
+        self._device_keys = keys
+        self._device_metrics.setdefault(mode, []).append(torch.stack([metrics[k].detach().double() for k in keys]))
         return loss
+
+    def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
+        """TRL's logging, after one host read of the toolgym metrics gathered since the last log."""
+        mode = "train" if self.model.training else "eval"
+        rows = self._device_metrics.get(mode) or []
+        if rows:
+            for values in torch.stack([r.to(rows[-1].device) for r in rows]).tolist():
+                read = dict(zip(self._device_keys, values, strict=True))
+                if read.get("tokens", 1.0) <= 0:
+                    continue  # a micro-batch without policy tokens has no ratio statistics
+                for key in _LOGGED:
+                    if key in read and math.isfinite(read[key]):
+                        self._metrics[mode][f"toolgym/{key}"].append(read[key])
+            rows.clear()
+        super().log(logs, start_time)
+
+
+def ratio_is_one(grad_accum: int, steps_per_generation: int, num_iterations: int) -> bool:
+    """Whether TRL uses each generation up inside one optimizer step, so every update is on-policy (ratio 1)."""
+    return grad_accum % (steps_per_generation * num_iterations) == 0
 
 
 # ---------------------------------------------------------------- environments as reward functions

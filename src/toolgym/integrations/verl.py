@@ -84,6 +84,7 @@ def _loss_fn(ratio: str, clip: ClipConfig | None) -> Callable[..., tuple[torch.T
         if info.get("loss_scale_factor") is None:  # verl's trainer copies it there; direct callers may not
             info["loss_scale_factor"] = getattr(config, "loss_scale_factor", None)
         agg, counts, factor = _aggregation(loss_agg_mode, response_mask, info)
+        # metrics as numbers, read from the device in one go: verl takes numbers here (its own losses call .item())
         value, m = policy_loss(log_prob, old_log_prob, advantages, response_mask, ratio=ratio, clip=clip, agg=agg,
                                seq_weight=_seq_weight(rollout_is_weights, response_mask), **counts)
         metrics = {"actor/pg_clipfrac": m["clip_frac_high"] + m["clip_frac_low"], "actor/ppo_kl": m["approx_kl"],

@@ -187,6 +187,9 @@ class ModelConfig:
     # auto | cpu | cuda | cuda:N; auto takes CUDA when available; torchrun ranks take cuda:LOCAL_RANK
     device: str = "auto"
     lora: LoraConfig | None = None  # null: full fine-tuning
+    # dropout (the model's and LoRA's) during policy updates; off by default: the old log-probs are computed
+    # without it, so with it the ratio is not 1 on-policy and CTPO's cumulative ratio sums that noise
+    update_dropout: bool = False
 
     def _check(self, p: str) -> None:
         _require(bool(self.name_or_path), f"{p}.name_or_path", "a model asset name, folder or id", self.name_or_path)

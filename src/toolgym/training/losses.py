@@ -38,7 +38,7 @@ from torch import Tensor
 
 from toolgym.training.config import AGGS, RATIOS, LossConfig
 from toolgym.training.config import CLIP_MODES as _CONFIG_CLIP_MODES
-from toolgym.training.loss_metrics import LossSummary, finish_metrics
+from toolgym.training.loss_metrics import finish_metrics, to_floats
 
 _CTPO = LossConfig()  # its defaults are CTPO's
 
@@ -423,6 +423,13 @@ def per_token_loss(
     )
 
 
+def _count(value: float | int | Tensor, dt: torch.dtype, device: torch.device) -> Tensor:
+    """A global count (a Python number, or a 0-dim tensor on any device) as a 0-dim tensor beside the loss."""
+    if isinstance(value, Tensor) and value.numel() != 1:
+        raise ValueError(f"a global count must be a number or a 1-element tensor; got shape {tuple(value.shape)}")
+    return torch.as_tensor(value, dtype=dt, device=device).reshape(())
+
+
 def _row_coefficients(
     m: Tensor,
     dt: torch.dtype,
@@ -435,14 +442,14 @@ def _row_coefficients(
     if agg == "token-mean":
         if global_seq_count is not None:
             raise ValueError("global_seq_count applies to the seq-mean aggregations; use global_token_count with 'token-mean'")
-        n = m.sum().to(dt) if global_token_count is None else torch.as_tensor(global_token_count, dtype=dt)
+        n = m.sum().to(dt) if global_token_count is None else _count(global_token_count, dt, m.device)
         coef = (1.0 / n.clamp_min(1.0)).expand(m.shape[0])
     else:
         if global_token_count is not None:
             raise ValueError(f"global_token_count applies to agg='token-mean' only; use global_seq_count with {agg!r}")
         n_tok = m.sum(dim=-1).to(dt)
         nonempty = (n_tok > 0).to(dt)
-        n_seq = nonempty.sum() if global_seq_count is None else torch.as_tensor(global_seq_count, dtype=dt)
+        n_seq = nonempty.sum() if global_seq_count is None else _count(global_seq_count, dt, m.device)
         coef = nonempty / n_seq.clamp_min(1.0)
         if agg == "seq-mean-token-mean":
             coef = coef / n_tok.clamp_min(1.0)
@@ -469,7 +476,8 @@ def policy_loss(
     global_seq_count: float | int | Tensor | None = None,
     compute_metrics: bool = True,
     fused: bool = True,
-) -> tuple[Tensor, dict[str, float]]:
+    metrics_on_device: bool = False,
+) -> tuple[Tensor, dict[str, float]] | tuple[Tensor, dict[str, Tensor]]:
     """Clipped importance-weighted policy-gradient loss and cheap metrics.
 
     ``ratio``: ``"cumulative"`` (CTPO ρ_t), ``"token"`` (GRPO r_t), ``"sequence"`` (full IS ρ_H on every
@@ -480,14 +488,16 @@ def policy_loss(
     overrides that count). ``seq_weight``: optional detached per-sequence factor (e.g.
     :func:`mismatch_weight`). Raises ``NonFiniteInputError`` on NaN/inf at policy tokens.
     ``fused``: on CPU, use the one-pass kernel when numba is installed (same values and gradient).
+    ``metrics_on_device``: the metrics as 0-dim tensors on the loss's device, read by nobody yet (a trainer
+    reads them once per step); by default they are Python floats, one host read per call.
     """
     _validate(ratio, agg, clip)
     _check_shapes(logp, old_logp, advantages, mask, seq_weight)
     if fused and logp.device.type == "cpu" and _fused_loss_enabled():
         out = _policy_loss_fused(logp, old_logp, advantages, mask, ratio, clip, agg, seq_weight,
                                  global_token_count, global_seq_count, compute_metrics)
-        if out is not None:
-            return out  # None: a non-finite input; the tensor path below raises the precise error
+        if out is not None:  # None: a non-finite input; the tensor path below raises the precise error
+            return out[0], out[1] if metrics_on_device else to_floats(out[1])
     core = _core(logp, old_logp, advantages, mask, ratio, clip, keep=compute_metrics)
     coef = _row_coefficients(core.m if compute_metrics else core.mf > 0, core.mf.dtype, agg, seq_weight,
                              global_token_count, global_seq_count)
@@ -497,7 +507,8 @@ def policy_loss(
     loss = (core.rho_c * k).sum()
     if not compute_metrics:
         return loss, {}
-    return loss, _metrics(core, clip, loss)
+    metrics = _metrics(core, clip, loss)
+    return loss, metrics if metrics_on_device else to_floats(metrics)
 
 
 def _fused_loss_enabled() -> bool:
@@ -540,7 +551,7 @@ def _policy_loss_fused(
     global_token_count: float | int | Tensor | None,
     global_seq_count: float | int | Tensor | None,
     compute_metrics: bool,
-) -> tuple[Tensor, dict[str, float]] | None:
+) -> tuple[Tensor, dict[str, Tensor]] | None:
     from toolgym.training.fused_loss import fused_policy_loss
 
     dt = torch.promote_types(logp.dtype, torch.float32)
@@ -553,28 +564,24 @@ def _policy_loss_fused(
     if not compute_metrics:
         return loss, {}
     n_row = stats[:, 1]
-    sums = stats[:, 2:7].sum(dim=0).tolist()
-    n = float(n_row.sum())
-    summary = LossSummary(loss=float(loss.detach()), tokens=n, seqs=float((n_row > 0).sum()),
-                       clip_high=sums[0], clip_low=sums[1], clip_dual=sums[2], delta=sums[3],
-                       k3=float(torch.sum(delta.exp() - 1.0 - delta)), scale=sums[4],
-                       max_tokens=float(n_row.max()) if n_row.numel() else 0.0)
-    rho = log_w.exp_()
-    return loss, finish_metrics(summary, rho, clip)
+    sums = stats[:, 2:7].sum(dim=0)
+    summary = torch.cat([torch.stack([loss.detach().to(torch.float64), n_row.sum(), (n_row > 0).sum().to(torch.float64)]),
+                         sums[:4], (delta.exp() - 1.0 - delta).sum().to(torch.float64).reshape(1), sums[4:5],
+                         (n_row.max() if n_row.numel() else torch.zeros((), dtype=torch.float64)).reshape(1)])
+    return loss, finish_metrics(summary, log_w.exp_(), clip)
 
 
-def _metrics(core: _Core, clip: ClipConfig | None, loss: Tensor) -> dict[str, float]:
+def _metrics(core: _Core, clip: ClipConfig | None, loss: Tensor) -> dict[str, Tensor]:
     m = core.m
     mf = core.mf
     high, low, dual = _clip_flags(core, clip)
     d = core.delta
     n_row = mf.sum(dim=-1)
     scale_sum = torch.dot(core.scale.view(-1), mf.view(-1)) if core.scale is not None else n_row.sum()
-    vals = torch.stack([
+    summary = torch.stack([
         loss.detach().to(d.dtype), n_row.sum(), (n_row > 0).sum().to(d.dtype), high.sum().to(d.dtype),
         low.sum().to(d.dtype), dual.sum().to(d.dtype), d.sum(),
         torch.dot(d.exp().sub_(1.0).sub_(d).view(-1), mf.view(-1)), scale_sum,
-        n_row.max() if n_row.numel() else torch.zeros((), dtype=d.dtype),
-    ]).tolist()
-    summary = LossSummary(*vals)
-    return finish_metrics(summary, core.log_w[m].exp(), clip)
+        n_row.max() if n_row.numel() else torch.zeros((), dtype=d.dtype, device=d.device),
+    ])
+    return finish_metrics(summary, core.log_w.exp(), clip, valid=m)

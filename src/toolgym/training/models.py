@@ -63,3 +63,16 @@ def _demo_corpus(demos: list[dict[str, Any]]) -> list[str]:
     texts += ["system\ntools: python", "user\n", "assistant\n", "tool\n", "Answer: ", "```python\nprint(", ")\n```",
               "What is ", "Traceback error"] * n
     return texts
+
+
+def dropout_off(module: torch.nn.Module) -> int:
+    """Put every dropout of ``module`` in eval mode, leaving the rest in its mode (training mode keeps gradient
+    checkpointing on): ``nn.Dropout`` layers (LoRA's included) and attention modules whose dropout is functional
+    (transformers reads ``self.training`` there). Returns how many modules it switched."""
+    n = 0
+    for m in module.modules():
+        functional = isinstance(getattr(m, "attention_dropout", None), (float, int))
+        if (isinstance(m, torch.nn.modules.dropout._DropoutNd) or functional) and m.training:
+            m.eval()  # (an attention module's children go with it: projections, LoRA's dropout)
+            n += 1
+    return n

@@ -39,6 +39,7 @@ from toolgym.training.config import TrainConfig, config_to_dict, dump_config
 from toolgym.training.logging import MetricsLogger, read_metrics
 from toolgym.training.logprobs import response_logprobs
 from toolgym.training.models import load_policy
+from toolgym.training.step_metrics import MetricSums
 
 # ---------------------------------------------------------------- trainer
 
@@ -107,6 +108,10 @@ class Trainer:
                                     config=config_to_dict(cfg), enabled=self.dist.main)
         if self.dist.main:
             dump_config(cfg, self.out / "config.yaml")
+        if cfg.model.update_dropout and cfg.loss.ratio == "cumulative" and cfg.algorithm != "mopd":
+            self.logger.say("warning: model.update_dropout is on: the update's log-probs then differ from the old "
+                            "ones even on-policy, and CTPO's cumulative ratio adds that noise up along the sequence "
+                            "(with LoRA dropout 0.05 it clipped 31% of tokens on-policy, GRPO about 0%)")
 
     def build(self, *, resume: bool = False, rollouts: bool = False) -> StepContext:
         """Model, tokenizer, optimizer and objective, ready for ``step`` (and with ``rollouts`` the sampler and
@@ -147,7 +152,7 @@ class Trainer:
             from toolgym.agents.hf_sampler import HFSampler
 
             kw = {"max_batch_size": 64, **r.sampler_kwargs}
-            self.sampler = HFSampler(self.module, self.tokenizer, device=self.dist.device, **kw)
+            self.sampler = HFSampler(self.module, self.tokenizer, **kw)  # on the module's device
         elif r.sampler == "vllm":
             from toolgym.agents.vllm_sampler import VLLMSampler
 
@@ -224,8 +229,9 @@ class Trainer:
             chunk = list(trajs[i : i + mb])
             with self.autocast():
                 lp, _ = response_logprobs(self.module, self.collate(chunk), temperature=self.score_temperature)
+            lp = lp.float().cpu()  # one device-to-host copy per chunk
             for j, t in enumerate(chunk):
-                out.append(lp[j, : len(t.response_ids)].float().cpu())
+                out.append(lp[j, : len(t.response_ids)])
         return out
 
     def task_indices(self, cursor: int, count: int) -> list[int]:
@@ -272,16 +278,19 @@ class Trainer:
         return asyncio.run(runner.arun(specs, r.group_size))
 
     def update(self, batch: RolloutBatch, objective: Objective) -> dict[str, float]:
-        """K mini-batches (x update_epochs) of optimizer steps; micro-batches accumulate gradients."""
+        """K mini-batches (x update_epochs) of optimizer steps; micro-batches accumulate gradients. Metrics stay
+        on the device until the end (one host read per update); the grad norm is read once per optimizer step,
+        which decides whether the step is taken."""
         cfg = self.cfg
         n_groups = max(batch.group_index) + 1 if batch.group_index else 0
         per_mini = n_groups // cfg.mini_batches
-        sums: dict[str, float] = {}
-        weights: dict[str, float] = {}
-        losses: list[float] = []
+        sums = MetricSums()
+        dev = torch.device(self.dist.device)
+        mini_losses: list[torch.Tensor] = []
         grad_norms: list[float] = []
         skipped = 0
-        self.module.train()
+        self.optimizer.zero_grad(set_to_none=True)
+        self.train_mode()
         for _epoch in range(cfg.update_epochs):
             for k in range(cfg.mini_batches):
                 groups = set(range(k * per_mini, (k + 1) * per_mini))
@@ -291,24 +300,19 @@ class Trainer:
                 tok, seqs = D.all_reduce_sum([tok, seqs], self.dist)
                 micro = max(1, math.ceil(len(rows) / cfg.grad_accum))
                 chunks = [rows[i : i + micro] for i in range(0, len(rows), micro)]
-                self.optimizer.zero_grad(set_to_none=True)
-                mini_loss = 0.0
+                mini_loss = torch.zeros((), dtype=torch.float64, device=dev)
                 for c, chunk in enumerate(chunks):
                     sync = c == len(chunks) - 1
                     ctx = self.model.no_sync() if (self.dist.enabled and not sync and hasattr(self.model, "no_sync")) else contextlib.nullcontext()
                     with ctx:
                         with self.autocast():
                             loss, m = objective.loss(self.ctx, batch, chunk, tok, seqs)
-                        (loss * self.dist.world).backward()
-                    mini_loss += float(loss.detach())
-                    skipped += int(m.pop("rows_skipped_nonfinite", 0))
-                    w = float(m.get("tokens", 1.0))
-                    for key, v in m.items():
-                        if isinstance(v, (int, float)) and math.isfinite(v) and key not in ("loss", "tokens", "seqs"):
-                            if key.endswith("_min") or key.endswith("_max") or key.startswith("ratio_p"):
-                                continue
-                            sums[key] = sums.get(key, 0.0) + v * w
-                            weights[key] = weights.get(key, 0.0) + w
+                        if not loss.requires_grad:  # no row has a response token: a zero that still reaches
+                            loss = loss + sum(p.sum() * 0.0 for p in self.module.parameters() if p.requires_grad)
+                        (loss * self.dist.world).backward()  # every parameter (data-parallel ranks agree)
+                    mini_loss = mini_loss + loss.detach().to(torch.float64)
+                    sums.total("rows_skipped_nonfinite", m.pop("rows_skipped_nonfinite", 0), dev)
+                    sums.add(m, dev)
                 if cfg.optimizer.grad_clip:
                     gn = torch.nn.utils.clip_grad_norm_(self.module.parameters(), cfg.optimizer.grad_clip)
                 else:
@@ -318,16 +322,29 @@ class Trainer:
                     self.optimizer.step()
                 else:  # a non-finite gradient never reaches the weights
                     skipped += len(rows)
+                self.optimizer.zero_grad(set_to_none=True)  # no gradient memory held into the next rollouts
                 self.scheduler.step()
-                losses.append(D.all_reduce_sum([mini_loss], self.dist)[0])
+                mini_losses.append(mini_loss)
                 grad_norms.append(gn)
         self.module.eval()
         self.ctx.grad_norms = grad_norms  # e.g. the EMA teacher skips a step whose norms were all non-finite
-        out = {k: sums[k] / weights[k] for k in sums if weights[k] > 0}
+        out, series = sums.read({"loss": mini_losses})
+        losses = D.all_reduce_sum(series["loss"], self.dist) if series["loss"] else []
+        out["rows_skipped_nonfinite"] = int(out.get("rows_skipped_nonfinite", 0)) + skipped
         out.update(loss=sum(losses) / max(len(losses), 1), loss_first_mini=losses[0] if losses else float("nan"),
-                   grad_norm=sum(grad_norms) / max(len(grad_norms), 1), rows_skipped_nonfinite=skipped,
+                   grad_norm=sum(grad_norms) / max(len(grad_norms), 1),
                    lr=self.scheduler.get_last_lr()[0], optimizer_steps=len(losses))
         return out
+
+    def train_mode(self) -> None:
+        """Training mode for the update (gradient checkpointing needs it) with dropout off unless
+        ``model.update_dropout``: the old log-probs are computed without dropout, so dropout in the update makes
+        the ratio differ from 1 on-policy, and CTPO's cumulative ratio adds that noise up along the sequence."""
+        self.module.train()
+        if not self.cfg.model.update_dropout:
+            from toolgym.training.models import dropout_off
+
+            dropout_off(self.module)
 
     def sync_weights(self) -> None:
         """Give the rollout engines the current weights (HF sampler: it runs the module, nothing to copy)."""

@@ -84,8 +84,11 @@ class Objective:
         raise NotImplementedError
 
     def loss(self, ctx: StepContext, batch: RolloutBatch, rows: list[int], token_count: float,
-             seq_count: float) -> tuple[torch.Tensor, dict[str, float]]:
-        """The loss of one micro-batch (``rows`` of ``batch``); counts are the mini-batch's global normalisers."""
+             seq_count: float) -> tuple[torch.Tensor, dict[str, Any]]:
+        """The loss of one micro-batch (``rows`` of ``batch``); counts are the mini-batch's global normalisers.
+
+        Metrics are numbers or 0-dim tensors on the loss's device; the trainer weights them by ``tokens`` and
+        reads the tensors from the device once per step. ``rows_skipped_nonfinite`` counts rows left out."""
         raise NotImplementedError
 
     def after_update(self, ctx: StepContext) -> dict[str, float]:

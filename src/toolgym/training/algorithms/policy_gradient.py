@@ -64,20 +64,23 @@ class PolicyGradient(Objective):
         return batch, metrics
 
     def loss(self, ctx: StepContext, batch: RolloutBatch, rows: list[int], token_count: float,
-             seq_count: float) -> tuple[torch.Tensor, dict[str, float]]:
+             seq_count: float) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         tb = ctx.collate([batch.trajectories[i] for i in rows])
         logp, _ = response_logprobs(ctx.model, tb, temperature=ctx.temperature)
+        dev = logp.device  # the batch's per-step tensors live on the CPU: each micro-batch's slice moves once
         T = tb.loss_mask.shape[1]
         old = torch.stack([torch.nn.functional.pad(batch.old_logp[i], (0, T - len(batch.old_logp[i]))) for i in rows])
-        mask = tb.loss_mask * batch.keep[rows].float().unsqueeze(1)
+        old = old.to(dev, non_blocking=True)
+        mask = tb.loss_mask * batch.keep[rows].to(dev, torch.float32).unsqueeze(1)
         ok = finite_rows(mask, logp, old)
-        skipped = int((~ok & (mask.sum(1) > 0)).sum())
+        skipped = (~ok & (mask.sum(1) > 0)).sum()
         mask = mask * ok.float().unsqueeze(1)
         logp = torch.where(mask > 0, logp, torch.zeros_like(logp))
         old = torch.where(mask > 0, old, torch.zeros_like(old))
-        adv = batch.advantages[rows]
-        w = batch.seq_weight[rows] if batch.seq_weight is not None else None
+        adv = batch.advantages[rows].to(dev)
+        w = batch.seq_weight[rows].to(dev) if batch.seq_weight is not None else None
         loss, m = policy_loss(logp, old, adv, mask, ratio=self.cfg.loss.ratio, clip=self.clip, agg=self.cfg.loss.agg,
-                              seq_weight=w, **normalisers(self.cfg.loss.agg, token_count, seq_count))
+                              seq_weight=w, metrics_on_device=True,
+                              **normalisers(self.cfg.loss.agg, token_count, seq_count))
         m["rows_skipped_nonfinite"] = skipped
         return loss, m

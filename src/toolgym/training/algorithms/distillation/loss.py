@@ -13,6 +13,7 @@ from typing import Literal
 import torch
 
 from toolgym.training.algorithms.distillation.divergences import sampled_token_reverse_kl, topk_divergence
+from toolgym.training.loss_metrics import to_floats
 
 Agg = Literal["seq-mean-token-mean", "token-mean"]
 
@@ -66,19 +67,20 @@ def mopd_loss(
     rollout_logp: torch.Tensor | None = None,
     weight_cap: float = 2.0,
     agg: Agg = "seq-mean-token-mean",
-) -> tuple[torch.Tensor, dict[str, float]]:
+    metrics_on_device: bool = False,
+) -> tuple[torch.Tensor, dict[str, float]] | tuple[torch.Tensor, dict[str, torch.Tensor]]:
     """Aggregate per-token divergences [B, T] into the scalar MOPD loss.
 
     ``logp``/``old_logp`` give the IS ratio (omit both for the on-policy case, rho = 1);
     ``trainer_old_logp``/``rollout_logp`` give the optional rollout weight.
     ``agg``: per-sequence token-mean then mean over all sequences (default, the reference
-    behaviour), or one global token-mean.
+    behaviour), or one global token-mean. ``metrics_on_device``: metrics as 0-dim device tensors (no host read).
     """
     if divergence.dim() != 2:
         raise ValueError(f"divergence must be [B, T], got shape {tuple(divergence.shape)}")
     m = loss_mask.to(divergence.dtype) * seq_mask.to(divergence.dtype).unsqueeze(-1)
     w = torch.ones_like(divergence)
-    metrics: dict[str, float] = {}
+    metrics: dict[str, torch.Tensor] = {}
     if (logp is None) != (old_logp is None):
         raise ValueError("pass both logp and old_logp for the IS ratio, or neither")
     if logp is not None and old_logp is not None:
@@ -102,11 +104,11 @@ def mopd_loss(
     else:
         raise ValueError(f"unknown agg {agg!r}: use 'seq-mean-token-mean' or 'token-mean'")
     metrics["mopd/divergence_mean"] = _masked_mean(divergence.detach(), m)
-    metrics["mopd/trained_frac"] = float(seq_mask.float().mean()) if seq_mask.numel() else 0.0
-    metrics["mopd/tokens"] = float(m.sum())
-    metrics["mopd/loss"] = float(loss.detach())
-    return loss, metrics
+    metrics["mopd/trained_frac"] = seq_mask.float().mean() if seq_mask.numel() else m.new_zeros(())
+    metrics["mopd/tokens"] = m.sum()
+    metrics["mopd/loss"] = loss.detach()
+    return loss, metrics if metrics_on_device else to_floats(metrics)
 
 
-def _masked_mean(x: torch.Tensor, m: torch.Tensor) -> float:
-    return float((x.detach() * m).sum() / m.sum().clamp(min=1.0))
+def _masked_mean(x: torch.Tensor, m: torch.Tensor) -> torch.Tensor:
+    return (x.detach() * m).sum() / m.sum().clamp(min=1.0)

@@ -105,7 +105,7 @@ class DistillationObjective(Objective):
         return batch, metrics
 
     def loss(self, ctx: StepContext, batch: RolloutBatch, rows: list[int], token_count: float,
-             seq_count: float) -> tuple[torch.Tensor, dict[str, float]]:
+             seq_count: float) -> tuple[torch.Tensor, dict[str, Any]]:
         o = self.opt
         mb: MOPDBatch = batch.extra["mopd"]
         seq_mask = mb.inputs.seq_mask
@@ -129,15 +129,15 @@ class DistillationObjective(Objective):
             old_logp=None if old is None else old.to(device),
             rollout_logp=None if behaviour is None else behaviour.to(device),
             ratio_cap=o.ratio_cap, weight_cap=o.weight_cap, agg=o.agg,
-            teacher_micro_batch=o.teacher_micro_batch or None,
+            teacher_micro_batch=o.teacher_micro_batch or None, metrics_on_device=True,
         )
         if o.agg == "seq-mean-token-mean":
             loss = loss * (len(run) / max(seq_count, 1.0))
         else:
             loss = loss * (m["mopd/tokens"] / max(token_count, 1.0))
         m = {k: v for k, v in m.items() if k not in ("mopd/trained_frac", "mopd/loss")}
-        m["mopd/loss_part"] = float(loss.detach())
-        m["tokens"] = max(m.pop("mopd/tokens"), 1.0)
+        m["mopd/loss_part"] = loss.detach()
+        m["tokens"] = m.pop("mopd/tokens").clamp_min(1.0)
         if self.pg is not None:
             rl, pm = self.pg.loss(ctx, batch, rows, token_count, seq_count)
             loss = loss + o.rl_coef * rl

@@ -31,6 +31,7 @@ from toolgym.training.algorithms.distillation.peers import (
     problem_of,
     render_teacher_prompt_ids,
 )
+from toolgym.training.loss_metrics import to_floats
 
 
 def prompt_messages(traj: Trajectory) -> list[dict[str, Any]]:
@@ -125,7 +126,8 @@ def mopd_forward_loss(
     weight_cap: float = 2.0,
     agg: Agg = "seq-mean-token-mean",
     teacher_micro_batch: int | None = None,
-) -> tuple[torch.Tensor, dict[str, float]]:
+    metrics_on_device: bool = False,
+) -> tuple[torch.Tensor, dict[str, Any]]:
     """Student pass (grad) -> teacher pass at the student's top-k ids (no grad) -> divergence -> loss.
 
     ``temperature`` scales both models' logits for the divergence (1: the models' own distributions).
@@ -134,7 +136,8 @@ def mopd_forward_loss(
     the policy that sampled them, with ``old_logp`` / ``rollout_logp`` (which must be of that policy too).
     ``old_logp``: the trainer's log-probs before this update (omit for one on-policy step: rho = 1).
     ``rollout_logp``: the inference engine's log-probs, for the optional rollout weight (needs
-    ``old_logp`` or uses the current, detached log-probs as the trainer side).
+    ``old_logp`` or uses the current, detached log-probs as the trainer side). ``metrics_on_device``: tensor
+    metrics stay 0-dim device tensors (the trainer reads them once per step).
     """
     inputs = inputs.to(next(student.parameters()).device)
     s_batch, t_batch = inputs.student, inputs.teacher
@@ -160,10 +163,10 @@ def mopd_forward_loss(
         div, inputs.loss_mask, inputs.seq_mask,
         logp=behaviour_logp if old_logp is not None else None, old_logp=old_logp, ratio_cap=ratio_cap,
         trainer_old_logp=trainer_old, rollout_logp=rollout_logp, weight_cap=weight_cap, agg=agg,
+        metrics_on_device=True,
     )
     m = inputs.loss_mask * inputs.seq_mask.unsqueeze(-1)
     # teacher scoring (longer, peer-conditioned prompts, no grad) against the student forward pass
     metrics["mopd/teacher_cost_ratio"] = (t2 - t1) / max(t1 - t0, 1e-9)
-    metrics["mopd/teacher_minus_student_logp"] = float(((teacher_logp - out.logp.detach()) * m).sum()
-                                                       / m.sum().clamp(min=1))
-    return loss, metrics
+    metrics["mopd/teacher_minus_student_logp"] = ((teacher_logp - out.logp.detach()) * m).sum() / m.sum().clamp(min=1)
+    return loss, metrics if metrics_on_device else to_floats(metrics)
