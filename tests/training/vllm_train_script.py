@@ -4,14 +4,14 @@ vLLM engine and by transformers. Prints one ``RESULT {json}`` line with what the
 
 from __future__ import annotations
 
-import hashlib
 import json
 import sys
 from pathlib import Path
-from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
+
+from tests.signal_env import register_signal_arith  # noqa: E402
 
 
 def logprobs_of(model, ids: list[int], start: int):
@@ -21,29 +21,6 @@ def logprobs_of(model, ids: list[int], start: int):
         logits = model(torch.tensor([ids])).logits[0].float()
     lp = torch.log_softmax(logits, -1)
     return [float(lp[i - 1, ids[i]]) for i in range(start, len(ids))]
-
-
-def sample_fingerprint(messages: list[dict[str, Any]]) -> float:
-    """A number in [0, 1) that differs between any two different episodes. The test checks weight pushes, not
-    learning: on Arith's reward alone SmolLM-135M's groups of two often tie at every step, the policy never
-    moves and a missed push could not show. With this term every group of two different samples has a gradient."""
-    text = json.dumps([m.get("content") for m in messages if m.get("role") == "assistant"])
-    return int.from_bytes(hashlib.sha256(text.encode()).digest()[:4], "big") / 2**32
-
-
-def register_env() -> str:
-    from toolgym.envs.registry import register
-    from toolgym.envs.rubric import Rubric
-    from toolgym.envs.tasks.arith import ArithEnv, arith_correct
-
-    class SignalArith(ArithEnv):
-        def __init__(self, **kwargs: Any) -> None:
-            super().__init__(**kwargs)
-            self.rubric = Rubric([(arith_correct, 0.5), (sample_fingerprint, 0.5)])
-            self.reward_range = self.rubric.range
-
-    register("tests/SignalArith-v0", SignalArith, override=True)
-    return "tests/SignalArith-v0"
 
 
 def main() -> None:
@@ -64,7 +41,7 @@ def main() -> None:
     overrides = {
         "algorithm": "ctpo", "seed": 3, "output_dir": str(out), "steps": 3, "mini_batches": 2,
         "model": {"name_or_path": "smollm2-135m-instruct", "device": "cpu"},
-        "rollout": {"env": register_env(), "env_kwargs": {"min_digits": 1, "max_digits": 2, "terms": 2, "ops": "+"},
+        "rollout": {"env": register_signal_arith(), "env_kwargs": {"min_digits": 1, "max_digits": 2, "terms": 2, "ops": "+"},
                     "group_size": 2, "prompts_per_step": 2, "max_turns": 2, "max_new_tokens": 24,
                     "max_response_tokens": 128, "temperature": 0.8, "sampler": "vllm", "sandbox": "auto",
                     "sandbox_pool": 1,
