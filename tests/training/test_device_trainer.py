@@ -15,11 +15,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from toolgym.agents.trajectory import Trajectory
 from toolgym.training import data_parallel as D
 from toolgym.training.config import load_config
 from toolgym.training.trainer import Trainer
 
+from .test_mopd_trainer import _groups
 from .trainer_util import tiny_config
 
 pytestmark = pytest.mark.device_standin
@@ -42,23 +42,6 @@ def _trainer(tmp_path: Path, device: str, monkeypatch: pytest.MonkeyPatch, **ove
     tr = Trainer(load_config(data), console=False)
     tr.build()
     return tr
-
-
-def _groups(tr: Trainer, rewards: list[list[float]]) -> list[list[Trajectory]]:
-    g = torch.Generator().manual_seed(0)
-    vocab = tr.module.config.vocab_size
-    out = []
-    for gi, group in enumerate(rewards):
-        msgs = [{"role": "user", "content": f"What is {gi} + 1?"}]
-        prompt = tr.template.prompt_ids(msgs)
-        row = []
-        for r in group:
-            resp = torch.randint(3, vocab, (6,), generator=g).tolist()
-            row.append(Trajectory(task_id=f"t{gi}", group_id=f"g{gi}", prompt_ids=prompt, response_ids=resp,
-                                  loss_mask=[1, 1, 0, 0, 1, 1], behavior_logprobs=[-1.0] * 6, reward=r,
-                                  turns=msgs + [{"role": "assistant", "content": "x"}]))
-        out.append(row)
-    return out
 
 
 def _update(tmp_path: Path, device: str, monkeypatch: pytest.MonkeyPatch, over: dict) -> tuple[dict, dict, Trainer]:
