@@ -19,9 +19,11 @@ Scripts that create a VLLMSampler must guard their entry point with `if __name__
 from __future__ import annotations
 
 import asyncio
+import logging
 from typing import Any
 
 from toolgym.agents._batching import BatchQueue, Request
+from toolgym.agents.engine_start import sized_for_this_machine, start_engine
 from toolgym.agents.sampling import ContextOverflow, Sample, Sampler, SamplingParams
 from toolgym.errors import ConfigError
 
@@ -53,8 +55,12 @@ class VLLMSampler(Sampler):
                                   "max_logprobs": 1, **engine_kwargs}
         if max_model_len is not None:
             kwargs["max_model_len"] = max_model_len
+        if _engine_on_cpu():  # the CPU build's KV cache, sized from the model and this machine unless the run says
+            kwargs, note = sized_for_this_machine(model, kwargs)
+            if note:
+                logging.getLogger(__name__).warning(note)
         self._vllm = vllm
-        self.llm = vllm.LLM(**kwargs)
+        self.llm = start_engine(vllm.LLM, **kwargs)  # a failed start: one line, the engine's own reason
         self.max_model_len = int(self.llm.llm_engine.model_config.max_model_len)
         self.logprobs_mode = logprobs_mode
         self.per_request_seeds = not _engine_on_cpu()
