@@ -241,7 +241,8 @@ def test_trl_compute_loss_on_the_device(trainer, device: str, algorithm: str) ->
 
 def test_trl_nan_sampling_logprob_gets_no_correction_and_training_goes_on(trainer, monkeypatch) -> None:
     """vLLM gives no log-prob for a token now and then (NaN). TRL's rule: no correction for that token. The
-    weight the loss uses is the one TRL computed (``importance_sampling_ratio``), so one NaN no longer raises."""
+    weight the loss uses is the one TRL computed (``importance_sampling_ratio``), so one NaN no longer raises.
+    The expected loss is ``policy_loss`` on the very log-probs TRL computed inside the call (no second forward)."""
     from toolgym.integrations.trl import ToolgymLoss
     from toolgym.training.losses import policy_loss
 
@@ -260,20 +261,29 @@ def test_trl_nan_sampling_logprob_gets_no_correction_and_training_goes_on(traine
     m = inputs["completion_mask"].float()
     diff = torch.where(torch.isnan(sampling), 0.0, (ref - sampling) * m)
     weight = diff.sum(-1, keepdim=True).exp().clamp(max=3.0)
+    seen = []
+    original = trainer._get_per_token_logps_and_entropies
+
+    def spy(*args, **kwargs):
+        out = original(*args, **kwargs)
+        seen.append(out[0].detach())
+        return out
+
+    monkeypatch.setattr(trainer, "_get_per_token_logps_and_entropies", spy)
     inputs["importance_sampling_ratio"] = weight
     got = trainer.compute_loss(trainer.model.train(), inputs)
     assert torch.isfinite(got)
-    logp = ref.clone().requires_grad_(True)
+    logp = seen[-1]
     want, _ = policy_loss(logp, ref, inputs["advantages"], inputs["completion_mask"], ratio=spec.ratio, clip=spec.clip,
                           agg=spec.agg, seq_weight=weight[:, 0])
-    assert float(got) == pytest.approx(float(want), rel=1e-4, abs=1e-6)
+    assert float(got) == pytest.approx(float(want), rel=1e-6, abs=1e-7)
     # token modes: the per-token weight scales each token's term
     tok_w = diff.exp().clamp(max=3.0)
     inputs["importance_sampling_ratio"] = tok_w
     got_tok = trainer.compute_loss(trainer.model, inputs)
-    want_tok, _ = policy_loss(logp, ref, inputs["advantages"].unsqueeze(-1) * tok_w, inputs["completion_mask"],
+    want_tok, _ = policy_loss(seen[-1], ref, inputs["advantages"].unsqueeze(-1) * tok_w, inputs["completion_mask"],
                               ratio=spec.ratio, clip=spec.clip, agg=spec.agg)
-    assert float(got_tok) == pytest.approx(float(want_tok), rel=1e-4, abs=1e-6)
+    assert float(got_tok) == pytest.approx(float(want_tok), rel=1e-6, abs=1e-7)
 
 
 def test_trl_settings_the_loss_cannot_honour_are_refused_and_ratio_one_is_said(trainer, tmp_path, caplog) -> None:
