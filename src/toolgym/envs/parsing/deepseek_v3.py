@@ -22,7 +22,7 @@ CALL_BEGIN, CALL_END, SEP = "<｜tool▁call▁begin｜>", "<｜tool▁call▁en
 
 
 class DeepSeekV3Parser(ToolCallParser):
-    """Calls only inside `<｜tool▁calls▁begin｜>`; each needs its `<｜tool▁call▁end｜>`."""
+    """Calls from the first `<｜tool▁calls▁begin｜>` on; each needs its `<｜tool▁call▁end｜>`."""
 
     name = "deepseek_v3"
     is_format = True
@@ -34,9 +34,7 @@ class DeepSeekV3Parser(ToolCallParser):
         begin = text.find(CALLS_BEGIN)
         if begin == -1:
             return calls, errors
-        pos = begin + len(CALLS_BEGIN)
-        stop = text.find(CALLS_END, pos)
-        stop = len(text) if stop == -1 else stop
+        pos, stop = begin + len(CALLS_BEGIN), len(text)  # calls after a first block's end are read too
         while len(calls) + len(errors) <= self.max_calls:
             start = text.find(CALL_BEGIN, pos, stop)
             if start == -1:
