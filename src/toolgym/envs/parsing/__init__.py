@@ -79,6 +79,17 @@ def get_parser(parser: str | ToolCallParser) -> ToolCallParser:
     raise ConfigError(f"unknown tool-call parser {parser!r}; choose one of {', '.join(parser_names())}")
 
 
+def get_format(parser: str | ToolCallParser) -> ToolCallParser:
+    """A model's tool-call format by name (one of FORMATS), as `--tool-parser` and `rollout.tool_parser` take it."""
+    if isinstance(parser, ToolCallParser) and parser.is_format:
+        return parser
+    if isinstance(parser, str) and parser in FORMATS:
+        return FORMATS[parser]()
+    from toolgym.errors import ConfigError
+
+    raise ConfigError(f"unknown tool-call format {parser!r}; choose one of {', '.join(FORMATS)}")
+
+
 __all__ = [
     "FORMATS",
     "MAX_CALLS_PER_TURN",
@@ -99,6 +110,7 @@ __all__ = [
     "ToolCallParser",
     "coerce_arguments",
     "detect_parser",
+    "get_format",
     "get_parser",
     "parser_names",
     "strip_thinking",
