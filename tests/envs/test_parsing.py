@@ -268,3 +268,10 @@ def test_detect_parser_from_template(template, name):
     assert detect_parser(template) == name
     assert detect_parser({"default": "plain", "tool_use": template}) == name
     assert detect_parser(None, {"tool_calls": {"open": "[TOOL_CALLS]"}}) == "mistral"  # a response template first
+
+
+def test_llama3_json_with_python_fallback_runs_code_that_holds_json():
+    """A dict with a "name" key inside a python block is code, not a broken call: the block runs."""
+    p = get_parser("llama3_json+python")
+    turn = p.parse('Let me check.\n```python\nprint({"name": "Bob", "age": 3})\n```')
+    assert [c.name for c in turn.calls] == ["python"] and turn.errors == []

@@ -53,10 +53,10 @@ class Llama3JsonParser(ToolCallParser):
             call, err = _decode(obj)
             if call is not None:
                 calls.append(call)
-            elif meant or obj.get("name") is not None:
+            elif meant:
                 errors.append(ParseError(err))
-            else:
-                return [], []  # JSON that is no tool call: content (as vLLM's llama3_json reads it)
+            else:  # JSON that is no tool call (a dict in code, an answer): content, as vLLM's llama3_json reads it
+                return [], []
             pos = region.find("{", end)
         return calls, errors
 
