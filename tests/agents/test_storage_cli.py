@@ -98,6 +98,21 @@ def test_rollout_command_writes_a_readable_file(tiny_dir, tmp_path):
         assert sum(t.loss_mask) > 0
 
 
+def test_rollout_command_tool_parser_override(tiny_dir, tmp_path):
+    """--tool-parser names the model's format: recorded in the file; an unknown one fails before any model loads."""
+    out = tmp_path / "roll.jsonl"
+    cmd = [TOOLGYM, "rollout", "toolgym/Arith-v0", "--model", str(tiny_dir), "--tasks", "1", "--group", "1",
+           "--out", str(out), "--max-tokens", "4", "--max-turns", "1", "--json", "--no-progress"]
+    res = subprocess.run([*cmd, "--tool-parser", "mistral"], capture_output=True, text=True, timeout=600)
+    assert res.returncode == 0, res.stderr[-2000:]
+    meta = read_header(out)["meta"]
+    assert (meta["tool_parser"], meta["tool_parser_source"]) == ("mistral", "override")
+    assert [t.metadata["tool_parser"] for t in read_jsonl(out)] == ["mistral"]
+    res = subprocess.run([*cmd, "--tool-parser", "xml"], capture_output=True, text=True, timeout=600)
+    assert res.returncode != 0 and res.stderr.startswith("error:") and "unknown tool-call format 'xml'" in res.stderr
+    assert "gpt_oss" in res.stderr and len(res.stderr.strip().splitlines()) == 1
+
+
 def test_rollout_command_rejects_unknown_sampler(tiny_dir, tmp_path):
     res = subprocess.run([TOOLGYM, "rollout", "toolgym/Arith-v0", "--model", str(tiny_dir),
                           "--sampler", "nope", "--out", str(tmp_path / "x.jsonl")], capture_output=True, text=True)

@@ -8,6 +8,8 @@ import random
 import pytest
 
 from toolgym.envs.parsing import (
+    FORMATS,
+    PARSERS,
     CombinedParser,
     HermesParser,
     NoToolParser,
@@ -114,12 +116,19 @@ def test_non_string_action_is_an_error_not_a_crash():
     assert turn.errors and "text" in turn.errors[0].message
 
 
-@pytest.mark.parametrize("parser", ["hermes", "python", "hermes+python", "none"])
+MARKERS = ["<tool_call>", "</tool_call>", "<|python_tag|>", "<|python_start|>", "<|python_end|>", "[TOOL_CALLS]",
+           "[ARGS]", "[CALL_ID]", "<function=", "</function>", "<parameter=", "</parameter>", ">", "<|channel|>",
+           "<|message|>", "<|call|>", "<|end|>", "<|start|>", "<|constrain|>", "to=functions.", "commentary",
+           "<｜tool▁calls▁begin｜>", "<｜tool▁call▁begin｜>", "<｜tool▁sep｜>", "<｜tool▁call▁end｜>",
+           "<｜tool▁calls▁end｜>", "```json\n", "[", "]", "(", ")", "=", ",", "'"]
+
+
+@pytest.mark.parametrize("parser", [*PARSERS, "llama3_json+python", "gpt_oss+python"])
 def test_hostile_input_never_raises(parser):
     p = get_parser(parser)
     rng = random.Random(1)
     pieces = ["<tool_call>", "</tool_call>", "{", "}", '"name"', ":", "```python\n", "```", "<think>", "</think>",
-              "\\boxed{", "<answer>", "\x00", "\ud800", "🙂", "\u202e", "\n"]
+              "\\boxed{", "<answer>", "\x00", "\ud800", "🙂", "\u202e", "\n", *MARKERS]
     for _ in range(200):
         text = "".join(rng.choice(pieces) if rng.random() < 0.5 else chr(rng.randint(0, 0x10FFFF)) for _ in range(rng.randint(0, 60)))
         p.parse(text)
@@ -128,8 +137,141 @@ def test_hostile_input_never_raises(parser):
     assert len(turn.calls) <= p.max_calls
     deep = "<tool_call>" + "[" * 100000 + "</tool_call>"
     assert p.parse(deep) is not None
+    for marker in MARKERS:
+        for deep in (marker + "[" * 100000, marker + "{" * 100000, marker + '{"a": ' * 50000, marker * 20000):
+            turn = p.parse(deep, tools=[])
+            assert len(turn.calls) <= p.max_calls and len(turn.errors) <= p.max_calls + 2
 
 
 def test_unknown_parser_name():
-    with pytest.raises(ConfigError, match="hermes"):
+    with pytest.raises(ConfigError, match="hermes") as err:
         get_parser("xml")
+    msg = str(err.value)
+    assert "\n" not in msg and all(name in msg for name in FORMATS) and "llama3_json+python" in msg
+    with pytest.raises(ConfigError):
+        get_parser("python+hermes")
+    with pytest.raises(ConfigError):
+        get_parser(None)  # type: ignore[arg-type]
+
+
+# -- the model formats ---------------------------------------------------------------------------------
+
+SCHEMAS = [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object", "properties": {
+    "city": {"type": "string"}, "days": {"type": "integer"}, "ratio": {"type": "number"}, "metric": {"type": "boolean"},
+    "where": {"type": "object"}, "tags": {"type": "array"}, "note": {"type": ["string", "null"]}}}}}]
+ARGS = {"city": "Zürich \"東京\" 🙂\n\\ ok", "days": 3, "ratio": 0.5, "metric": True,
+        "where": {"lat": -1.5, "nested": [1, {"x": None}]}, "tags": ["a", "b"]}
+
+
+@pytest.mark.parametrize("fmt", list(FORMATS))
+def test_each_format_reads_back_the_call_it_writes(fmt):
+    p = get_parser(fmt)
+    one = p.format_call("get_weather", ARGS)
+    turn = p.parse("I will look it up.\n" * (fmt not in ("pythonic", "llama3_json")) + one, turn=4, tools=SCHEMAS)
+    assert [(c.name, c.arguments) for c in turn.calls] == [("get_weather", ARGS)], turn.errors
+    assert turn.errors == [] and turn.answer is None
+    two = p.format_call("get_weather", {"city": "Oslo"}) + ("; " if fmt == "llama3_json" else "\n") + p.format_call(
+        "add", {})
+    if fmt == "pythonic":  # one list holds every call
+        two = "[get_weather(city='Oslo'), add()]"
+    turn = p.parse(two, turn=1, tools=SCHEMAS)
+    assert [c.name for c in turn.calls] == ["get_weather", "add"] and turn.errors == []
+    assert len({c.id for c in turn.calls}) == 2
+
+
+@pytest.mark.parametrize("fmt", list(FORMATS))
+def test_each_format_leaves_plain_answers_alone(fmt):
+    p = get_parser(fmt)
+    for text in ("The answer is \\boxed{7}.", "So {x | x > 0} holds. Answer: 7", "[1, 2, 3]\nAnswer: 7"):
+        turn = p.parse(text)
+        assert not turn.has_tool_activity and turn.answer == "7", (fmt, text, turn)
+
+
+@pytest.mark.parametrize("fmt, text, needle", [
+    ("llama3_json", '{"name": "f", "parameters": {"a": }}', "invalid JSON"),
+    ("llama3_json", '<|python_tag|>brave_search.call(query="x")', "python_tag"),
+    ("llama3_json", '{"name": "f"}', '"parameters"'),
+    ("pythonic", "[f(1, 2)]", "by keyword"),
+    ("pythonic", "[f(a=open('x'))]", "literal"),
+    ("pythonic", "[f(a=1)", "end with ']'"),
+    ("pythonic", "[f(a=1, b=)]", "invalid Python"),
+    ("mistral", "[TOOL_CALLS]", "without a call"),
+    ("mistral", "[TOOL_CALLS]f[ARGS]{bad", "invalid JSON"),
+    ("mistral", "[TOOL_CALLS]two words{}", "one word"),
+    ("qwen3_coder", "<tool_call>\n<function=f>\n<parameter=a>\n1\n", "unterminated"),
+    ("qwen3_coder", "<tool_call>\n</tool_call>", "without <function=NAME>"),
+    ("gpt_oss", "<|channel|>commentary to=functions.f json<|message|>{bad<|call|>", "invalid JSON"),
+    ("gpt_oss", "<|channel|>commentary to=browser.search<|message|>{}<|call|>", "functions.NAME"),
+    ("deepseek_v3", "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>f\n```json\n{", "unterminated"),
+    ("deepseek_v3", "<｜tool▁calls▁begin｜><｜tool▁calls▁end｜>", "without a call"),
+])
+def test_format_errors_name_the_problem(fmt, text, needle):
+    turn = get_parser(fmt).parse(text)
+    assert turn.calls == [] and any(needle in e.message for e in turn.errors), [e.message for e in turn.errors]
+
+
+def test_qwen3_coder_types_text_values_by_the_tool_schema():
+    p = get_parser("qwen3_coder")
+    text = ("<tool_call>\n<function=get_weather>\n<parameter=city>\n007\n</parameter>\n<parameter=days>\n3\n</parameter>\n"
+            "<parameter=ratio>\n2\n</parameter>\n<parameter=metric>\nfalse\n</parameter>\n<parameter=note>\nnull\n"
+            "</parameter>\n<parameter=tags>\nnot json\n</parameter>\n<parameter=other>\n5\n</parameter>\n</function>\n</tool_call>")
+    args = p.parse(text, tools=SCHEMAS).calls[0].arguments
+    # strings stay text (even "007" and "null" where the type allows a string); what does not convert stays text
+    assert args == {"city": "007", "days": 3, "ratio": 2, "metric": False, "note": "null", "tags": "not json",
+                    "other": "5"}
+    assert p.parse(text).calls[0].arguments["days"] == "3"  # no schemas: text as written
+
+
+def test_gpt_oss_answer_is_the_final_channel_and_analysis_calls_are_read():
+    p = get_parser("gpt_oss")
+    turn = p.parse("<|channel|>analysis<|message|>Maybe \\boxed{1}?<|end|><|start|>assistant<|channel|>final"
+                   "<|message|>It is \\boxed{2}.<|return|>")
+    assert turn.calls == [] and turn.answer == "2"
+    turn = p.parse("<|channel|>analysis<|message|>Look it up.<|end|><|start|>assistant to=functions.get_weather"
+                   '<|channel|>commentary <|constrain|>json<|message|>{"city": "Oslo"}<|call|>')
+    assert [(c.name, c.arguments) for c in turn.calls] == [("get_weather", {"city": "Oslo"})]
+
+
+def test_mistral_ids_are_nine_letters_and_digits():
+    turn = get_parser("mistral").parse("[TOOL_CALLS]f[ARGS]{}[TOOL_CALLS]g[ARGS]{}[TOOL_CALLS]h[ARGS]{bad", turn=12)
+    ids = [c.id for c in turn.calls] + [e.id for e in turn.errors]
+    assert len(ids) == 3 and len(set(ids)) == 3 and all(len(i) == 9 and i.isalnum() for i in ids)
+
+
+def test_with_format_swaps_only_the_call_format():
+    llama = get_parser("llama3_json")
+    assert get_parser("hermes").with_format(llama) is llama
+    combined = get_parser("hermes+python").with_format(llama)
+    assert combined.name == "llama3_json+python"
+    turn = combined.parse('{"name": "f", "parameters": {}}')
+    assert [c.name for c in turn.calls] == ["f"]
+    assert [c.name for c in combined.parse("```python\nprint(1)\n```").calls] == ["python"]
+    for keep in ("python", "none"):
+        p = get_parser(keep)
+        assert p.with_format(llama) is p
+
+
+@pytest.mark.parametrize("template, name", [
+    ("{{'<|im_start|>'}}<tools>{{ tools }}</tools> <tool_call>{\"name\": ...}</tool_call>", "hermes"),
+    ("<tool_call>\n<function={{ name }}>\n<parameter={{ k }}>", "qwen3_coder"),
+    ("{%- if tools %}[AVAILABLE_TOOLS]{{ tools }}[/AVAILABLE_TOOLS]{% endif %}[TOOL_CALLS]", "mistral"),
+    ("<|start|>assistant<|channel|>commentary to=functions.{{ name }}<|message|>{{ args }}<|call|>", "gpt_oss"),
+    ("<｜Assistant｜><｜tool▁calls▁begin｜><｜tool▁call▁begin｜>", "deepseek_v3"),
+    ("<|start_header_id|>ipython<|end_header_id|>{{ '<|python_tag|>' }}", "llama3_json"),
+    ("<|start_header_id|>ipython<|end_header_id|>", "llama3_json"),
+    ("[func_name1(params_name1=params_value1)]<|start_header_id|>ipython", "pythonic"),
+    ("{% for m in messages %}<|im_start|>{{ m.role }}{% endfor %}", None),
+])
+def test_detect_parser_from_template(template, name):
+    from toolgym.envs.parsing import detect_parser
+
+    assert detect_parser(template) == name
+    assert detect_parser({"default": "plain", "tool_use": template}) == name
+    assert detect_parser(None, {"tool_calls": {"open": "[TOOL_CALLS]"}}) == "mistral"  # a response template first
+
+
+def test_llama3_json_with_python_fallback_runs_code_that_holds_json():
+    """A dict with a "name" key inside a python block is code, not a broken call: the block runs."""
+    p = get_parser("llama3_json+python")
+    turn = p.parse('Let me check.\n```python\nprint({"name": "Bob", "age": 3})\n```')
+    assert [c.name for c in turn.calls] == ["python"] and turn.errors == []

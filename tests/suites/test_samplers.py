@@ -80,3 +80,19 @@ def test_tools_mode_runs_episodes_in_the_environment(tmp_path: Path, tiny_dir: P
         assert len(r["samples"]) == 2 and all(s["turns"] for s in r["samples"])
         # a sample counts only with full reward
         assert r["correct"] == [s["reward"] >= 1.0 and not s["error"] for s in r["samples"]]
+
+
+def test_tools_mode_tool_parser_override_reaches_the_template(tiny_dir: Path) -> None:
+    """--tool-parser (BenchConfig.tool_parser) is the format tools-mode episodes parse; unknown names fail early."""
+    from toolgym.errors import ConfigError
+    from toolgym.suites.runner import make_sampler
+
+    cfg = BenchConfig(suite="t", model=str(tiny_dir), mode="tools", max_tokens=8, tool_parser="pythonic")
+    sampler, template = make_sampler(cfg)
+    try:
+        assert (template.tool_parser.name, template.tool_parser_source) == ("pythonic", "override")
+    finally:
+        sampler.close()
+    assert make_sampler(BenchConfig(suite="t", model=str(tiny_dir), mode="tools"))[1].tool_parser_source != "override"
+    with pytest.raises(ConfigError, match="unknown tool-call format 'xml'; choose one of hermes"):
+        BenchConfig(suite="t", model=str(tiny_dir), mode="tools", tool_parser="xml")

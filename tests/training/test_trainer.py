@@ -141,3 +141,16 @@ def test_unknown_model_is_a_config_error(tmp_path):
 
     with pytest.raises(ConfigError, match="model.name_or_path"):
         Trainer(cfg, console=False).fit()
+
+
+def test_rollout_tool_parser_is_the_format_the_trainers_rollouts_parse(tmp_path):
+    """`rollout.tool_parser` names the model's format for training rollouts; unset, the template decides;
+    an unknown name is one line listing the formats."""
+    from toolgym.errors import ConfigError
+
+    tr = _ready_trainer(tmp_path / "a", rollout__tool_parser="llama3_json")
+    assert (tr.template.tool_parser.name, tr.template.tool_parser_source) == ("llama3_json", "override")
+    assert _ready_trainer(tmp_path / "b").template.tool_parser_source in ("template", "default")
+    with pytest.raises(ConfigError, match=r"rollout.tool_parser: must be null or one of hermes, llama3_json") as err:
+        load_config(tiny_config(tmp_path / "c", rollout__tool_parser="xml"))
+    assert "\n" not in str(err.value)

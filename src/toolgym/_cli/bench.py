@@ -55,6 +55,9 @@ def run(
     concurrency: int = typer.Option(64, help="programs handed to the sandbox pool at once (it micro-batches them; the pool bounds real parallelism)"),
     sandbox: str = typer.Option("auto", help="sandbox backend: auto | docker | local"),
     max_turns: int = typer.Option(4, help="turns per episode in tools mode"),
+    tool_parser: str = typer.Option(None, "--tool-parser", help="tools mode: the model's tool-call format (hermes, "
+                                    "llama3_json, pythonic, mistral, qwen3_coder, gpt_oss, deepseek_v3; default: "
+                                    "read from the chat template)"),
     seed: int = typer.Option(0),
     device: str = typer.Option("auto", help="hf sampler / loglik model: auto (CUDA when available, else CPU) | cpu "
                                             "| cuda | cuda:N"),
@@ -74,7 +77,7 @@ def run(
                           temperature=temperature, top_p=top_p, max_tokens=max_tokens, sampler=sampler,
                           base_url=base_url, tokenizer=tokenizer, batch=batch, concurrency=concurrency,
                           sandbox_backend=sandbox, trust_pickle=trust_pickle, completions=completions,
-                          max_turns=max_turns, device=device)
+                          max_turns=max_turns, device=device, tool_parser=tool_parser)
         stream = sys.stderr if as_json else sys.stdout
 
         def log(msg: str) -> None:

@@ -1,7 +1,7 @@
 """`toolgym envs`: list registered environments and run the environment checker.
 
     toolgym envs list [--json]
-    toolgym envs check ID [--seed N] [-k key=value ...] [--json]
+    toolgym envs check ID [--seed N] [-k key=value ...] [--model M [--tool-parser NAME]] [--json]
 """
 
 from __future__ import annotations
@@ -59,26 +59,52 @@ def check(
     env_id: str = typer.Argument(..., help="environment id, e.g. toolgym/Arith-v0"),
     seed: int = typer.Option(0, "--seed", help="seed for the determinism checks"),
     kwarg: list[str] = typer.Option([], "--kwarg", "-k", help="constructor argument key=value (value parsed as JSON)"),
+    model: str = typer.Option(None, "--model", help="also check this model against the env: does its chat template "
+                              "render the env's tools, which tool-call parser would a run use (a local folder, "
+                              "asset name or Hub id; only its tokenizer is loaded)"),
+    tool_parser: str = typer.Option(None, "--tool-parser", help="with --model: the format a run would name "
+                                    "(default: read from the chat template)"),
     as_json: bool = typer.Option(False, "--json", help="print JSON"),
 ) -> None:
-    """Run the environment checker: reset/step contract, determinism, info, tool schemas, reward range."""
+    """Run the environment checker: reset/step contract, determinism, info, tool schemas, reward range;
+    with --model, whether that model's template renders the env's tools and which parser it would use."""
     from toolgym.envs import registry
-    from toolgym.envs.checker import check_env, checks_to_json
+    from toolgym.envs.checker import check_env, check_model_format, checks_to_json
     from toolgym.errors import ToolgymError
 
     kwargs = _parse_kwargs(kwarg)
+    summary: dict[str, Any] | None = None
+    model_checks: list[Any] = []
+    if tool_parser is not None and model is None:
+        _fail("--tool-parser needs --model (the model whose template the check renders)")
     try:
         registry.spec(env_id)
+        template = None
+        if model is not None:
+            from toolgym.agents.chat import ChatTemplate
+
+            template = ChatTemplate(model, tool_parser=tool_parser)
         checks = check_env(lambda: registry.make(env_id, **kwargs), seed=seed)
+        if template is not None:
+            model_checks, summary = check_model_format(lambda: registry.make(env_id, **kwargs), template, seed=seed)
+            checks += model_checks
+            summary["model"] = model
     except ToolgymError as exc:
         _fail(str(exc))
     failed = [c for c in checks if not c.ok]
     if as_json:
-        typer.echo(json.dumps({"env_id": env_id, "ok": not failed, "checks": checks_to_json(checks)}, indent=2))
+        out = {"env_id": env_id, "ok": not failed, "checks": checks_to_json(checks)}
+        if summary is not None:
+            out["model"] = summary
+        typer.echo(json.dumps(out, indent=2))
     else:
         for c in checks:
             mark = "ok  " if c.ok else "FAIL"
-            typer.echo(f"{mark} {c.name}" + (f": {c.detail}" if c.detail and not c.ok else ""))
+            shown = c.detail and (not c.ok or any(c is m for m in model_checks))
+            typer.echo(f"{mark} {c.name}" + (f": {c.detail}" if shown else ""))
+        if summary is not None:
+            typer.echo(f"{model}: parses tool calls as {summary['tool_parser']} ({summary['tool_parser_source']}); "
+                       f"its template {'renders' if summary['renders_tools'] else 'does not render'} tools")
         typer.echo(f"{env_id}: {len(checks) - len(failed)}/{len(checks)} checks passed")
     if failed:
         raise typer.Exit(1)

@@ -62,6 +62,9 @@ def rollout(
     seed: int = typer.Option(0, "--seed"),
     concurrency: int = typer.Option(64, "--concurrency", min=1, help="episodes in flight at once"),
     env_kwarg: list[str] = typer.Option([], "--env-kwarg", "-k", help="key=value passed to the env constructor"),
+    tool_parser: str = typer.Option(None, "--tool-parser", help="the model's tool-call format: hermes, llama3_json, "
+                                    "pythonic, mistral, qwen3_coder, gpt_oss, deepseek_v3 (default: read from "
+                                    "the chat template)"),
     as_json: bool = typer.Option(False, "--json", help="print the summary as JSON"),
     progress: bool = typer.Option(True, "--progress/--no-progress",
                                   help="show progress on stderr (a bar on a terminal, a line per group otherwise)"),
@@ -77,6 +80,10 @@ def rollout(
     from toolgym.envs import registry
 
     registry.spec(env_id)  # unknown ids fail here with the registry's message
+    if tool_parser is not None:
+        from toolgym.envs.parsing import get_format
+
+        get_format(tool_parser)  # an unknown name fails before any model loads
     if sampler not in ("hf", "vllm", "openai"):
         raise ConfigError(f"--sampler must be hf, vllm or openai, got {sampler!r}")
     hf_kwargs: dict[str, Any] = {}
@@ -99,12 +106,13 @@ def rollout(
         tok_ref = _resolve_model(tokenizer, "tokenizer") if tokenizer else model_path
         smp = build_sampler(sampler, model_path, max_model_len=max_total_tokens,
                             **(hf_kwargs if sampler == "hf" else {}))
-    tpl = ChatTemplate(getattr(smp, "tokenizer", None) or tok_ref)
+    tpl = ChatTemplate(getattr(smp, "tokenizer", None) or tok_ref, tool_parser=tool_parser)
     runner = RolloutRunner(smp, tpl, env_id, params,
                            EpisodeLimits(max_turns=max_turns, max_total_tokens=max_total_tokens, max_wall_s=max_wall_s),
                            env_kwargs=_parse_kwargs(env_kwarg), seed=seed, max_concurrent_episodes=concurrency)
     specs = [TaskSpec(seed=seed + i, options={"index": i}) for i in range(tasks)]
     meta = {"env_id": env_id, "model": model, "sampler": sampler, "device": getattr(smp, "device", None),
+            "tool_parser": tpl.tool_parser.name, "tool_parser_source": tpl.tool_parser_source,
             "tasks": tasks, "group": group,
             "sampling": params.to_dict(), "max_turns": max_turns, "max_total_tokens": max_total_tokens,
             "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "complete": False}

@@ -138,12 +138,14 @@ class RolloutRunner:
         traj = Trajectory(task_id=f"task-{task_index}", group_id=f"{self.env_id}/{task_index}", prompt_ids=[])
         traj.metadata.update(
             episode_index=episode_index, task_index=task_index, sampler=self.sampler.name,
+            tool_parser=getattr(getattr(self.template, "tool_parser", None), "name", None),
             sampling=self.params.to_dict(), logprob_kind=self.params.logprob_kind(),
         )
         timings = {"generate_s": 0.0, "env_s": 0.0}
         env = None
         try:
             env = await asyncio.to_thread(self.env_factory)
+            _use_tool_format(env, self.template)
             t = time.perf_counter()
             obs, info = await budget.run(_reset(env, spec))
             timings["env_s"] += time.perf_counter() - t
@@ -169,7 +171,7 @@ class RolloutRunner:
                 sample = await _sample_timed(self._generate(context, params), lim.max_sample_s)
                 timings["generate_s"] += time.perf_counter() - t
                 self._append(traj, context, sample.token_ids, sample.logprobs, model=True)
-                text = self.template.decode(sample.token_ids, skip_special_tokens=True)
+                text = self.template.decode_turn(sample.token_ids)
                 traj.turns.append({"role": "assistant", "content": text, "finish_reason": sample.finish_reason})
                 if not sample.token_ids:
                     traj.metadata["empty_turns"] = traj.metadata.get("empty_turns", 0) + 1
@@ -320,6 +322,16 @@ async def _sample_timed(coro: Any, seconds: float | None) -> Any:
         return await asyncio.wait_for(coro, timeout=seconds)
     except TimeoutError as exc:
         raise _SampleTimeout from exc
+
+
+def _use_tool_format(env: Any, template: ChatTemplate) -> None:
+    """Tell an environment that reads tool calls which format the model writes (its template's, or the
+    run's override): `ToolEnv.use_tool_format`, or the same method on any env, wrapped or not."""
+    for obj in (env, getattr(env, "unwrapped", None)):
+        fn = getattr(obj, "use_tool_format", None)
+        if callable(fn):
+            fn(template.tool_parser)
+            return
 
 
 async def _reset(env: Any, spec: TaskSpec) -> tuple[Any, dict]:

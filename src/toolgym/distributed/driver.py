@@ -72,7 +72,8 @@ class RayRolloutPool:
 
     def __init__(self, model: Any, tokenizer: Any, *, num_workers: int = 2, cpus_per_worker: float = 1.0,
                  sandbox: str | None = "auto", sandbox_pool: int = 1, max_in_flight: int = 2,
-                 max_replacements: int = 8, max_attempts: int = 4, sampler_kwargs: dict[str, Any] | None = None) -> None:
+                 max_replacements: int = 8, max_attempts: int = 4, sampler_kwargs: dict[str, Any] | None = None,
+                 tool_parser: str | None = None) -> None:
         import ray
 
         from toolgym.distributed.worker import RolloutWorker
@@ -92,7 +93,7 @@ class RayRolloutPool:
         self.version = 0
         self._weights_ref = ray.put(_cpu_state(model))
         self._worker_kw = {"sandbox": sandbox, "sandbox_pool": sandbox_pool, "threads": max(1, int(cpus_per_worker)),
-                           "sampler_kwargs": dict(sampler_kwargs or {})}
+                           "sampler_kwargs": dict(sampler_kwargs or {}), "tool_parser": tool_parser}
         self._actor_cls = ray.remote(num_cpus=cpus_per_worker, max_restarts=0)(RolloutWorker)
         self.slots = [_Slot(self._spawn(i)) for i in range(num_workers)]
         self._start()

@@ -36,7 +36,8 @@ class RayRollouts:
                                    cpus_per_worker=rc.cpus_per_worker, sandbox=cfg.rollout.sandbox,
                                    sandbox_pool=rc.sandbox_pool, max_in_flight=rc.max_in_flight,
                                    max_replacements=rc.max_replacements,
-                                   sampler_kwargs=dict(cfg.rollout.sampler_kwargs))
+                                   sampler_kwargs=dict(cfg.rollout.sampler_kwargs),
+                                   tool_parser=cfg.rollout.tool_parser)
         self._local_sandbox = trainer.sandbox
         self._out = trainer.out
         self.synced = False

@@ -33,7 +33,7 @@ class RolloutWorker:
 
     def __init__(self, slot: int, model_config: Any, tokenizer: Any, weights: dict[str, Any], version: int, *,
                  sandbox: str | None = "auto", sandbox_pool: int = 1, threads: int = 1,
-                 sampler_kwargs: dict[str, Any] | None = None) -> None:
+                 sampler_kwargs: dict[str, Any] | None = None, tool_parser: str | None = None) -> None:
         import torch
         from transformers import AutoModelForCausalLM
 
@@ -49,7 +49,7 @@ class RolloutWorker:
         model.load_state_dict(weights)
         self.sampler = HFSampler(model.eval(), tokenizer, device="cpu",
                                  **{"max_batch_size": 64, **(sampler_kwargs or {})})
-        self.template = ChatTemplate(tokenizer)
+        self.template = ChatTemplate(tokenizer, tool_parser=tool_parser)
         self.version = version
         self.sandbox = None
         if sandbox is not None:

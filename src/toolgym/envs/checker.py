@@ -180,5 +180,61 @@ def _step_problem(res: Any, lo: float, hi: float) -> str:
     return ""
 
 
+def check_model_format(make_env: Callable[[], Any], template: Any, seed: int = 0) -> tuple[list[Check], dict[str, Any]]:
+    """Checks of one model against an environment (`toolgym envs check ID --model M`): does the model's
+    chat template render the env's tools, which tool-call format the run would parse (and why), does a
+    call written in that format reach the env, and do the tool results render through the template.
+
+    `template` is the model's `toolgym.agents.chat.ChatTemplate` (passed in: envs never import agents).
+    Returns the checks and a summary for --json."""
+    parser = template.tool_parser
+    summary: dict[str, Any] = {"tool_parser": parser.name, "tool_parser_source": template.tool_parser_source,
+                               "renders_tools": bool(template.renders_tools())}
+    checks: list[Check] = []
+    env = make_env()
+    try:
+        obs, info = env.reset(seed=seed)
+        tools = info.get("tools") or []
+        names = [t.get("function", {}).get("name") for t in tools]
+        try:
+            prompt = template.decode(template.prompt_ids(obs, tools or None))
+            missing = [n for n in names if n not in prompt]
+            where = ("rendered by the model's template" if summary["renders_tools"] else
+                     "the template prints no tools: toolgym adds them to the system turn, with an example call")
+            checks.append(Check("the prompt shows the env's tools", not missing,
+                                f"missing {missing}" if missing else f"{len(names)} tools, {where}"))
+        except Exception as exc:
+            checks.append(Check("the prompt shows the env's tools", False, f"{type(exc).__name__}: {exc}"))
+        why = {"template": "read from the chat template", "override": "named by the run",
+               "default": "the template shows no call format: Hermes tags, which the tool block describes"}
+        checks.append(Check(f"tool calls are read as {parser.name}", True, why.get(template.tool_parser_source, "")))
+        use = getattr(getattr(env, "unwrapped", env), "use_tool_format", None)
+        if not callable(use) or not names:
+            reason = "the env has no tools" if not names else "the env reads tool calls its own way (no use_tool_format)"
+            checks.append(Check(f"a call written as {parser.name} reaches the env", True, f"not checked: {reason}"))
+            summary["call_reaches_env"] = None
+            return checks, summary
+        use(parser)
+        env.reset(seed=seed)
+        call = parser.format_call("no_such_tool_xyz", {})
+        out = env.step(call)
+        msgs = out[0] if isinstance(out, tuple) and out else []
+        reached = any(m.get("role") == "tool" and "no_such_tool_xyz" in str(m.get("content", "")) for m in msgs)
+        checks.append(Check(f"a call written as {parser.name} reaches the env", reached,
+                            "" if reached else f"the env did not answer {call!r} with a tool message: {repr(msgs)[:200]}"))
+        summary["call_reaches_env"] = reached
+        try:
+            results = [m for m in msgs if m.get("role") == "tool"] or [
+                {"role": "tool", "name": names[0], "tool_call_id": parser.call_id(1, 0), "content": "ok"}]
+            text = template.decode(template.continuation_ids(template.encode(call), results))
+            checks.append(Check("tool results render through the model's template", bool(text), text[:200]))
+        except Exception as exc:
+            checks.append(Check("tool results render through the model's template", False,
+                                f"{type(exc).__name__}: {exc}"))
+    finally:
+        env.close()
+    return checks, summary
+
+
 def checks_to_json(checks: list[Check]) -> list[dict[str, Any]]:
     return [asdict(c) for c in checks]

@@ -77,7 +77,9 @@ class ToolEnv(gymnasium.Env):
         """Args:
         tasks: a TaskSource, a list of Tasks or records, a file/folder path, or an asset name.
         tools: Tool objects (see `@tool` and builtin_tools); their schemas go to info["tools"].
-        parser: "hermes", "python", "hermes+python", "none", or a ToolCallParser instance.
+        parser: a parser name ("hermes", "python", "hermes+python", "none", or any of
+            `toolgym.envs.parsing.parser_names()`) or a ToolCallParser instance. Its call format is the
+            default only: runs swap in the model's format (`use_tool_format`).
         rubric: a Rubric or a list of reward functions (default: exact match with the ground truth);
             the env's reward_range is the rubric's unless a subclass documents its own.
         max_turns / max_tool_calls / max_tokens: episode budgets (truncation, or an error observation
@@ -204,6 +206,12 @@ class ToolEnv(gymnasium.Env):
             msgs.insert(0, {"role": "system", "content": self.system_prompt})
         return msgs
 
+    def use_tool_format(self, parser: str | ToolCallParser) -> None:
+        """Read tool calls in the model's format (the rollout runner calls this with the format its chat
+        template writes): the format part of this env's parser is replaced, fenced-python fallbacks and
+        tool-less parsers stay."""
+        self.parser = self.parser.with_format(get_parser(parser))
+
     @property
     def tool_schemas(self) -> list[dict[str, Any]]:
         return [t.schema for t in self.tools.values()]
@@ -242,7 +250,7 @@ class ToolEnv(gymnasium.Env):
             text = "" if text is None else str(text)
         self._turn += 1
         self._tokens_used += self.token_counter(text)
-        parsed = (self.parser if self.tools else _NO_TOOLS).parse(text, self._turn)
+        parsed = (self.parser if self.tools else _NO_TOOLS).parse(text, self._turn, self.tool_schemas)
         assistant: dict[str, Any] = {"role": "assistant", "content": text}
         if parsed.calls:
             assistant["tool_calls"] = [c.to_dict() for c in parsed.calls]

@@ -13,7 +13,8 @@ from toolgym.errors import ConfigError
 RECORDS = "records.jsonl"
 CONFIG = "config.json"
 # Fields that must match for a resumed run to mix with earlier records.
-RESUME_KEYS = ("suite", "model", "mode", "samples", "temperature", "top_p", "max_tokens", "seed", "sampler")
+RESUME_KEYS = ("suite", "model", "mode", "samples", "temperature", "top_p", "max_tokens", "seed", "sampler",
+               "tool_parser")
 
 
 class RecordStore:

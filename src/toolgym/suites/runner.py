@@ -56,6 +56,7 @@ class BenchConfig:
     completions: str | None = None
     max_turns: int = 4
     device: str = "auto"  # hf sampler and loglik model: auto | cpu | cuda | cuda:N (not a resume key)
+    tool_parser: str | None = None  # tools mode: the model's tool-call format; None: from the chat template
 
     def __post_init__(self) -> None:
         from toolgym.devices import check_device
@@ -71,6 +72,10 @@ class BenchConfig:
             raise ConfigError("--samples must be >= 1")
         if self.limit is not None and self.limit < 1:
             raise ConfigError("--limit must be >= 1")
+        if self.tool_parser is not None:
+            from toolgym.envs.parsing import get_format
+
+            get_format(self.tool_parser)
         if self.samples > 1 and self.temperature == 0:
             raise ConfigError("--samples > 1 needs --temperature > 0 (greedy samples would all be equal)")
 
@@ -163,7 +168,7 @@ def make_sampler(cfg: BenchConfig) -> tuple[Any, Any]:
     else:
         path = resolve_model(cfg.model)
         tok_path = resolve_model(cfg.tokenizer, "tokenizer") if cfg.tokenizer else path
-    template = ChatTemplate(tok_path)
+    template = ChatTemplate(tok_path, tool_parser=cfg.tool_parser)
     if cfg.sampler == "hf":
         # One decode batch per chunk of prompts: two sequential batches of half the size cost
         # nearly twice as many decode steps on CPU.

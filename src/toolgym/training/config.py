@@ -138,8 +138,16 @@ class RolloutConfig:
     vllm_sleep: bool | None = None
     sandbox: str | None = "auto"  # one shared sandbox pool for all envs: auto, docker, local; null: none
     sandbox_pool: int = 0  # workers in that pool; 0: the number of CPU cores
+    # the model's tool-call format (hermes, llama3_json, pythonic, mistral, qwen3_coder, gpt_oss, deepseek_v3);
+    # null: read from the tokenizer's chat template (docs/tool-calling.md)
+    tool_parser: str | None = None
 
     def _check(self, p: str) -> None:
+        if self.tool_parser is not None:
+            from toolgym.envs.parsing import FORMATS
+
+            _require(self.tool_parser in FORMATS, f"{p}.tool_parser", f"null or one of {', '.join(FORMATS)}",
+                     self.tool_parser)
         _require(self.sandbox in (None, "auto", "docker", "local"), f"{p}.sandbox", "'auto', 'docker', 'local' or null", self.sandbox)
         _require(self.sandbox_pool >= 0, f"{p}.sandbox_pool", "an integer >= 0", self.sandbox_pool)
         _require(self.group_size >= 2, f"{p}.group_size", "an integer >= 2 (advantages are group-relative)", self.group_size)

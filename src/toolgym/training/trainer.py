@@ -99,7 +99,7 @@ class Trainer:
                 self.module.enable_input_require_grads()  # checkpointed blocks need an input that requires grad
         from toolgym.agents.chat import ChatTemplate
 
-        self.template = ChatTemplate(self.tokenizer)
+        self.template = ChatTemplate(self.tokenizer, tool_parser=cfg.rollout.tool_parser)
         self.pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
         self._demos = demos
         self.logger = MetricsLogger(self.out, jsonl=cfg.logging.jsonl, tensorboard=cfg.logging.tensorboard,
