@@ -269,7 +269,15 @@ class Trainer:
         if self.ray_rollouts is not None:
             kw = self._env_kwargs(r.env_kwargs, r.split)
             return self.ray_rollouts.run(self, runner, specs, r.group_size, step, kw)
-        return asyncio.run(runner.arun(specs, r.group_size))
+        with self._decoding():
+            return asyncio.run(runner.arun(specs, r.group_size))
+
+    def _decoding(self) -> Any:
+        """Around every decode on the trainer's own module (the ``hf`` sampler): under FSDP the full weights,
+        gathered once on every rank, so ranks that generate different lengths issue no collectives."""
+        if getattr(self.sampler, "model", None) is not self.module:
+            return contextlib.nullcontext()
+        return D.full_params_for_decoding(self.module)
 
     def update(self, batch: RolloutBatch, objective: Objective) -> dict[str, float]:
         """K mini-batches (x update_epochs) of optimizer steps; micro-batches accumulate gradients."""
@@ -344,7 +352,8 @@ class Trainer:
 
         self.module.eval()
         t0 = time.perf_counter()
-        groups = asyncio.run(runner.arun([TaskSpec(seed=i, options={"index": i}) for i in mine], e.samples)) if mine else []
+        with self._decoding():  # a collective under FSDP: every rank enters, even one without tasks
+            groups = asyncio.run(runner.arun([TaskSpec(seed=i, options={"index": i}) for i in mine], e.samples)) if mine else []
         trajs = [t for g in groups for t in g]
         stats = [trajectory_stats(trajs)]
         allstats = D.all_gather_objects(stats[0], self.dist)
