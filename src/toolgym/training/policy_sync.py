@@ -85,12 +85,14 @@ class PolicySync:
 
     def push(self) -> None:
         """Send the current weights to every rollout engine."""
+        if not self.copies_weights and self.ray_rollouts is None:
+            return
+        weights = {k: v.detach() for k, v in policy_weights(self.module).items()}
         if self.copies_weights:
-            weights = policy_weights(self.module)
-            self.sampler.update_weights({k: v.detach() for k, v in weights.items()})
+            self.sampler.update_weights(weights)
             self.pushes += 1
-        if self.ray_rollouts is not None:
-            self.ray_rollouts.sync(self.module)
+        if self.ray_rollouts is not None:  # the workers rebuild a plain transformers model: the same weights
+            self.ray_rollouts.sync(weights)
 
     def before_update(self) -> None:
         if self.sleep:

@@ -141,7 +141,7 @@ class Trainer:
             from toolgym.sandbox import open_sandbox
 
             self.sandbox = open_sandbox(backend=r.sandbox, pool_size=r.sandbox_pool or None)
-        from toolgym.training.policy_sync import PolicySync, engine_sleeps, vllm_engine_kwargs
+        from toolgym.training.policy_sync import PolicySync, engine_sleeps, policy_weights, vllm_engine_kwargs
 
         if r.sampler == "hf":
             from toolgym.agents.hf_sampler import HFSampler
@@ -168,7 +168,7 @@ class Trainer:
         if cfg.distributed == "ray":  # rollouts on Ray workers; the local sampler still serves evaluations
             from toolgym.distributed.ray_rollouts import RayRollouts
 
-            self.ray_rollouts = RayRollouts(self)
+            self.ray_rollouts = RayRollouts(self, policy_weights(self.module))
         self.policy_sync = PolicySync(self.sampler, self.module, sleep=engine_sleeps(cfg, self.dist.device),
                                       ray_rollouts=self.ray_rollouts)
 
