@@ -71,6 +71,24 @@ def test_sleep_wake_push_order_around_an_update():
     assert plain.calls == ["update_weights"]
 
 
+def test_cuda_cache_is_emptied_before_a_sleeping_engine_wakes(monkeypatch):
+    # No GPU here: torch.cuda.empty_cache is replaced by a recorder into the same call log as the recording
+    # engine (a stand-in for the CUDA path), so the test sees the order of the trainer's calls, not memory.
+    engine = RecordingEngine()
+    monkeypatch.setattr(torch.cuda, "empty_cache", lambda: engine.calls.append("empty_cache"))
+    sync = PolicySync(engine, tiny_lm(), sleep=True, device="cuda:0")
+    sync.before_update()
+    sync.after_update()
+    assert engine.calls == ["sleep(2)", "empty_cache", "wake_up(weights)", "update_weights", "wake_up(kv_cache)",
+                            "reset_prefix_cache"]
+    cpu = RecordingEngine()
+    monkeypatch.setattr(torch.cuda, "empty_cache", lambda: cpu.calls.append("empty_cache"))
+    on_cpu = PolicySync(cpu, tiny_lm(), sleep=True, device="cpu")  # the CPU build: no CUDA cache to empty
+    on_cpu.before_update()
+    on_cpu.after_update()
+    assert "empty_cache" not in cpu.calls
+
+
 def test_pushed_weights_are_the_merged_lora_policy_under_hf_names():
     model = apply_lora(tiny_lm(seed=0), r=4, alpha=8, dropout=0.0, target_modules=["q_proj"])
     with torch.no_grad():

@@ -4,7 +4,7 @@ The HF sampler runs the trainer's own module, so there is nothing to copy. A vLL
 copy: it gets the full weights (FSDP shards gathered, LoRA adapters merged) after the SFT warm start or a
 resume, before the first rollouts and evaluation, and after every update. On a GPU shared with the
 trainer the engine sleeps through the update (its weights and KV cache freed: sleep level 2, since new
-weights follow anyway) and wakes before the push; CUDA graphs are on there, the CPU build runs eagerly.
+weights follow anyway) and wakes before the push, after PyTorch's CUDA cache is emptied; CUDA graphs are on there, the CPU build runs eagerly.
 """
 
 from __future__ import annotations
@@ -61,9 +61,11 @@ def policy_weights(module: torch.nn.Module) -> dict[str, torch.Tensor]:
 class PolicySync:
     """Keeps ``sampler`` (and Ray rollout workers) on the trainer's current weights."""
 
-    def __init__(self, sampler: Any, module: torch.nn.Module, *, sleep: bool, ray_rollouts: Any = None) -> None:
+    def __init__(self, sampler: Any, module: torch.nn.Module, *, sleep: bool, ray_rollouts: Any = None,
+                 device: str = "cpu") -> None:
         self.sampler = sampler
         self.module = module
+        self.device = device
         self.sleep = sleep and hasattr(sampler, "sleep")
         self.ray_rollouts = ray_rollouts
         self.pushes = 0
@@ -99,10 +101,16 @@ class PolicySync:
             self.sampler.sleep(level=2)
 
     def after_update(self) -> None:
-        """Wake the weights' memory, load the new weights into it, then the KV cache: never both copies at once."""
+        """Wake the weights' memory, load the new weights into it, then the KV cache: never both copies at once.
+
+        On CUDA the trainer's cached free blocks go back to the driver first: the waking engine allocates
+        outside PyTorch's caching allocator, so memory the update freed but PyTorch still caches would be
+        missing (TRL empties the cache here "to avoid OOM")."""
         if not self.sleep:
             self.push()
             return
+        if on_cuda(self.device):
+            torch.cuda.empty_cache()
         self.sampler.wake_up(["weights"])
         self.push()
         self.sampler.wake_up(["kv_cache"])
