@@ -36,6 +36,9 @@ class VLLMSampler(Sampler):
     """Samples with vLLM in this process. `engine_kwargs` go to `vllm.LLM` (e.g. enforce_eager=True)."""
 
     name = "vllm"
+    #: update_weights takes the names and layout of a checkpoint on disk (what save_pretrained writes), not the
+    #: in-memory names of a transformers 5 model (fused MoE experts)
+    weight_names = "checkpoint"
 
     def __init__(self, model: str, *, max_model_len: int | None = None, seed: int = 0,
                  logprobs_mode: str = "processed_logprobs", **engine_kwargs: Any) -> None:

@@ -1,10 +1,11 @@
 """One policy for sampling and training: the rollout engine gets the trainer's weights whenever they change.
 
 The HF sampler runs the trainer's own module, so there is nothing to copy. A vLLM engine holds its own
-copy: it gets the full weights (FSDP shards gathered, LoRA adapters merged) after the SFT warm start or a
-resume, before the first rollouts and evaluation, and after every update. On a GPU shared with the
-trainer the engine sleeps through the update (its weights and KV cache freed: sleep level 2, since new
-weights follow anyway) and wakes before the push, after PyTorch's CUDA cache is emptied; CUDA graphs are on there, the CPU build runs eagerly.
+copy: it gets the full weights (FSDP shards gathered, LoRA adapters merged, in the checkpoint layout that
+``save_pretrained`` writes) after the SFT warm start or a resume, before the first rollouts and evaluation,
+and after every update. On a GPU shared with the trainer the engine sleeps through the update (its weights
+and KV cache freed: sleep level 2, since new weights follow anyway) and wakes before the push, after
+PyTorch's CUDA cache is emptied; CUDA graphs are on there, the CPU build runs eagerly.
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ from typing import Any
 import torch
 
 from toolgym.training import data_parallel as D
-from toolgym.training.lora import merged_state_dict
+from toolgym.training.checkpoint_format import checkpoint_weights
+from toolgym.training.lora import base_model, merged_state_dict
 
 #: vLLM's share of a GPU that the trainer also uses, unless rollout.sampler_kwargs says otherwise: the
 #: engine sleeps during updates, but during rollouts both hold memory (trainer weights + optimizer state).
@@ -91,7 +93,10 @@ class PolicySync:
             return
         weights = {k: v.detach() for k, v in policy_weights(self.module).items()}
         if self.copies_weights:
-            self.sampler.update_weights(weights)
+            if getattr(self.sampler, "weight_names", "model") == "checkpoint":  # vLLM: MoE experts unfused, ...
+                self.sampler.update_weights(checkpoint_weights(base_model(self.module), weights))
+            else:  # a transformers replica: the model's own names
+                self.sampler.update_weights(weights)
             self.pushes += 1
         if self.ray_rollouts is not None:  # the workers rebuild a plain transformers model: the same weights
             self.ray_rollouts.sync(weights)
