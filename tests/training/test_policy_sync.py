@@ -120,3 +120,23 @@ def test_only_a_sampler_on_the_trainers_own_module_samples_in_place():
     assert PolicySync(RecordingEngine(), module, sleep=False).samples_elsewhere  # a separate engine
     ray = PolicySync(HFSampler(module), module, sleep=False, ray_rollouts=object())  # workers sample, hf evaluates
     assert ray.samples_elsewhere and not ray.copies_weights
+
+
+def test_the_weight_transport_is_said_once_per_route():
+    from toolgym.agents.weight_transport import decide
+
+    class RoutedEngine(RecordingEngine):
+        """Records pushes like RecordingEngine and reports a route per push, as VLLMSampler does."""
+
+        routes = iter([decide(10, shm_free=None, disk_free=1 << 30), decide(10, shm_free=None, disk_free=1 << 30),
+                       decide(10, shm_free=1 << 30, disk_free=1 << 30)])
+
+        def update_weights(self, sd):
+            super().update_weights(sd)
+            self.weight_route = next(self.routes)
+
+    said: list[str] = []
+    sync = PolicySync(RoutedEngine(), tiny_lm(), sleep=False, say=said.append)
+    for _ in range(3):
+        sync.push()
+    assert len(said) == 2 and "on disk" in said[0] and "/dev/shm" in said[1]  # disk, (disk again: quiet), shm

@@ -10,6 +10,7 @@ PyTorch's CUDA cache is emptied; CUDA graphs are on there, the CPU build runs ea
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -64,10 +65,12 @@ class PolicySync:
     """Keeps ``sampler`` (and Ray rollout workers) on the trainer's current weights."""
 
     def __init__(self, sampler: Any, module: torch.nn.Module, *, sleep: bool, ray_rollouts: Any = None,
-                 device: str = "cpu") -> None:
+                 device: str = "cpu", say: Callable[[str], None] | None = None) -> None:
         self.sampler = sampler
         self.module = module
         self.device = device
+        self.say = say  # where the weight transport's one line goes (the run's log)
+        self._route: tuple[str, str] | None = None
         self.sleep = sleep and hasattr(sampler, "sleep")
         self.ray_rollouts = ray_rollouts
         self.pushes = 0
@@ -98,8 +101,17 @@ class PolicySync:
             else:  # a transformers replica: the model's own names
                 self.sampler.update_weights(weights)
             self.pushes += 1
+            self._announce_route()
         if self.ray_rollouts is not None:  # the workers rebuild a plain transformers model: the same weights
             self.ray_rollouts.sync(weights)
+
+    def _announce_route(self) -> None:
+        """One line when the engine's weight transport is first chosen or changes (e.g. /dev/shm filled up)."""
+        route = getattr(self.sampler, "weight_route", None)
+        if route is None or self.say is None or (route.kind, route.folder) == self._route:
+            return
+        self._route = (route.kind, route.folder)
+        self.say(route.note)
 
     def before_update(self) -> None:
         if self.sleep:

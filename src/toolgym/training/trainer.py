@@ -170,7 +170,8 @@ class Trainer:
 
             self.ray_rollouts = RayRollouts(self, policy_weights(self.module))
         self.policy_sync = PolicySync(self.sampler, self.module, sleep=engine_sleeps(cfg, self.dist.device),
-                                      ray_rollouts=self.ray_rollouts, device=self.dist.device)
+                                      ray_rollouts=self.ray_rollouts, device=self.dist.device,
+                                      say=self.logger.say)
 
     def _engine_model(self) -> str:
         """What a separate engine loads at start (its weights are replaced before use): the demo model's saved
