@@ -17,9 +17,17 @@ out = Path(sys.argv[1])
 
 
 class CountingTrainer(Trainer):
-    """Counts the module's forwards while the sampler decodes (rollouts and evaluations)."""
+    """Counts the module's forwards while the sampler decodes (rollouts and evaluations); rank 1 samples at most
+    4 tokens a turn, rank 0 up to 16, so the ranks run different numbers of forwards (which batching and EOS
+    alone do only now and then)."""
 
     decode_forwards = 0
+
+    def _runner(self, *args, **kwargs):
+        runner = super()._runner(*args, **kwargs)
+        if self.dist.rank == 1:
+            runner.params = runner.params.with_(max_tokens=4)
+        return runner
 
     def _decoding(self):
         import contextlib
@@ -41,7 +49,7 @@ class CountingTrainer(Trainer):
         return counted()
 
 
-# SFT warm start: answers of different lengths end at EOS, so the ranks decode different numbers of tokens
+# SFT warm start: some answers end at EOS, some run to the token limit
 cfg = tiny_config(out, steps=1, sft={"enabled": True, "demos": 32, "epochs": 4, "lr": 3e-3, "batch_size": 8,
                                      "max_seq_len": 64, "tool_fraction": 0.5, "direct_correct": 0.5})
 cfg["rollout"].update(prompts_per_step=4, max_new_tokens=16)

@@ -65,7 +65,8 @@ def _torchrun(worker: Path, out: Path, port: int, env: dict[str, str], timeout: 
 @pytest.mark.slow
 def test_fsdp_training_step_with_the_hf_sampler_decodes_without_hanging(tmp_path):
     # the ranks decode different numbers of forwards (asserted below); a sharded forward all-gathers every layer,
-    # so without the full weights gathered once per decode the longer rank waits forever on the other
+    # so without the full weights gathered once per decode the longer rank's all-gathers meet the other rank's
+    # next collective: gloo aborts ("Is there a distributed collective mismatch"), NCCL waits forever
     rc, log = _torchrun(Path(__file__).parent / "fsdp_rollout_worker.py", tmp_path, 29534,
                         {"TOOLGYM_PARALLEL": "fsdp"}, timeout=300)
     assert rc == 0, log[-4000:]
