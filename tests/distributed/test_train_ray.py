@@ -100,3 +100,49 @@ def test_config_refuses_ray_with_a_remote_sampler(tmp_path):
         load_config(cfg)
     with pytest.raises(ConfigError, match="ray.num_workers"):
         load_config(_cfg(tmp_path, "bad2", distributed="ray", ray={"num_workers": 0}))
+
+
+# the trainer's log-probs vs a Ray worker's (both transformers on CPU; the workers run the merged LoRA weights,
+# the trainer the peft model: same values up to float rounding)
+RAY_GAP_MAX = 1e-4
+
+
+def _initial_policy_gap(warm: Path, run: Path, step: int, temperature: float) -> float:
+    """Mean |initial policy's log-prob - behaviour log-prob| of a step's sampled tokens: what a missed push shows."""
+    from transformers import AutoModelForCausalLM
+
+    from toolgym.agents.storage import read_jsonl
+    from toolgym.training.batch import collate
+    from toolgym.training.logprobs import response_logprobs
+    from toolgym.training.step_rollouts import step_rollouts_path
+
+    model = AutoModelForCausalLM.from_pretrained(warm, dtype=torch.float32).eval()
+    gaps = []
+    for t in read_jsonl(step_rollouts_path(run, step)):
+        with torch.no_grad():
+            lp, _ = response_logprobs(model, collate([t]), temperature=temperature)
+        mask = torch.tensor(t.loss_mask, dtype=torch.bool)
+        gaps.append((lp[0, : len(t.response_ids)] - torch.tensor(t.behavior_logprobs))[mask].abs())
+    return float(torch.cat(gaps).mean())
+
+
+@pytest.mark.slow
+def test_lora_with_ray_workers_samples_the_merged_policy(tmp_path, ray_cluster, one_torch_thread):
+    # the workers rebuild a plain transformers model: they need the merged weights under its own names (peft's
+    # names, base_layer / lora_A / lora_B, do not load), and after every update the new merged weights
+    warm = _warm_start(tmp_path)
+    cfg = _cfg(tmp_path, "lora", warm, distributed="ray", ray={"num_workers": 2, "sandbox_pool": 1, "max_in_flight": 1})
+    cfg["model"]["lora"] = {"r": 8, "alpha": 16, "dropout": 0.0, "target_modules": ["q_proj", "v_proj"]}
+    cfg["optimizer"] = {"lr": 2e-2, "warmup_steps": 0}
+    summary = train(load_config(cfg), console=False)
+    assert summary["steps"] == 3
+    rows = {r["step"]: r for r in read_metrics(tmp_path / "lora", "train")}
+    assert sorted(rows) == [1, 2, 3]
+    for s, row in rows.items():  # each step's rollouts came from the weights the trainer scores them with
+        assert row["behaviour_gap_max"] < RAY_GAP_MAX, (s, row["behaviour_gap_max"])
+    assert any(rows[s]["adv_zero_groups"] < 4 for s in (1, 2)), "no update had signal: a missed push could not show"
+    pool = json.loads((tmp_path / "lora" / "ray_pool.json").read_text())
+    assert pool["version"] == 1 + 3 and all(w["version"] == pool["version"] for w in pool["workers"])
+    # the adapters moved the policy far beyond the gap bound: step 3 sampled on the initial weights would show
+    moved = _initial_policy_gap(warm, tmp_path / "lora", 3, float(cfg["rollout"]["temperature"]))
+    assert moved > 100 * RAY_GAP_MAX, moved

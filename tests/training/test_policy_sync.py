@@ -71,6 +71,24 @@ def test_sleep_wake_push_order_around_an_update():
     assert plain.calls == ["update_weights"]
 
 
+def test_cuda_cache_is_emptied_before_a_sleeping_engine_wakes(monkeypatch):
+    # No GPU here: torch.cuda.empty_cache is replaced by a recorder into the same call log as the recording
+    # engine (a stand-in for the CUDA path), so the test sees the order of the trainer's calls, not memory.
+    engine = RecordingEngine()
+    monkeypatch.setattr(torch.cuda, "empty_cache", lambda: engine.calls.append("empty_cache"))
+    sync = PolicySync(engine, tiny_lm(), sleep=True, device="cuda:0")
+    sync.before_update()
+    sync.after_update()
+    assert engine.calls == ["sleep(2)", "empty_cache", "wake_up(weights)", "update_weights", "wake_up(kv_cache)",
+                            "reset_prefix_cache"]
+    cpu = RecordingEngine()
+    monkeypatch.setattr(torch.cuda, "empty_cache", lambda: cpu.calls.append("empty_cache"))
+    on_cpu = PolicySync(cpu, tiny_lm(), sleep=True, device="cpu")  # the CPU build: no CUDA cache to empty
+    on_cpu.before_update()
+    on_cpu.after_update()
+    assert "empty_cache" not in cpu.calls
+
+
 def test_pushed_weights_are_the_merged_lora_policy_under_hf_names():
     model = apply_lora(tiny_lm(seed=0), r=4, alpha=8, dropout=0.0, target_modules=["q_proj"])
     with torch.no_grad():
@@ -102,3 +120,23 @@ def test_only_a_sampler_on_the_trainers_own_module_samples_in_place():
     assert PolicySync(RecordingEngine(), module, sleep=False).samples_elsewhere  # a separate engine
     ray = PolicySync(HFSampler(module), module, sleep=False, ray_rollouts=object())  # workers sample, hf evaluates
     assert ray.samples_elsewhere and not ray.copies_weights
+
+
+def test_the_weight_transport_is_said_once_per_route():
+    from toolgym.agents.weight_transport import decide
+
+    class RoutedEngine(RecordingEngine):
+        """Records pushes like RecordingEngine and reports a route per push, as VLLMSampler does."""
+
+        routes = iter([decide(10, shm_free=None, disk_free=1 << 30), decide(10, shm_free=None, disk_free=1 << 30),
+                       decide(10, shm_free=1 << 30, disk_free=1 << 30)])
+
+        def update_weights(self, sd):
+            super().update_weights(sd)
+            self.weight_route = next(self.routes)
+
+    said: list[str] = []
+    sync = PolicySync(RoutedEngine(), tiny_lm(), sleep=False, say=said.append)
+    for _ in range(3):
+        sync.push()
+    assert len(said) == 2 and "on disk" in said[0] and "/dev/shm" in said[1]  # disk, (disk again: quiet), shm

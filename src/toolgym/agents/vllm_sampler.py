@@ -4,7 +4,9 @@ Prompts go in as token ids (`TokensPrompt`); each sample comes back with its tok
 log-prob of each sampled token. The engine is created with `logprobs_mode="processed_logprobs"`, so
 those are log-probs of the distribution the token was drawn from (after temperature and top-k/top-p).
 New trainer weights are loaded in place with the workers' `reload_weights` through `collective_rpc`
-(no restart), then the prefix cache is reset so no KV computed with old weights is reused.
+(no restart), from a safetensors folder in /dev/shm, or on disk when /dev/shm lacks room
+(:mod:`toolgym.agents.weight_transport`), then the prefix cache is reset so no KV computed with old
+weights is reused.
 
 On the CPU build a request's own seed is not passed to the engine: vLLM 0.32 rewinds a request's
 generator when its prefill is split over steps (chunked prefill, which long or many prompts cause), and
@@ -38,9 +40,12 @@ class VLLMSampler(Sampler):
     """Samples with vLLM in this process. `engine_kwargs` go to `vllm.LLM` (e.g. enforce_eager=True)."""
 
     name = "vllm"
+    #: update_weights takes the names and layout of a checkpoint on disk (what save_pretrained writes), not the
+    #: in-memory names of a transformers 5 model (fused MoE experts)
+    weight_names = "checkpoint"
 
     def __init__(self, model: str, *, max_model_len: int | None = None, seed: int = 0,
-                 logprobs_mode: str = "processed_logprobs", **engine_kwargs: Any) -> None:
+                 logprobs_mode: str = "processed_logprobs", shm_dir: str = "/dev/shm", **engine_kwargs: Any) -> None:
         try:
             import vllm
         except ImportError as exc:
@@ -66,6 +71,9 @@ class VLLMSampler(Sampler):
         self.per_request_seeds = not _engine_on_cpu()
         self._queue = BatchQueue(self._run_batch, max_batch=256)
         self._sleeping = False
+        self.shm_dir = shm_dir
+        #: how the last push travelled and why (``.note``: one line, printed by the trainer when the route changes)
+        self.weight_route: Any = None
 
     async def agenerate(self, prompts: list[list[int]], params: SamplingParams) -> list[list[Sample]]:
         for p in prompts:
@@ -113,20 +121,30 @@ class VLLMSampler(Sampler):
 
         The engine's workers may live in other processes, and vLLM's RPC channel is meant for control
         messages (tensors do not survive it as tensors), so the weights travel through a safetensors file
-        in shared memory and the workers' `reload_weights` reads them from there.
+        that the workers' `reload_weights` reads: in shared memory when it has room for them in the engine's
+        dtype (checked before every push), else in a temp folder on disk.
         """
+        import logging
         import os
         import shutil
         import tempfile
 
         from safetensors.torch import save_file
 
-        base = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
-        folder = tempfile.mkdtemp(prefix="toolgym-weights-", dir=base)
+        from toolgym.agents.weight_transport import choose_route
+
+        # in the engine's dtype (half the bytes of fp32 master weights under bf16)
+        dtype = self.llm.llm_engine.model_config.dtype
+        nbytes = sum(v.numel() * (dtype.itemsize if v.is_floating_point() else v.element_size())
+                     for v in state_dict.values())
+        route = choose_route(nbytes, shm_dir=self.shm_dir)
+        last = self.weight_route
+        if last is None or (last.kind, last.folder) != (route.kind, route.folder):
+            logging.getLogger(__name__).info(route.note)
+        self.weight_route = route
+        folder = tempfile.mkdtemp(prefix="toolgym-weights-", dir=route.folder)
         try:
-            # in the engine's dtype (half the bytes of fp32 master weights under bf16); clone: tied
-            # parameters share storage, which safetensors refuses to save twice
-            dtype = self.llm.llm_engine.model_config.dtype
+            # clone: tied parameters share storage, which safetensors refuses to save twice
             tensors = {k: v.detach().to("cpu", dtype=dtype if v.is_floating_point() else v.dtype).clone().contiguous()
                        for k, v in state_dict.items()}
             save_file(tensors, os.path.join(folder, "model.safetensors"))

@@ -68,12 +68,14 @@ class _Slot:
 
 class RayRolloutPool:
     """``num_workers`` rollout workers on a Ray cluster (:func:`.cluster.connect` first; without it a
-    loopback-only local cluster is started)."""
+    loopback-only local cluster is started). ``weights``: the initial policy under the plain transformers
+    model's own names (default ``model.state_dict()``; a LoRA or FSDP model passes its merged, gathered weights,
+    as :meth:`push_weights` does)."""
 
     def __init__(self, model: Any, tokenizer: Any, *, num_workers: int = 2, cpus_per_worker: float = 1.0,
                  sandbox: str | None = "auto", sandbox_pool: int = 1, max_in_flight: int = 2,
                  max_replacements: int = 8, max_attempts: int = 4, sampler_kwargs: dict[str, Any] | None = None,
-                 tool_parser: str | None = None) -> None:
+                 tool_parser: str | None = None, weights: dict[str, Any] | None = None) -> None:
         import ray
 
         from toolgym.distributed.worker import RolloutWorker
@@ -91,7 +93,8 @@ class RayRolloutPool:
         self._config = model.config
         self._tokenizer_ref = ray.put(tokenizer)
         self.version = 0
-        self._weights_ref = ray.put(_cpu_state(model))
+        # the workers rebuild a plain transformers model from the config: they need its own names and full tensors
+        self._weights_ref = ray.put(_cpu_state(model) if weights is None else _cpu(weights))
         self._worker_kw = {"sandbox": sandbox, "sandbox_pool": sandbox_pool, "threads": max(1, int(cpus_per_worker)),
                            "sampler_kwargs": dict(sampler_kwargs or {}), "tool_parser": tool_parser}
         self._actor_cls = ray.remote(num_cpus=cpus_per_worker, max_restarts=0)(RolloutWorker)
@@ -124,10 +127,12 @@ class RayRolloutPool:
         return out
 
     def push_weights(self, state_dict: dict[str, Any]) -> int:
-        """Put the weights in the object store once; every replica loads that object. Returns the version."""
+        """Put the weights in the object store once; every replica loads that object. Returns the version.
+
+        ``state_dict``: the full policy under the plain transformers model's names (no peft names, no shards)."""
         ray = self._ray
         self.version += 1
-        self._weights_ref = ray.put({k: v.detach().cpu() for k, v in state_dict.items()})
+        self._weights_ref = ray.put(_cpu(state_dict))
         self.stats.weight_pushes += 1
         acks = {i: s.actor.load_weights.remote(self.version, self._weights_ref)
                 for i, s in enumerate(self.slots) if s.alive}
@@ -274,8 +279,12 @@ class RayRolloutPool:
         self._ray.get(slot.actor.load_weights.remote(self.version, self._weights_ref))
 
 
+def _cpu(weights: dict[str, Any]) -> dict[str, Any]:
+    return {k: v.detach().cpu() for k, v in weights.items()}
+
+
 def _cpu_state(model: Any) -> dict[str, Any]:
-    return {k: v.detach().cpu() for k, v in model.state_dict().items()}
+    return _cpu(model.state_dict())
 
 
 def _stale_cls() -> type:

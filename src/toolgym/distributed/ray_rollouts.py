@@ -22,7 +22,9 @@ from toolgym.errors import ConfigError
 class RayRollouts:
     """Owns the :class:`RayRolloutPool` of a training run."""
 
-    def __init__(self, trainer: Any) -> None:
+    def __init__(self, trainer: Any, weights: dict[str, Any]) -> None:
+        """``weights``: the trainer's full policy under Hugging Face names (``policy_weights``: LoRA merged, FSDP
+        gathered); the workers rebuild a plain transformers model and load them."""
         from toolgym.distributed.cluster import connect
         from toolgym.distributed.driver import RayRolloutPool
 
@@ -37,15 +39,16 @@ class RayRollouts:
                                    sandbox_pool=rc.sandbox_pool, max_in_flight=rc.max_in_flight,
                                    max_replacements=rc.max_replacements,
                                    sampler_kwargs=dict(cfg.rollout.sampler_kwargs),
-                                   tool_parser=cfg.rollout.tool_parser)
+                                   tool_parser=cfg.rollout.tool_parser, weights=weights)
         self._local_sandbox = trainer.sandbox
         self._out = trainer.out
         self.synced = False
 
-    def sync(self, module: Any) -> int:
-        """Push the trainer's current weights to every replica; returns the new version."""
+    def sync(self, weights: dict[str, Any]) -> int:
+        """Push the trainer's current policy (full, merged, under Hugging Face names) to every replica; returns
+        the new version."""
         self.synced = True
-        return self.pool.push_weights(module.state_dict())
+        return self.pool.push_weights(weights)
 
     def run(self, trainer: Any, runner: Any, specs: Sequence[Any], group_size: int, step: int,
             env_kwargs: dict[str, Any]) -> list[list[Any]]:
@@ -53,7 +56,7 @@ class RayRollouts:
         from toolgym.distributed.driver import GroupJob
 
         if not self.synced:
-            self.sync(trainer.module)
+            trainer.sync_weights()
         # the trainer's own sandbox object stays here; each worker gives envs its node's pool
         kw = {k: v for k, v in env_kwargs.items() if not (k == "sandbox" and v is self._local_sandbox)}
         jobs = [GroupJob(key=(step, ti), task_index=ti, spec=spec, group_size=group_size, env=runner.env_id,

@@ -14,8 +14,10 @@ on rank 0 and push them with ``VLLMSampler.update_weights``. Select it with ``TO
 Checkpoints and weight sync gather the full (unsharded) state with :func:`full_state_dict` /
 :func:`full_optimizer_state_dict` (a collective: every rank calls it; rank 0 saves), and resume loads it
 back with :func:`load_full_state_dict`. FSDP2 runs on CPU with gloo (torch 2.13): tests/training/test_fsdp.py
-checks checkpoint and resume on 2 ranks; the whole RL loop under FSDP with the shared-module HF sampler
-is not tested (ranks generating different lengths would issue different numbers of all-gathers).
+checks checkpoint and resume on 2 ranks. Rollouts and evaluation with the shared-module HF sampler decode
+inside :func:`full_params_for_decoding`: every rank all-gathers the full weights once before and none during
+decoding, so ranks that generate different lengths (different numbers of forwards) never wait on each other
+(without it each forward all-gathers each layer, and the rank that stops first leaves the other hanging).
 """
 
 from __future__ import annotations
@@ -177,6 +179,33 @@ def shutdown(info: DistInfo) -> None:
 
         if dist.is_initialized():
             dist.destroy_process_group()
+
+
+@contextmanager
+def full_params_for_decoding(model: torch.nn.Module) -> Iterator[None]:
+    """Within the block, an FSDP2 model holds its full parameters on every rank and its forwards issue no
+    collectives; the model itself when not sharded. A collective on entry: every rank must enter together.
+
+    Why: decoding runs a different number of forwards on each rank (each stops when its own rows end); a
+    sharded forward all-gathers every layer, so the rank with more tokens would wait forever on the other.
+    Costs the full weights in memory for the block's duration (the same as a sampler copy, freed after)."""
+    if not is_fsdp(model):
+        yield
+        return
+    from torch.distributed.fsdp import FSDPModule
+
+    mods = [m for m in model.modules() if isinstance(m, FSDPModule)]
+    for m in mods:  # a forward then keeps what it finds unsharded (no reshard, so no all-gather next time)
+        m.set_reshard_after_forward(False, recurse=False)
+    for m in mods:
+        m.unshard()
+    try:
+        yield
+    finally:
+        for m in mods:
+            m.reshard()
+        for m in mods:  # back to fully_shard's defaults (wrap_model passes none): the root stays unsharded
+            m.set_reshard_after_forward(m is not model, recurse=False)
 
 
 def is_fsdp(model: torch.nn.Module) -> bool:

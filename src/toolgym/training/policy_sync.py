@@ -1,20 +1,23 @@
 """One policy for sampling and training: the rollout engine gets the trainer's weights whenever they change.
 
 The HF sampler runs the trainer's own module, so there is nothing to copy. A vLLM engine holds its own
-copy: it gets the full weights (FSDP shards gathered, LoRA adapters merged) after the SFT warm start or a
-resume, before the first rollouts and evaluation, and after every update. On a GPU shared with the
-trainer the engine sleeps through the update (its weights and KV cache freed: sleep level 2, since new
-weights follow anyway) and wakes before the push; CUDA graphs are on there, the CPU build runs eagerly.
+copy: it gets the full weights (FSDP shards gathered, LoRA adapters merged, in the checkpoint layout that
+``save_pretrained`` writes) after the SFT warm start or a resume, before the first rollouts and evaluation,
+and after every update. On a GPU shared with the trainer the engine sleeps through the update (its weights
+and KV cache freed: sleep level 2, since new weights follow anyway) and wakes before the push, after
+PyTorch's CUDA cache is emptied; CUDA graphs are on there, the CPU build runs eagerly.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import torch
 
 from toolgym.training import data_parallel as D
-from toolgym.training.lora import merged_state_dict
+from toolgym.training.checkpoint_format import checkpoint_weights
+from toolgym.training.lora import base_model, merged_state_dict
 
 #: vLLM's share of a GPU that the trainer also uses, unless rollout.sampler_kwargs says otherwise: the
 #: engine sleeps during updates, but during rollouts both hold memory (trainer weights + optimizer state).
@@ -61,9 +64,13 @@ def policy_weights(module: torch.nn.Module) -> dict[str, torch.Tensor]:
 class PolicySync:
     """Keeps ``sampler`` (and Ray rollout workers) on the trainer's current weights."""
 
-    def __init__(self, sampler: Any, module: torch.nn.Module, *, sleep: bool, ray_rollouts: Any = None) -> None:
+    def __init__(self, sampler: Any, module: torch.nn.Module, *, sleep: bool, ray_rollouts: Any = None,
+                 device: str = "cpu", say: Callable[[str], None] | None = None) -> None:
         self.sampler = sampler
         self.module = module
+        self.device = device
+        self.say = say  # where the weight transport's one line goes (the run's log)
+        self._route: tuple[str, str] | None = None
         self.sleep = sleep and hasattr(sampler, "sleep")
         self.ray_rollouts = ray_rollouts
         self.pushes = 0
@@ -85,22 +92,42 @@ class PolicySync:
 
     def push(self) -> None:
         """Send the current weights to every rollout engine."""
+        if not self.copies_weights and self.ray_rollouts is None:
+            return
+        weights = {k: v.detach() for k, v in policy_weights(self.module).items()}
         if self.copies_weights:
-            weights = policy_weights(self.module)
-            self.sampler.update_weights({k: v.detach() for k, v in weights.items()})
+            if getattr(self.sampler, "weight_names", "model") == "checkpoint":  # vLLM: MoE experts unfused, ...
+                self.sampler.update_weights(checkpoint_weights(base_model(self.module), weights))
+            else:  # a transformers replica: the model's own names
+                self.sampler.update_weights(weights)
             self.pushes += 1
-        if self.ray_rollouts is not None:
-            self.ray_rollouts.sync(self.module)
+            self._announce_route()
+        if self.ray_rollouts is not None:  # the workers rebuild a plain transformers model: the same weights
+            self.ray_rollouts.sync(weights)
+
+    def _announce_route(self) -> None:
+        """One line when the engine's weight transport is first chosen or changes (e.g. /dev/shm filled up)."""
+        route = getattr(self.sampler, "weight_route", None)
+        if route is None or self.say is None or (route.kind, route.folder) == self._route:
+            return
+        self._route = (route.kind, route.folder)
+        self.say(route.note)
 
     def before_update(self) -> None:
         if self.sleep:
             self.sampler.sleep(level=2)
 
     def after_update(self) -> None:
-        """Wake the weights' memory, load the new weights into it, then the KV cache: never both copies at once."""
+        """Wake the weights' memory, load the new weights into it, then the KV cache: never both copies at once.
+
+        On CUDA the trainer's cached free blocks go back to the driver first: the waking engine allocates
+        outside PyTorch's caching allocator, so memory the update freed but PyTorch still caches would be
+        missing (TRL empties the cache here "to avoid OOM")."""
         if not self.sleep:
             self.push()
             return
+        if on_cuda(self.device):
+            torch.cuda.empty_cache()
         self.sampler.wake_up(["weights"])
         self.push()
         self.sampler.wake_up(["kv_cache"])

@@ -146,7 +146,7 @@ class Trainer:
             from toolgym.sandbox import open_sandbox
 
             self.sandbox = open_sandbox(backend=r.sandbox, pool_size=r.sandbox_pool or None)
-        from toolgym.training.policy_sync import PolicySync, engine_sleeps, vllm_engine_kwargs
+        from toolgym.training.policy_sync import PolicySync, engine_sleeps, policy_weights, vllm_engine_kwargs
 
         if r.sampler == "hf":
             from toolgym.agents.hf_sampler import HFSampler
@@ -173,9 +173,10 @@ class Trainer:
         if cfg.distributed == "ray":  # rollouts on Ray workers; the local sampler still serves evaluations
             from toolgym.distributed.ray_rollouts import RayRollouts
 
-            self.ray_rollouts = RayRollouts(self)
+            self.ray_rollouts = RayRollouts(self, policy_weights(self.module))
         self.policy_sync = PolicySync(self.sampler, self.module, sleep=engine_sleeps(cfg, self.dist.device),
-                                      ray_rollouts=self.ray_rollouts)
+                                      ray_rollouts=self.ray_rollouts, device=self.dist.device,
+                                      say=self.logger.say)
 
     def _engine_model(self) -> str:
         """What a separate engine loads at start (its weights are replaced before use): the demo model's saved
@@ -275,7 +276,15 @@ class Trainer:
         if self.ray_rollouts is not None:
             kw = self._env_kwargs(r.env_kwargs, r.split)
             return self.ray_rollouts.run(self, runner, specs, r.group_size, step, kw)
-        return asyncio.run(runner.arun(specs, r.group_size))
+        with self._decoding():
+            return asyncio.run(runner.arun(specs, r.group_size))
+
+    def _decoding(self) -> Any:
+        """Around every decode on the trainer's own module (the ``hf`` sampler): under FSDP the full weights,
+        gathered once on every rank, so ranks that generate different lengths issue no collectives."""
+        if getattr(self.sampler, "model", None) is not self.module:
+            return contextlib.nullcontext()
+        return D.full_params_for_decoding(self.module)
 
     def update(self, batch: RolloutBatch, objective: Objective) -> dict[str, float]:
         """K mini-batches (x update_epochs) of optimizer steps; micro-batches accumulate gradients. Metrics stay
@@ -361,7 +370,8 @@ class Trainer:
 
         self.module.eval()
         t0 = time.perf_counter()
-        groups = asyncio.run(runner.arun([TaskSpec(seed=i, options={"index": i}) for i in mine], e.samples)) if mine else []
+        with self._decoding():  # a collective under FSDP: every rank enters, even one without tasks
+            groups = asyncio.run(runner.arun([TaskSpec(seed=i, options={"index": i}) for i in mine], e.samples)) if mine else []
         trajs = [t for g in groups for t in g]
         stats = [trajectory_stats(trajs)]
         allstats = D.all_gather_objects(stats[0], self.dist)
