@@ -19,6 +19,7 @@ Routes (issue 25), each reproduced against the tree before the fix, where it fai
 from __future__ import annotations
 
 import os
+import re
 import signal
 import threading
 import time
@@ -171,16 +172,18 @@ def test_no_process_but_the_programs_own_can_be_signalled(sb):
 
 # ================================================================ R3: a sandbox that fails mid-batch
 class SandboxKiller:
-    """FAULT INJECTION (a real one): kills the sandbox (its PID 1, the executor) from the host the
-    moment a process named `marker` runs in it. It stands for a program that finds some way to make
-    its sandbox fail, which no known route does any more. With marker=None it kills any sandbox in
-    which a program of uid 65534 runs: an engine or host fault, which hits the control run as well."""
+    """FAULT INJECTION (a real one): kills sandboxes of this test process from the host, by killing their
+    PID 1 (the executor). With a `marker`, the sandbox in which a process of that name (of uid 65534)
+    runs: it stands for a program that finds some way to make its sandbox fail, which no known route does
+    any more. With marker=None, every sandbox of this process, all the time: an engine or host fault,
+    which a control run sees too."""
 
     def __init__(self, marker: str | None) -> None:
         self.marker, self.kills = marker, 0
-        self._containers: list[str] = []
-        self._listed = 0.0
+        self._mine: set[str] = set()  # ids of this process's containers
+        self._foreign: set[str] = set()
         self._stop = threading.Event()
+        self.killed = threading.Event()
         self._thread = threading.Thread(target=self._watch, daemon=True)
 
     def __enter__(self) -> SandboxKiller:
@@ -206,18 +209,26 @@ class SandboxKiller:
                 groups = fh.read()
         except OSError:
             return False
-        if time.monotonic() - self._listed > 0.5:
-            self._containers, self._listed = our_containers(), time.monotonic()
-        return f"/toolgym/{os.getpid()}-" in groups or any(c in groups for c in self._containers)
-
-    def _hit(self, pid: int) -> bool:
-        st = self._status(pid)
-        if not st or st.get("Uid", "").split()[:1] != ["65534"]:
+        if f"/toolgym/{os.getpid()}-" in groups:
+            return True
+        found = re.search(r"docker[-/]([0-9a-f]{64})", groups)
+        if found is None:
             return False
-        return (self.marker is None or st.get("Name") == self.marker) and self._ours(pid)
+        cid = found.group(1)
+        if cid not in self._mine and cid not in self._foreign:  # a container we have not seen yet
+            self._mine = set(our_containers())
+            if cid not in self._mine:
+                self._foreign.add(cid)
+        return cid in self._mine
 
-    def _sandbox_init(self, pid: int) -> int | None:
-        while pid > 1:
+    def _target(self, pid: int, st: dict[str, str]) -> int | None:
+        """The sandbox init to kill for process `pid`, if any."""
+        nspid = st.get("NSpid", "").split()
+        if self.marker is None:
+            return pid if len(nspid) > 1 and nspid[-1] == "1" and self._ours(pid) else None
+        if st.get("Name") != self.marker or st.get("Uid", "").split()[:1] != ["65534"] or not self._ours(pid):
+            return None
+        while pid > 1:  # up to the init of its PID namespace
             st = self._status(pid)
             if not st:
                 return None
@@ -229,14 +240,16 @@ class SandboxKiller:
     def _watch(self) -> None:
         while not self._stop.is_set():
             for name in os.listdir("/proc"):
-                if name.isdigit() and self._hit(int(name)):
-                    init = self._sandbox_init(int(name))
-                    if init is not None:
-                        try:
-                            os.kill(init, signal.SIGKILL)
-                            self.kills += 1
-                        except OSError:
-                            pass
+                if not name.isdigit():
+                    continue
+                init = self._target(int(name), self._status(int(name)))
+                if init is not None:
+                    try:
+                        os.kill(init, signal.SIGKILL)
+                        self.kills += 1
+                        self.killed.set()
+                    except OSError:
+                        pass
             time.sleep(0.005)
 
 
@@ -263,12 +276,16 @@ def test_a_call_whose_sandbox_fails_gets_its_own_verdict(sb):
     assert sb.run("print(6 * 7)", limits=CALL).stdout == "42\n"
 
 
-def test_a_fault_seen_on_the_control_run_too_is_an_infrastructure_failure(sb):
-    with SandboxKiller(None), pytest.raises(InfrastructureError):
-        judge(sb, RIGHT, ADD_TESTS, mode="function", time_limit_s=TL)
-    with pytest.raises(InfrastructureError):
-        with SandboxKiller(None):
+@pytest.mark.parametrize("call", ["judge", "run"])
+def test_a_fault_seen_on_the_control_run_too_is_an_infrastructure_failure(sb, call):
+    sb.wait_ready(120)
+    with SandboxKiller(None) as killer, pytest.raises(InfrastructureError):
+        assert killer.killed.wait(60)  # the pool's sandbox is dead, and every new one dies
+        if call == "judge":
+            judge(sb, RIGHT, ADD_TESTS, mode="function", time_limit_s=TL)
+        else:
             sb.run("print(1)", limits=CALL)
+    sb.wait_ready(120)
     assert_all_ac(fn(sb, RIGHT, ADD_TESTS), "the sandbox works again once the fault is gone")
 
 

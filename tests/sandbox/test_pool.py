@@ -47,8 +47,8 @@ def test_dead_executor_is_replaced(backend):
     with open_sandbox(backend, LIMITS, pool_size=1) as sb:
         sb.wait_ready(120)
         _kill_worker(sb._pool._idle[0])
-        r = sb.run("print(1)")
-        assert r.status == "sandbox_error" and "died" in r.stderr
+        r = sb.run("print(1)")  # its sandbox was dead before it started: run again on a fresh one
+        assert (r.status, r.stdout) == ("ok", "1\n"), r
         r = sb.run("print(2)")
         assert (r.status, r.stdout) == ("ok", "2\n")
         assert sb.stats()["discarded"] == 1 and sb.stats()["live"] == 1

@@ -15,6 +15,7 @@ from typing import Any, Protocol
 
 from toolgym.errors import SandboxUnavailable
 from toolgym.sandbox.protocol import ChannelClosed
+from toolgym.sandbox.waiting import WaitClock, waiting
 
 
 class Worker(Protocol):
@@ -136,9 +137,11 @@ class Pool:
         threading.Thread(target=worker.close, daemon=True, name="toolgym-pool-discard").start()
         self._start_async()
 
-    def call(self, req: dict[str, Any], timeout: float) -> dict[str, Any]:
-        """One request on one worker; discards the worker on a fault or an unhealthy reply."""
-        worker = self.acquire()
+    def call(self, req: dict[str, Any], timeout: float, clock: WaitClock | None = None) -> dict[str, Any]:
+        """One request on one worker; discards the worker on a fault or an unhealthy reply. Waiting for a
+        free worker counts on `clock` (default: the current context's, see sandbox.waiting)."""
+        with waiting(clock):
+            worker = self.acquire()
         healthy, reason = False, "executor fault"
         try:
             resp = worker.call(req, timeout)
