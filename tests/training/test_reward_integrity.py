@@ -139,8 +139,10 @@ def test_waiting_for_batch_mates_does_not_count_against_an_episodes_time(shared_
 
 def test_an_engine_fault_is_masked(shared_sb):
     """A fault that a control run sees too is an infrastructure failure: not the program's, so NaN."""
-    with SandboxKiller(None):
+    with SandboxKiller(None) as killer:
+        assert killer.killed.wait(60)  # the pool's sandbox is dead, and every new one dies
         group = run_group(shared_sb, [[block(RIGHT)], [block(RIGHT)]])
+    shared_sb.wait_ready(120)
     rewards, infra = scored_rewards(group)
     assert infra == 2 and all(r != r for r in rewards), [(t.finish_reason, t.error) for t in group]
     assert {t.finish_reason for t in group} <= set(INFRA_FAILURES)
