@@ -84,7 +84,7 @@ class Session:
     def __init__(self, sandbox: Sandbox, limits: Limits):
         self.sandbox, self.limits = sandbox, limits
         with waiting.waiting():
-            self._worker = sandbox._pool.acquire()
+            self._worker = sandbox._pool.acquire(hold=True)
         self._healthy = True
         self._reset = False
         self.state_lost = False
@@ -141,7 +141,7 @@ class Session:
     def _replace_worker(self, clock: waiting.WaitClock | None = None) -> None:
         self.sandbox._pool.release(self._worker, healthy=False)
         with waiting.waiting(clock):
-            self._worker = self.sandbox._pool.acquire()
+            self._worker = self.sandbox._pool.acquire(hold=True)
 
     def close(self) -> None:
         from toolgym.sandbox.protocol import ChannelClosed
@@ -193,20 +193,21 @@ class Sandbox:
     def run(self, code: str, language: str = "python", stdin: str = "", *,
             files: dict[str, str | bytes] | None = None, limits: Limits | None = None,
             return_files: list[str] | None = None, argv: list[str] | None = None,
-            trusted: bool = False) -> ExecResult:
+            trusted: bool = False, retry: bool = True) -> ExecResult:
         """Run one program in a fresh work dir of a pooled sandbox; never raises for bad code (a
         program that makes its sandbox fail gets status `killed` or `timeout`; SandboxUnavailable
-        only when a control run fails too, see the module docstring).
+        only when a control run fails too, see the module docstring). `retry=False`: no second run
+        on a fresh sandbox (the judge's micro-batches, whose jobs are judged again alone instead).
 
         `trusted` is for toolgym's own judge harness only: the program then runs as the
         sandbox's root (it starts the test processes under untrusted uids itself). Never pass
         it with code a model wrote."""
         return self._run(code, language, stdin, files=files, limits=limits, return_files=return_files, argv=argv,
-                         trusted=trusted, clock=waiting.current())
+                         trusted=trusted, retry=retry, clock=waiting.current())
 
     def _run(self, code: str, language: str, stdin: str, *, files: dict[str, str | bytes] | None = None,
              limits: Limits | None = None, return_files: list[str] | None = None, argv: list[str] | None = None,
-             trusted: bool = False, clock: waiting.WaitClock | None = None) -> ExecResult:
+             trusted: bool = False, retry: bool = True, clock: waiting.WaitClock | None = None) -> ExecResult:
         lim = limits or self.limits
         req = self._request(code, language, stdin, files, lim, return_files, argv, trusted)
         t0 = time.monotonic()
@@ -214,7 +215,7 @@ class Sandbox:
         # hung sandbox (cleanup of a fork bomb under CPU throttling takes a while)
         slack = 60.0 + lim.timeout_s + (60.0 if language == "cpp" else 0.0)
         resp = self._pool.call(req, lim.timeout_s + slack, clock)
-        if resp.get("fault"):  # once more, on a fresh sandbox: the failure may not be the call's
+        if resp.get("fault") and retry:  # once more, on a fresh sandbox: the failure may not be the call's
             resp = self._pool.call(req, lim.timeout_s + slack, clock)
         if resp.get("fault"):
             return self._blame(resp, t0, clock)

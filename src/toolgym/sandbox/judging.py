@@ -68,7 +68,7 @@ from typing import Any
 
 from toolgym.errors import InfrastructureError, ToolgymError
 from toolgym.sandbox import waiting
-from toolgym.sandbox.api import SANDBOX_FAILED
+from toolgym.sandbox.api import SANDBOX_FAILED, Sandbox
 from toolgym.sandbox.scripts import program
 from toolgym.sandbox.types import ExecResult, Limits, from_fields
 
@@ -366,13 +366,18 @@ def _parse(res: ExecResult, nonce: str, jobs: list[_Job], duration_s: float) -> 
     return reports
 
 
+def _no_retry(sb: Any, jobs: list[_Job]) -> dict[str, Any]:
+    """A batch whose sandbox fails is not run again as a whole: its jobs are judged again alone."""
+    return {"retry": False} if len(jobs) > 1 and isinstance(sb, Sandbox) else {}
+
+
 def judge_many(sb: Any, jobs: list[_Job]) -> list[JudgeReport]:
     """Judge several validated jobs in one sandbox call (any the harness did not finish, alone)."""
     import time
 
     nonce, files, limits = _call(jobs, getattr(sb, "limits", None))
     t0 = time.monotonic()
-    res = sb.run(harness_source(), language="python", files=files, limits=limits, trusted=True)
+    res = sb.run(harness_source(), language="python", files=files, limits=limits, trusted=True, **_no_retry(sb, jobs))
     reports = _parse(res, nonce, jobs, time.monotonic() - t0)
     return [r if r is not None else judge_many(sb, [job])[0] for r, job in zip(reports, jobs, strict=True)]
 
@@ -383,7 +388,8 @@ async def ajudge_many(sb: Any, jobs: list[_Job]) -> list[JudgeReport]:
 
     nonce, files, limits = _call(jobs, getattr(sb, "limits", None))
     t0 = time.monotonic()
-    res = await sb.arun(harness_source(), language="python", files=files, limits=limits, trusted=True)
+    res = await sb.arun(harness_source(), language="python", files=files, limits=limits, trusted=True,
+                        **_no_retry(sb, jobs))
     reports = _parse(res, nonce, jobs, time.monotonic() - t0)
     again = [job for r, job in zip(reports, jobs, strict=True) if r is None]
     alone = iter(await asyncio.gather(*(ajudge_many(sb, [job]) for job in again)))
