@@ -185,3 +185,22 @@ def test_the_runner_never_blocks_on_a_stalled_env_beyond_its_own_time():
     (group,) = policy.bind(runner).run([0], group_size=2)
     assert [t.finish_reason for t in group] == ["time_limit", "time_limit"]
     assert scored_rewards(group) == ([0.0, 0.0], 0)
+
+
+def test_a_timeout_error_raised_inside_an_env_is_not_the_programs_timeout():
+    """Only the runner's own clock decides "time_limit"; a TimeoutError from inside the environment (a
+    client library's, say) is a failure no program caused: masked."""
+
+    class Raising:
+        def reset(self, seed=None, options=None):
+            return [{"role": "user", "content": "hi"}], {"task_id": "raise"}
+
+        async def astep(self, text):
+            raise TimeoutError("a client library gave up")
+
+    policy = ScriptedPolicy([["x"]])
+    runner = RolloutRunner(policy, CharTemplate(), Raising, SamplingParams(max_tokens=64),
+                           EpisodeLimits(max_turns=2, max_total_tokens=4096, max_wall_s=30), seed=0)
+    (group,) = policy.bind(runner).run([0], group_size=1)
+    assert group[0].finish_reason == "error" and "client library" in group[0].error
+    assert scored_rewards(group)[1] == 1

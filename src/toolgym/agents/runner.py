@@ -215,7 +215,7 @@ class RolloutRunner:
         except _SampleTimeout:
             traj.finish_reason = "timeout"
             traj.error = f"a sampling call exceeded its limit of {lim.max_sample_s:g} s"
-        except TimeoutError:  # the episode's own environment time: the program's timeout, scored 0
+        except _EnvTimeout:  # the episode's own environment time: the program's timeout, scored 0
             traj.finish_reason = "time_limit"
             traj.reward = 0.0
             traj.reward_breakdown.clear()
@@ -318,7 +318,7 @@ class _EnvBudget:
     async def run(self, coro: Any) -> Any:
         if self.left <= 0:
             coro.close()
-            raise TimeoutError
+            raise _EnvTimeout
         clock = waiting.WaitClock()
         with waiting.measuring(clock):
             task = asyncio.ensure_future(coro)  # the task inherits the clock with the context
@@ -336,10 +336,10 @@ class _EnvBudget:
             if not task.done():
                 task.cancel()
                 await asyncio.gather(task, return_exceptions=True)
-                raise TimeoutError
+                raise _EnvTimeout
             result = task.result()
             if own() > self.left:
-                raise TimeoutError
+                raise _EnvTimeout
             return result
         except asyncio.CancelledError:
             task.cancel()
@@ -350,6 +350,10 @@ class _EnvBudget:
 
 class _SampleTimeout(TimeoutError):
     pass
+
+
+class _EnvTimeout(TimeoutError):
+    """The episode's own environment time ran out (a TimeoutError raised inside an env is not this)."""
 
 
 async def _sample_timed(coro: Any, seconds: float | None) -> Any:
