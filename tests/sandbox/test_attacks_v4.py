@@ -139,6 +139,59 @@ def test_stopping_the_cleaner_in_a_call_that_times_out_is_cleaned_up(sb):
     assert_clean(sb)
 
 
+@pytest.mark.parametrize("attack", ["fill the process table", "stop the cleaner"])
+def test_a_session_cell_that_attacks_the_cleanup_keeps_its_session(sb, attack):
+    """A live session is spared by the cleanup (its interpreter stays, with its state); everything else of
+    the uid goes, whatever the cell did."""
+    cell = FILL + "_fill()\n" if attack == "fill the process table" else STOP + "_stoppers()\ntime.sleep(0.3)\n"
+    before = sb.stats()["discarded"]
+    with sb.session() as s:
+        assert s.run("x = 41").status == "ok"
+        r = s.run(cell + "print('attacked')")
+        assert (r.status, r.stdout, s.state_lost) == ("ok", "attacked\n", False), r
+        r = s.run("print(x + 1)")
+        assert (r.status, r.stdout, s.state_lost) == ("ok", "42\n", False), r
+    assert sb.stats()["discarded"] == before, sb.stats()
+    assert_clean(sb)
+
+
+def test_a_cell_whose_child_exits_keeps_its_session(sb):
+    """A child the session's interpreter never waits for is a zombie: nothing runs, the sandbox is clean
+    (it used to be "leftover processes", and the session's state was lost)."""
+    with sb.session() as s:
+        s.run("x = 41")
+        r = s.run("import os\nif os.fork() == 0:\n    os._exit(0)\nprint('forked')")
+        assert (r.status, r.stdout, s.state_lost) == ("ok", "forked\n", False), r
+        assert s.run("print(x + 1)").stdout == "42\n"
+
+
+LOWER_THE_CLEANER = r'''
+import os
+def _lower():
+    for p in os.listdir("/proc"):
+        try:
+            uid = open(f"/proc/{p}/status").read().split("Uid:")[1].split()[0]
+        except (OSError, IndexError):
+            continue
+        if uid in ("65532", "65531"):  # a cleaner: its effective uid is ours, so this is allowed
+            try:
+                os.setpriority(os.PRIO_PROCESS, int(p), 19)
+            except OSError:
+                pass
+'''
+
+
+async def test_lowering_a_cleaners_priority_fails_only_its_own_job(sb):
+    right_but_lowering = LOWER_THE_CLEANER + "def add(a, b):\n    _lower()\n    return a + b\n"
+    reports = await gather_batch(sb, ajudge(sb, RIGHT, ADD_TESTS, mode="function"),
+                                 ajudge(sb, right_but_lowering, ADD_TESTS, mode="function"),
+                                 ajudge(sb, RIGHT, ADD_TESTS, mode="function"))
+    assert statuses(reports[1]) == ["RE"] and "cleaned" in reports[1].verdicts[0].message, reports[1].verdicts
+    for r in (reports[0], reports[2]):
+        assert_all_ac(r, "a batch-mate of the cleaner's tamperer")
+    assert_clean(sb)
+
+
 SIGNAL_EVERYONE = r'''
 import os, signal
 me = os.getpid()

@@ -74,6 +74,16 @@ def other_pids(keep):
     return [int(n) for n in os.listdir("/proc") if n.isdigit() and int(n) != me and int(n) not in keep]
 
 
+def live(pid):
+    """True unless the process is gone or a zombie (which runs nothing: its parent has yet to reap it,
+    e.g. a child of a live session's interpreter)."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except (OSError, IndexError):
+        return False
+
+
 def tasks():
     """Tasks in this sandbox's pids cgroup, or None where the count cannot be read."""
     for path in PIDS_FILES:

@@ -58,6 +58,7 @@ from common import (
     flush,
     ipc_objects,
     listing,
+    live,
     other_pids,
     prctl,
     print_exc,
@@ -191,7 +192,7 @@ def _kill_all(keep=(), patience=10.0):
     pause = 0.0005
     while True:
         reap()
-        pids = other_pids(keep)
+        pids = [p for p in other_pids(keep) if live(p)]
         if not pids:
             return True
         for pid in pids:
@@ -201,7 +202,7 @@ def _kill_all(keep=(), patience=10.0):
                 pass
         reap()
         if time.monotonic() > deadline:
-            return not other_pids(keep)
+            return not [p for p in other_pids(keep) if live(p)]
         time.sleep(pause)
         pause = min(pause * 2, 0.05)
 

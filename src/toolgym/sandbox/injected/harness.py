@@ -290,7 +290,8 @@ class Harness:
             return
         for uid in UNTRUSTED_UIDS:
             if not self.cleaners[uid].sweep():
-                raise Unclean(f"processes of uid {uid} could not be killed")
+                raise Unclean(f"processes of uid {uid} could not be killed" if self.cleaners[uid].intact()
+                              else "a cleaner's scheduling was changed")
         reap()
 
     def clear_all(self):
