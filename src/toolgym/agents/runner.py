@@ -37,9 +37,11 @@ class EpisodeLimits:
     """Per-episode limits. max_total_tokens counts prompt + response tokens.
 
     max_wall_s bounds the time an episode spends in its environment (reset, steps, tool calls): that is
-    where untrusted code or a hung tool can stall. Sampling is bounded by the token limits, and its wait
-    depends on how many other episodes share the engine (a batch of 64 long answers on a CPU takes
-    minutes), so it does not count; max_sample_s, when set, bounds each sampling call on its own."""
+    where untrusted code or a hung tool can stall. Only its own time counts: waiting for a free sandbox or
+    for batch-mates in a judge call does not; running over it ends the episode as "time_limit", reward 0.
+    Sampling is bounded by the token limits, and its wait depends on how many other episodes share the
+    engine (a batch of 64 long answers on a CPU takes minutes), so it does not count; max_sample_s, when
+    set, bounds each sampling call on its own."""
 
     max_turns: int = 8
     max_total_tokens: int = 4096
