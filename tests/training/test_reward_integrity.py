@@ -28,7 +28,7 @@ from toolgym.sandbox import Limits, open_sandbox
 from toolgym.training.algorithms.base import INFRA_FAILURES, scored_rewards
 
 RIGHT = "def add(a, b):\n    return a + b\n"
-SLOW_RIGHT = "import time\ndef add(a, b):\n    time.sleep(1.2)\n    return a + b\n"
+SLOW_RIGHT = "import time\ndef add(a, b):\n    time.sleep(1.0)\n    return a + b\n"
 FILL_WRONG = FILL + "def add(a, b):\n    _fill()\n    return a - b\n"
 STOP_WRONG = STOP + "def add(a, b):\n    _stoppers()\n    time.sleep(0.3)\n    return a - b\n"
 ROW = {"id": "add", "prompt": "Write add(a, b).", "mode": "function", "entry_point": "add",
@@ -130,11 +130,12 @@ def test_an_attack_through_the_run_tests_tool_reaches_no_group_mate(shared_sb):
 
 
 def test_waiting_for_batch_mates_does_not_count_against_an_episodes_time(shared_sb):
-    # two slow but right programs (3 tests x 1.2 s each) judged before four fast ones in one batch: the fast
-    # ones wait over 7 s for them, while the limit is 6 s of each episode's own time
-    scripts = [[block(SLOW_RIGHT)], [block(SLOW_RIGHT)]] + [[block(RIGHT)]] * 4
-    group = run_group(shared_sb, scripts, max_wall_s=6.0)
-    assert_scored(group, [1.0] * 6)
+    # four slow but right programs (3 tests x 1 s each) judged before four fast ones in one batch: the fast
+    # ones wait 12 s or more for them, while the limit is 8 s of each episode's own time (about 3 s for a
+    # slow one, well under a second for a fast one: room for a loaded machine)
+    scripts = [[block(SLOW_RIGHT)]] * 4 + [[block(RIGHT)]] * 4
+    group = run_group(shared_sb, scripts, max_wall_s=8.0, time_limit_s=5.0)
+    assert_scored(group, [1.0] * 8)
 
 
 def test_an_engine_fault_is_masked(shared_sb):
@@ -157,14 +158,14 @@ class PythonEnv(ToolEnv):
 
 
 def test_waiting_for_the_pool_does_not_count_against_an_episodes_time(shared_sb):
-    # five episodes' tool calls take 1.5 s each on a one-worker pool: the last waits about 6 s for the others,
-    # against a limit of 4 s of its own time
+    # six episodes' tool calls take 1.5 s each on a one-worker pool: the last waits 7.5 s or more for the
+    # others, against a limit of 5 s of its own time (about 1.5 s: room for a loaded machine)
     call = '<tool_call>{"name": "python", "arguments": {"code": "import time\\ntime.sleep(1.5)\\nprint(7)"}}</tool_call>'
-    policy = ScriptedPolicy([[call, "Answer: 7"]] * 5)
+    policy = ScriptedPolicy([[call, "Answer: 7"]] * 6)
     runner = RolloutRunner(policy, CharTemplate(), lambda: PythonEnv(shared_sb), SamplingParams(max_tokens=4096),
-                           EpisodeLimits(max_turns=3, max_total_tokens=1 << 16, max_wall_s=4.0), seed=0)
-    (group,) = policy.bind(runner).run([0], group_size=5)
-    assert_scored(group, [1.0] * 5)
+                           EpisodeLimits(max_turns=3, max_total_tokens=1 << 16, max_wall_s=5.0), seed=0)
+    (group,) = policy.bind(runner).run([0], group_size=6)
+    assert_scored(group, [1.0] * 6)
     assert all("7" in [m["content"] for m in t.turns if m.get("role") == "tool"][0] for t in group)
 
 
