@@ -149,15 +149,32 @@ def test_checker_passes():
 
 
 def test_a_failed_submission_leaves_feedback_without_hidden_answers(local_sandbox):
-    """MOPD/SDPO's own-feedback context: the env's verdict on a failed attempt (counts and the first
-    failure's message), never a hidden test's expected value; nothing on success."""
+    """MOPD/SDPO's own-feedback context: the env's verdict on a failed attempt, statuses only (the counts,
+    the first failing test's index and kind), never a hidden test's message, input or expected value; nothing
+    on success."""
     row = {"id": "sq", "prompt": "Write square(x).", "code": "", "setup_code": "", "entry_point": "square",
            "tests": ["assert square(2) == 4", "assert square(3) == 9", "assert square(7) == 49"]}
     env = toolgym.make("toolgym/CodeContest-v0", dataset=[row], sandbox=local_sandbox)
     env.reset(seed=0)
-    *_, info = env.step(block("def square(x):\n    if x == 7:\n        raise ValueError('seven is hard')\n    return x * x"))
-    fb = info["feedback_text"]
-    assert fb.startswith("2/3 tests passed") and "RE" in fb and "seven is hard" in fb and "49" not in fb
+    *_, info = env.step(block("def square(x):\n    if x == 7:\n        raise ValueError(f'seven is hard: {x}')\n    return x * x"))
+    assert info["feedback_text"] == "2/3 tests passed (AC 2, RE 1); first failure: test 3 (RE)"
     env.reset(seed=0)
     *_, ok = env.step(block("def square(x):\n    return x * x"))
     assert "feedback_text" not in ok
+
+
+@pytest.mark.parametrize("mode", ["function", "stdio"])
+def test_hidden_expected_values_never_reach_the_feedback(local_sandbox, mode):
+    secret = 987654321
+    if mode == "function":
+        row = {"id": "k", "prompt": "Write key().", "mode": "function", "entry_point": "key",
+               "tests": [{"call": "key", "args": [], "expected": secret}]}
+        wrong = "def key():\n    return 1"
+    else:
+        row = {"id": "k", "prompt": "Print the key.", "mode": "stdio", "tests": [{"input": "", "output": f"{secret}\n"}]}
+        wrong = "print(1)"
+    env = toolgym.make("toolgym/CodeContest-v0", dataset=[row], sandbox=local_sandbox)
+    env.reset(seed=0)
+    *_, info = env.step(block(wrong))
+    assert info["feedback_text"] == "0/1 tests passed (WA 1); first failure: test 1 (WA)"
+    assert str(secret) not in json.dumps(info)

@@ -4,6 +4,14 @@ Each episode runs on a fresh environment instance. Episodes are coroutines, so w
 sampler others run their tools; in-process samplers batch whatever generation requests are pending.
 Any failure (sampler, sandbox, env, context) ends that one episode with a recorded reason; the group
 is always returned whole.
+
+Which reasons are masked in training (`toolgym.training.algorithms.base.INFRA_FAILURES`) and which are
+scored: an episode that spends more than `max_wall_s` of its OWN environment time ends as
+"time_limit", reward 0, counted like a program that timed out (a stalled tool or judge call included:
+the program is the only suspect); the time it waits for a free sandbox or for its batch-mates in a
+judge call is not its own (toolgym.sandbox.waiting) and never counts. "timeout" (a sampling call over
+`max_sample_s`) and "error" (an exception: a sampler failure, an InfrastructureError such as a sandbox
+fault that a control run saw too, a bug) are masked: no program could have caused them.
 """
 
 from __future__ import annotations
@@ -19,6 +27,7 @@ from typing import Any
 from toolgym.agents.chat import ChatTemplate
 from toolgym.agents.sampling import ContextOverflow, Sample, Sampler, SamplingParams
 from toolgym.agents.trajectory import Trajectory
+from toolgym.sandbox import waiting
 
 _KEEP_INFO = ("answer", "reward_components", "reward_errors", "tool_calls_total", "finish_reason")
 
@@ -28,9 +37,11 @@ class EpisodeLimits:
     """Per-episode limits. max_total_tokens counts prompt + response tokens.
 
     max_wall_s bounds the time an episode spends in its environment (reset, steps, tool calls): that is
-    where untrusted code or a hung tool can stall. Sampling is bounded by the token limits, and its wait
-    depends on how many other episodes share the engine (a batch of 64 long answers on a CPU takes
-    minutes), so it does not count; max_sample_s, when set, bounds each sampling call on its own."""
+    where untrusted code or a hung tool can stall. Only its own time counts: waiting for a free sandbox or
+    for batch-mates in a judge call does not; running over it ends the episode as "time_limit", reward 0.
+    Sampling is bounded by the token limits, and its wait depends on how many other episodes share the
+    engine (a batch of 64 long answers on a CPU takes minutes), so it does not count; max_sample_s, when
+    set, bounds each sampling call on its own."""
 
     max_turns: int = 8
     max_total_tokens: int = 4096
@@ -208,9 +219,12 @@ class RolloutRunner:
         except _SampleTimeout:
             traj.finish_reason = "timeout"
             traj.error = f"a sampling call exceeded its limit of {lim.max_sample_s:g} s"
-        except TimeoutError:
-            traj.finish_reason = "timeout"
-            traj.error = f"episode exceeded its wall-time limit of {lim.max_wall_s:g} s in its environment"
+        except _EnvTimeout:  # the episode's own environment time: the program's timeout, scored 0
+            traj.finish_reason = "time_limit"
+            traj.reward = 0.0
+            traj.reward_breakdown.clear()
+            traj.error = (f"episode exceeded its limit of {lim.max_wall_s:g} s of its own environment time "
+                          "(waiting for the sandbox pool or for batch-mates excluded)")
         except ContextOverflow as exc:
             traj.finish_reason = "context_overflow"
             traj.error = str(exc)
@@ -295,7 +309,12 @@ def _spec(t: TaskSpec | int | dict) -> TaskSpec:
 
 
 class _EnvBudget:
-    """What is left of an episode's environment time (EpisodeLimits.max_wall_s) across its env calls."""
+    """What is left of an episode's own environment time (EpisodeLimits.max_wall_s) across its env calls.
+
+    Time spent waiting for others (a free sandbox, batch-mates in a judge call) is reported live on a
+    wait clock (toolgym.sandbox.waiting) and excluded. A call is cut off once its own time runs out; a
+    call whose own time turns out to have run out only when it returns (a judge call learns its share at
+    the end) ends the episode as well."""
 
     def __init__(self, seconds: float) -> None:
         self.left = seconds
@@ -303,16 +322,42 @@ class _EnvBudget:
     async def run(self, coro: Any) -> Any:
         if self.left <= 0:
             coro.close()
-            raise TimeoutError
+            raise _EnvTimeout
+        clock = waiting.WaitClock()
+        with waiting.measuring(clock):
+            task = asyncio.ensure_future(coro)  # the task inherits the clock with the context
         t = time.perf_counter()
+
+        def own() -> float:
+            return time.perf_counter() - t - clock.seconds
+
         try:
-            return await asyncio.wait_for(coro, timeout=self.left)
+            while not task.done():
+                rest = self.left - own()
+                if rest <= 0:
+                    break
+                await asyncio.wait({task}, timeout=rest)
+            if not task.done():
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
+                raise _EnvTimeout
+            result = task.result()
+            if own() > self.left:
+                raise _EnvTimeout
+            return result
+        except asyncio.CancelledError:
+            task.cancel()
+            raise
         finally:
-            self.left -= time.perf_counter() - t
+            self.left -= max(0.0, own())
 
 
 class _SampleTimeout(TimeoutError):
     pass
+
+
+class _EnvTimeout(TimeoutError):
+    """The episode's own environment time ran out (a TimeoutError raised inside an env is not this)."""
 
 
 async def _sample_timed(coro: Any, seconds: float | None) -> Any:

@@ -25,7 +25,7 @@ class Trajectory:
     reward: float = 0.0
     reward_breakdown: dict[str, float] = field(default_factory=dict)
     turns: list[dict[str, Any]] = field(default_factory=list)  # text view: messages incl. tool calls
-    finish_reason: str = ""  # "answer", "max_turns", "max_tokens", "timeout", "error", ...
+    finish_reason: str = ""  # "answer", "max_turns", "max_tokens", "time_limit", "timeout", "error", ...
     error: str | None = None
     timings: dict[str, float] = field(default_factory=dict)
     metadata: dict[str, Any] = field(default_factory=dict)

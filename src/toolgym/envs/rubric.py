@@ -3,7 +3,9 @@
 Each function takes any of the keyword arguments `completion` (the final assistant text),
 `answer` (the detected final answer or None), `task`, `messages` (the whole episode) and
 `state` (per-episode scratch, e.g. the sandbox), and returns a float. Async functions are
-awaited. A function that raises scores 0 for that component and the error is reported.
+awaited. A function that raises scores 0 for that component and the error is reported; an
+InfrastructureError (a fault no program could have caused: the sandbox engine, the host) is
+raised on instead, so the episode is not scored at all (the runner masks it).
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from toolgym.errors import ConfigError
+from toolgym.errors import ConfigError, InfrastructureError
 
 RewardFn = Callable[..., Any]
 _ARGS = ("completion", "answer", "task", "messages", "state")
@@ -71,7 +73,7 @@ class Rubric:
                 v = float(v)
                 if math.isnan(v):
                     raise ValueError("reward is NaN")
-            except asyncio.CancelledError:
+            except (asyncio.CancelledError, InfrastructureError):
                 raise
             except Exception as exc:
                 v = 0.0

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal, Union, get_args, get_origin
 
-from toolgym.errors import ConfigError
+from toolgym.errors import ConfigError, InfrastructureError
 
 MAX_TOOL_OUTPUT_CHARS = 4000
 
@@ -154,7 +154,8 @@ class Tool:
         return f"tool {self.name!r}: {where}: {e.message}"
 
     async def acall(self, arguments: dict[str, Any], ctx: ToolContext) -> tuple[str, bool]:
-        """Run the tool; returns (text for the model, ok). Never raises for tool failures."""
+        """Run the tool; returns (text for the model, ok). Never raises for tool failures (an InfrastructureError
+        is not one: it is raised, and the episode is masked)."""
         problem = self.validate(arguments)
         if problem is not None:
             return f"error: {problem}", False
@@ -171,7 +172,7 @@ class Tool:
                 out = self.fn(**kwargs)
                 if inspect.isawaitable(out):
                     out = await out
-        except asyncio.CancelledError:
+        except (asyncio.CancelledError, InfrastructureError):  # not the tool's failure: the episode is masked
             raise
         except Exception as exc:  # a tool failure is an observation for the model
             return f"error: tool {self.name!r} failed: {type(exc).__name__}: {exc}", False

@@ -3,6 +3,14 @@
 A Sandbox owns a warm pool of workers; `run` takes one for a call, `session` holds
 one for a stateful interpreter. Everything untrusted happens inside the executor;
 this side only validates requests and turns replies into ExecResults.
+
+Whose fault a failed sandbox is: when a call's sandbox fails (the executor dies, stalls past
+its deadline, or reports a fault), the worker is replaced and the call runs once more on a
+fresh sandbox (a sandbox may die under a call for reasons of its own: a killed container).
+If it fails there too, a control run on another sandbox decides. If the control run works,
+the failure is the call's own: it gets a result (status `killed`, or `timeout` for a stall),
+like any program that crashed. If the control run fails too, no program caused it:
+`SandboxUnavailable` (an InfrastructureError) is raised.
 """
 
 from __future__ import annotations
@@ -19,11 +27,14 @@ from dataclasses import asdict
 from typing import Any, Literal
 
 from toolgym.errors import SandboxUnavailable, ToolgymError
+from toolgym.sandbox import waiting
 from toolgym.sandbox.pool import Pool
 from toolgym.sandbox.types import ExecResult, Limits
 
 LANGUAGES = ("python", "cpp", "bash")
 MAX_INPUT_BYTES = 64 << 20
+# the start of the stderr of a call whose own program made its sandbox fail (the judge reads it)
+SANDBOX_FAILED = "[toolgym] this call made its sandbox fail"
 _OPEN: weakref.WeakSet[Sandbox] = weakref.WeakSet()
 
 
@@ -72,7 +83,8 @@ class Session:
 
     def __init__(self, sandbox: Sandbox, limits: Limits):
         self.sandbox, self.limits = sandbox, limits
-        self._worker = sandbox._pool.acquire()
+        with waiting.waiting():
+            self._worker = sandbox._pool.acquire(hold=True)
         self._healthy = True
         self._reset = False
         self.state_lost = False
@@ -80,6 +92,9 @@ class Session:
         self._lock = threading.Lock()
 
     def run(self, code: str, stdin: str = "", limits: Limits | None = None) -> ExecResult:
+        return self._run(code, stdin, limits, waiting.current())
+
+    def _run(self, code: str, stdin: str, limits: Limits | None, clock: waiting.WaitClock | None) -> ExecResult:
         from toolgym.sandbox.protocol import ChannelClosed
 
         lim = limits or self.limits
@@ -90,16 +105,25 @@ class Session:
             req = {"op": "session_run", "code": code, "stdin": stdin, "limits": _limits_dict(lim)}
             if self._reset:
                 req["reset"], self._reset = True, False
-            try:
-                resp = self._worker.call(req, lim.timeout_s + 30)
-            except ChannelClosed as exc:
-                self._replace_worker()
+            lost = False
+            for _attempt in range(2):  # a sandbox that fails: the cell once more, on a fresh one (its state is lost)
+                try:
+                    resp = self._worker.call(req, lim.timeout_s + 30)
+                except ChannelClosed as exc:
+                    resp = {"ok": False, "error": f"sandbox died: {exc}", "fault": True}
+                if not resp.get("fault"):
+                    break
+                self._replace_worker(clock)
+                lost = True
+            if resp.get("fault"):
                 self.state_lost = True
-                return ExecResult(stderr=f"sandbox died: {exc}; session state was lost", status="sandbox_error",
-                                  duration_s=time.monotonic() - t0)
+                self.restarts += 1
+                return self.sandbox._blame(resp, t0, clock)
+            if lost:
+                resp["state_lost"] = True
         res = _result(resp, t0)
         if not (resp.get("health") or {}).get("healthy", True):
-            self._replace_worker()
+            self._replace_worker(clock)
             resp["state_lost"] = True
         self.state_lost = bool(resp.get("state_lost"))
         if self.state_lost:
@@ -108,15 +132,16 @@ class Session:
         return res
 
     async def arun(self, code: str, stdin: str = "", limits: Limits | None = None) -> ExecResult:
-        return await asyncio.get_running_loop().run_in_executor(self.sandbox._threads, self.run, code, stdin, limits)
+        return await self.sandbox._in_thread(lambda clock: self._run(code, stdin, limits, clock))
 
     def reset(self) -> None:
         """Forget every variable: the next call starts a fresh interpreter."""
         self._reset = True
 
-    def _replace_worker(self) -> None:
+    def _replace_worker(self, clock: waiting.WaitClock | None = None) -> None:
         self.sandbox._pool.release(self._worker, healthy=False)
-        self._worker = self.sandbox._pool.acquire()
+        with waiting.waiting(clock):
+            self._worker = self.sandbox._pool.acquire(hold=True)
 
     def close(self) -> None:
         from toolgym.sandbox.protocol import ChannelClosed
@@ -168,24 +193,68 @@ class Sandbox:
     def run(self, code: str, language: str = "python", stdin: str = "", *,
             files: dict[str, str | bytes] | None = None, limits: Limits | None = None,
             return_files: list[str] | None = None, argv: list[str] | None = None,
-            trusted: bool = False) -> ExecResult:
-        """Run one program in a fresh work dir of a pooled sandbox; never raises for bad code.
+            trusted: bool = False, retry: bool = True) -> ExecResult:
+        """Run one program in a fresh work dir of a pooled sandbox; never raises for bad code (a
+        program that makes its sandbox fail gets status `killed` or `timeout`; SandboxUnavailable
+        only when a control run fails too, see the module docstring). `retry=False`: no second run
+        on a fresh sandbox (the judge's micro-batches, whose jobs are judged again alone instead).
 
         `trusted` is for toolgym's own judge harness only: the program then runs as the
         sandbox's root (it starts the test processes under untrusted uids itself). Never pass
         it with code a model wrote."""
+        return self._run(code, language, stdin, files=files, limits=limits, return_files=return_files, argv=argv,
+                         trusted=trusted, retry=retry, clock=waiting.current())
+
+    def _run(self, code: str, language: str, stdin: str, *, files: dict[str, str | bytes] | None = None,
+             limits: Limits | None = None, return_files: list[str] | None = None, argv: list[str] | None = None,
+             trusted: bool = False, retry: bool = True, clock: waiting.WaitClock | None = None) -> ExecResult:
         lim = limits or self.limits
         req = self._request(code, language, stdin, files, lim, return_files, argv, trusted)
         t0 = time.monotonic()
         # the executor answers by itself at the limit; this host-side bound only catches a
         # hung sandbox (cleanup of a fork bomb under CPU throttling takes a while)
         slack = 60.0 + lim.timeout_s + (60.0 if language == "cpp" else 0.0)
-        return _result(self._pool.call(req, lim.timeout_s + slack), t0)
+        resp = self._pool.call(req, lim.timeout_s + slack, clock)
+        if resp.get("fault") and retry:  # once more, on a fresh sandbox: the failure may not be the call's
+            resp = self._pool.call(req, lim.timeout_s + slack, clock)
+        if resp.get("fault"):
+            return self._blame(resp, t0, clock)
+        return _result(resp, t0)
+
+    def _blame(self, resp: dict[str, Any], t0: float, clock: waiting.WaitClock | None) -> ExecResult:
+        """A call's sandbox failed twice (each was replaced): a control run on another sandbox says whose
+        fault that was. Works: the call's own (status killed, or timeout for a stall). Fails: raise."""
+        why = str(resp.get("error") or "sandbox fault")
+        control = self._pool.call({"op": "run", "language": "python", "code": "print('ok')", "stdin": "",
+                                   "files": {}, "limits": _limits_dict(self.limits), "return_files": [],
+                                   "argv": [], "trusted": False}, self.limits.timeout_s + 60.0, clock)
+        if control.get("fault") or not control.get("ok") or (control.get("result") or {}).get("stdout") != "ok\n":
+            raise SandboxUnavailable(f"the sandbox failed ({why}), and so did a control run on another one "
+                                     f"({control.get('error') or (control.get('result') or {}).get('status')})")
+        stalled = "did not answer in time" in why
+        return ExecResult(stderr=f"{SANDBOX_FAILED} ({why}); it was replaced", status="timeout" if stalled else "killed",
+                          duration_s=time.monotonic() - t0)
+
+    async def _in_thread(self, fn: Any) -> Any:
+        """fn(clock) on a worker thread: the asyncio loop is never blocked; the wait for a free thread,
+        like the wait for a free sandbox, counts on the caller's wait clock."""
+        clock = waiting.current()
+        token = clock.start() if clock is not None else None
+
+        def call() -> Any:
+            if token is not None:
+                clock.stop(token)
+            return fn(clock)
+
+        try:
+            return await asyncio.get_running_loop().run_in_executor(self._threads, call)
+        finally:
+            if token is not None:
+                clock.stop(token)
 
     async def arun(self, code: str, language: str = "python", stdin: str = "", **kw: Any) -> ExecResult:
         """`run` on a worker thread: the asyncio loop is never blocked."""
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._threads, lambda: self.run(code, language, stdin, **kw))
+        return await self._in_thread(lambda clock: self._run(code, language, stdin, clock=clock, **kw))
 
     def session(self, limits: Limits | None = None) -> Session:
         """A stateful Python interpreter holding one worker until closed."""

@@ -21,7 +21,7 @@ from typing import Any
 
 from toolgym.errors import SandboxUnavailable
 from toolgym.sandbox.protocol import Channel, ChannelClosed, executor_source
-from toolgym.sandbox.types import Limits
+from toolgym.sandbox.types import OWN_PIDS, Limits
 
 LABEL = "toolgym.sandbox"
 # What the executor needs to run calls under other uids and clean up after them (executor.CAPS).
@@ -105,7 +105,7 @@ class DockerWorker:
                    "/tmp": f"rw,size={tmp_mb}m,mode=1777,nosuid,nodev"},
             mem_limit=mem,
             memswap_limit=mem,
-            pids_limit=limits.pids + 8,
+            pids_limit=limits.pids + OWN_PIDS,
             nano_cpus=int(cpus * 1e9),
             ipc_mode="none",
             auto_remove=True,

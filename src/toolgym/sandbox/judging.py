@@ -41,15 +41,23 @@ by the harness). Known differences from running test and program in one process:
 identity across the boundary (``is``), and aliasing inside arguments that the callee
 mutates (top-level containers are copied back whole).
 
-Isolation: jobs of one call run one after the other; between jobs every process of the
+Isolation: jobs of one call run one after the other; after each job every process of the
 untrusted uids is killed at once, their IPC objects removed and the temporary dirs
 wiped, so a submission cannot see, signal or outlive into its batch-mates. The sandbox
 itself is cleaned the same way after every call (see injected/executor.py).
+
+One job's fault is that job's: a job after which the sandbox cannot be proven clean gets RE
+on every test (the harness stops; the jobs after it are judged again, each alone); a call
+whose sandbox fails (see `toolgym.sandbox.api`: a control run tells whose fault it is)
+judges each of its jobs again alone, and a job whose sandbox fails when judged alone gets
+RE (TLE for a stall) on every test it has no verdict for. Only a fault that a control run
+sees too raises (an InfrastructureError): no program could have caused it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import json
 import math
 import os
@@ -58,7 +66,9 @@ import weakref
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from toolgym.errors import ToolgymError
+from toolgym.errors import InfrastructureError, ToolgymError
+from toolgym.sandbox import waiting
+from toolgym.sandbox.api import SANDBOX_FAILED, Sandbox
 from toolgym.sandbox.scripts import program
 from toolgym.sandbox.types import ExecResult, Limits, from_fields
 
@@ -74,8 +84,9 @@ class JudgeInputError(ToolgymError, ValueError):
     """The judge was called with bad arguments (mode, checker, tests)."""
 
 
-class JudgeError(ToolgymError):
-    """The sandbox itself failed while judging (not the submission's fault)."""
+class JudgeError(InfrastructureError):
+    """The sandbox itself failed while judging, in a way no submission could have caused (it refused to
+    start, or a control run failed too)."""
 
 
 class _Unset:
@@ -125,9 +136,10 @@ class JudgeReport:
 
     verdicts: list[Verdict]
     mode: str
-    duration_s: float = 0.0  # round trip, host side
+    duration_s: float = 0.0  # round trip, host side (waiting for the pool and for batch-mates included)
     harness_s: float = 0.0  # time inside the sandbox
     notes: list[str] = field(default_factory=list)
+    own_s: float = 0.0  # the time this submission itself took: its tests, or its failing sandbox call
 
     @property
     def passed(self) -> int:
@@ -295,7 +307,7 @@ def _call(jobs: list[_Job], base: Limits | None) -> tuple[str, dict[str, str], L
 
 
 def _parse(res: ExecResult, nonce: str, jobs: list[_Job], duration_s: float) -> list[JudgeReport | None]:
-    """Reports from the nonce-prefixed lines; None for a job the harness never finished."""
+    """Reports from the nonce-prefixed lines; None for a job the harness never finished (of several)."""
     if res.status == "sandbox_error":
         raise JudgeError(f"the sandbox failed while judging: {res.stderr.strip()[-300:]}")
     prefix = nonce + " "
@@ -317,31 +329,46 @@ def _parse(res: ExecResult, nonce: str, jobs: list[_Job], duration_s: float) -> 
             done.setdefault(j, obj)
         elif isinstance(obj.get("i"), int) and 0 <= obj["i"] < len(jobs[j].cases):
             found.setdefault((j, obj["i"]), obj)
+    failed_sandbox = res.stderr.startswith(SANDBOX_FAILED)
     reports: list[JudgeReport | None] = []
     for j, job in enumerate(jobs):
         if j not in done and len(jobs) > 1:
             reports.append(None)  # judged again on its own
             continue
-        notes = []
-        if j not in done:
+        notes, dirty = [], (done.get(j) or {}).get("dirty")
+        if j not in done and not failed_sandbox:
             notes.append(f"the judge harness ended early (status {res.status}, exit {res.exit_code}): "
                          f"{res.stderr.strip()[-300:]}")
-        else:
+        elif j in done:
             notes.extend(f"checker error: {e}" for e in done[j].get("checker_errors") or [])
+        if dirty:
+            notes.append(f"the sandbox could not be proven clean after this program: {dirty}")
+        missing = "no verdict: " + ("this program made its sandbox fail" if failed_sandbox
+                                    else "the judge harness was stopped or killed")
         verdicts = []
         for i, case in enumerate(job.cases):
             v = found.get((j, i))
+            if dirty:  # the job that left the sandbox unclean pays for it, whatever its tests said
+                verdicts.append(Verdict(i, "RE", float((v or {}).get("time_s") or 0.0),
+                                        "the program left its sandbox in a state that could not be cleaned",
+                                        name=case.name))
+                continue
             if v is None:
                 status = "TLE" if res.status == "timeout" else "RE"
-                verdicts.append(Verdict(i, status, 0.0, "no verdict: the judge harness was stopped or killed",
-                                        name=case.name))
+                verdicts.append(Verdict(i, status, 0.0, missing, name=case.name))
                 continue
             status = v.get("status") if v.get("status") in VERDICTS else "RE"
             verdicts.append(Verdict(i, status, float(v.get("time_s") or 0.0), str(v.get("message") or ""),
                                     v.get("expected"), v.get("got"), case.name))
-        reports.append(JudgeReport(verdicts, job.spec["mode"], duration_s=duration_s,
-                                   harness_s=float(done.get(j, {}).get("elapsed_s") or 0.0), notes=notes))
+        harness_s = float(done.get(j, {}).get("elapsed_s") or 0.0)
+        reports.append(JudgeReport(verdicts, job.spec["mode"], duration_s=duration_s, harness_s=harness_s,
+                                   notes=notes, own_s=harness_s if j in done else duration_s))
     return reports
+
+
+def _no_retry(sb: Any, jobs: list[_Job]) -> dict[str, Any]:
+    """A batch whose sandbox fails is not run again as a whole: its jobs are judged again alone."""
+    return {"retry": False} if len(jobs) > 1 and isinstance(sb, Sandbox) else {}
 
 
 def judge_many(sb: Any, jobs: list[_Job]) -> list[JudgeReport]:
@@ -350,23 +377,23 @@ def judge_many(sb: Any, jobs: list[_Job]) -> list[JudgeReport]:
 
     nonce, files, limits = _call(jobs, getattr(sb, "limits", None))
     t0 = time.monotonic()
-    res = sb.run(harness_source(), language="python", files=files, limits=limits, trusted=True)
+    res = sb.run(harness_source(), language="python", files=files, limits=limits, trusted=True, **_no_retry(sb, jobs))
     reports = _parse(res, nonce, jobs, time.monotonic() - t0)
     return [r if r is not None else judge_many(sb, [job])[0] for r, job in zip(reports, jobs, strict=True)]
 
 
 async def ajudge_many(sb: Any, jobs: list[_Job]) -> list[JudgeReport]:
-    """`judge_many` through `sb.arun`."""
+    """`judge_many` through `sb.arun`; the jobs judged again alone run concurrently."""
     import time
 
     nonce, files, limits = _call(jobs, getattr(sb, "limits", None))
     t0 = time.monotonic()
-    res = await sb.arun(harness_source(), language="python", files=files, limits=limits, trusted=True)
+    res = await sb.arun(harness_source(), language="python", files=files, limits=limits, trusted=True,
+                        **_no_retry(sb, jobs))
     reports = _parse(res, nonce, jobs, time.monotonic() - t0)
-    out = []
-    for r, job in zip(reports, jobs, strict=True):
-        out.append(r if r is not None else (await ajudge_many(sb, [job]))[0])
-    return out
+    again = [job for r, job in zip(reports, jobs, strict=True) if r is None]
+    alone = iter(await asyncio.gather(*(ajudge_many(sb, [job]) for job in again)))
+    return [r if r is not None else next(alone)[0] for r in reports]
 
 
 def judge(sb: Any, program: str, tests: Any, mode: str = "stdio", *, language: str = "python",
@@ -419,10 +446,21 @@ class _Batcher:
         self.loop: asyncio.AbstractEventLoop | None = None
 
     async def submit(self, job: _Job) -> JudgeReport:
+        """The job's report. Its wait (for a free slot, for batch-mates, for calls that failed for
+        others) counts on the caller's wait clock; its own share (`own_s`) does not."""
         fut: asyncio.Future[JudgeReport] = asyncio.get_running_loop().create_future()
         self.queue.append((job, fut))
-        self._pump()
-        return await fut
+        clock = waiting.current()
+        token = clock.start() if clock is not None else None
+        try:
+            self._pump()
+            report = await fut
+        finally:
+            if token is not None:
+                clock.stop(token)
+        if clock is not None:
+            clock.charge(report.own_s)
+        return report
 
     def _pump(self) -> None:
         while self.queue and self.busy < self.slots:
@@ -431,7 +469,8 @@ class _Batcher:
             n = max(1, min(MAX_BATCH, -(-len(self.queue) // free)))
             batch, self.queue = self.queue[:n], self.queue[n:]
             self.busy += 1
-            asyncio.get_running_loop().create_task(self._run(batch))
+            # in a context of its own: the call's time is no one episode's (each is charged its own share)
+            asyncio.get_running_loop().create_task(self._run(batch), context=contextvars.Context())
 
     async def _run(self, batch: list[tuple[_Job, asyncio.Future[JudgeReport]]]) -> None:
         try:

@@ -40,7 +40,7 @@ from typing import Any
 from toolgym.errors import SandboxUnavailable
 from toolgym.sandbox import cgroups, seccomp
 from toolgym.sandbox.protocol import Channel, ChannelClosed, executor_source
-from toolgym.sandbox.types import Limits
+from toolgym.sandbox.types import OWN_PIDS, Limits
 
 NOT_ROOT = ("the local sandbox runs untrusted code only as root (it needs a cgroup for memory/process limits "
             "and separate uids); run as root or use backend='docker'")
@@ -292,7 +292,7 @@ class LocalWorker:
         if os.geteuid() != 0:
             raise SandboxUnavailable(NOT_ROOT)
         mem = (limits.memory_mb + work_mb + tmp_mb + SHM_MB + 64) << 20
-        self.cgroup = cgroups.SandboxCgroup(mem, limits.pids + 8, cpus)
+        self.cgroup = cgroups.SandboxCgroup(mem, limits.pids + OWN_PIDS, cpus)
         why = self.cgroup.missing()
         if why:
             self.close()
@@ -398,7 +398,7 @@ class LocalBackend:
         if not _REAPED:
             cgroups.reap_orphans()
             _REAPED = True
-        why = cgroups.check(limits.memory_mb << 20, limits.pids + 8)
+        why = cgroups.check(limits.memory_mb << 20, limits.pids + OWN_PIDS)
         if why:
             raise SandboxUnavailable(why)
         self.limits = limits

@@ -2,7 +2,9 @@
 
 Each worker serves one call at a time. A worker that misbehaves (OOM, dead executor,
 leftover processes, full disk) is discarded and a fresh one is started in the
-background, so the pool keeps its size.
+background, so the pool keeps its size. Waiting for a free worker never fails while some
+worker serves a call (each call ends within its deadline): a slow pool-mate delays an
+episode, it never fails it.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from typing import Any, Protocol
 
 from toolgym.errors import SandboxUnavailable
 from toolgym.sandbox.protocol import ChannelClosed
+from toolgym.sandbox.waiting import WaitClock, waiting
 
 
 class Worker(Protocol):
@@ -31,6 +34,7 @@ class Pool:
         self.factory, self.size = factory, size
         self._idle: deque[Worker] = deque()
         self._busy: set[int] = set()
+        self._held: set[int] = set()  # busy workers that sessions keep (they come free only when it closes)
         self._all: list[Worker] = []
         self._starting = 0
         self._cond = threading.Condition()
@@ -94,7 +98,11 @@ class Pool:
                     raise SandboxUnavailable(f"sandbox pool not ready after {timeout:.0f}s: {self.last_error}")
                 self._cond.wait(min(left, 0.5))
 
-    def acquire(self, timeout: float = 300.0) -> Worker:
+    def acquire(self, timeout: float = 300.0, hold: bool = False) -> Worker:
+        """An idle worker (started if the pool has room). Waits while any worker serves a call, however
+        long: a call ends within its own deadline, and no episode may fail for its pool-mates' slowness.
+        SandboxUnavailable after `timeout` only when no worker can come free: none start, and all are
+        held for sessions (`hold=True`: a session keeps its worker until it closes)."""
         deadline = time.monotonic() + timeout
         with self._cond:
             while True:
@@ -103,6 +111,8 @@ class Pool:
                 if self._idle:
                     w = self._idle.popleft()
                     self._busy.add(id(w))
+                    if hold:
+                        self._held.add(id(w))
                     return w
                 if len(self._all) + self._starting < self.size:
                     self._cond.release()
@@ -113,9 +123,10 @@ class Pool:
                 elif self._starting == 0 and self.last_error and not self._all:
                     raise SandboxUnavailable(f"cannot start a sandbox: {self.last_error}")
                 left = deadline - time.monotonic()
-                if left <= 0:
-                    raise SandboxUnavailable(f"no sandbox became free in {timeout:.0f}s: {self.last_error}")
-                self._cond.wait(min(left, 1.0))
+                if left <= 0 and not (self._busy - self._held) and not self._starting:
+                    raise SandboxUnavailable(f"no sandbox became free in {timeout:.0f}s (every one is held by a "
+                                             f"session): {self.last_error}")
+                self._cond.wait(min(left, 1.0) if left > 0 else 1.0)
                 if self.last_error and self._starting == 0 and not self._all and not self._idle:
                     raise SandboxUnavailable(f"cannot start a sandbox: {self.last_error}")
 
@@ -125,6 +136,7 @@ class Pool:
                 key = reason or "unhealthy"
                 self.discard_reasons[key] = self.discard_reasons.get(key, 0) + 1
             self._busy.discard(id(worker))
+            self._held.discard(id(worker))
             if healthy and not self._closed:
                 self._idle.append(worker)
                 self._cond.notify()
@@ -136,9 +148,11 @@ class Pool:
         threading.Thread(target=worker.close, daemon=True, name="toolgym-pool-discard").start()
         self._start_async()
 
-    def call(self, req: dict[str, Any], timeout: float) -> dict[str, Any]:
-        """One request on one worker; discards the worker on a fault or an unhealthy reply."""
-        worker = self.acquire()
+    def call(self, req: dict[str, Any], timeout: float, clock: WaitClock | None = None) -> dict[str, Any]:
+        """One request on one worker; discards the worker on a fault or an unhealthy reply. Waiting for a
+        free worker counts on `clock` (default: the current context's, see sandbox.waiting)."""
+        with waiting(clock):
+            worker = self.acquire()
         healthy, reason = False, "executor fault"
         try:
             resp = worker.call(req, timeout)

@@ -7,6 +7,9 @@ from typing import Any, Literal, TypeVar
 
 Status = Literal["ok", "error", "timeout", "oom", "output_limit", "killed", "sandbox_error"]
 STATUSES: tuple[str, ...] = ("ok", "error", "timeout", "oom", "output_limit", "killed", "sandbox_error")
+# pids a sandbox needs beside a call's own `Limits.pids`: the executor, its call template, the two
+# standing cleaners, a judge harness and its zygote, and some slack
+OWN_PIDS = 10
 
 
 @dataclass(frozen=True)

@@ -106,15 +106,15 @@ class CodeContestEnv(ToolEnv):
         return [{"role": "user", "content": msg}]
 
 
-def judge_feedback(report: Any, limit: int = 600) -> str:
-    """What a failed submission's own judging says, for self-distillation's feedback context: the verdict
-    counts and the first failure's message (a traceback, a time-out), never a hidden test's input or
-    expected output."""
+def judge_feedback(report: Any) -> str:
+    """What a failed submission's own judging on the HIDDEN tests says, for self-distillation's feedback
+    context (it reaches training): statuses only, i.e. the verdict counts and the first failing test's index
+    and kind. Never a message: a checker's message quotes the expected output, a traceback the test's input."""
     counts: dict[str, int] = {}
     for v in report.verdicts:
         counts[v.status] = counts.get(v.status, 0) + 1
     head = f"{report.passed}/{report.total} tests passed (" + ", ".join(f"{k} {n}" for k, n in sorted(counts.items())) + ")"
     first = next((v for v in report.verdicts if not v.passed), None)
-    if first is not None and first.message:
-        return head + f"; first failure ({first.status}): {first.message.strip()[:limit]}"
+    if first is not None:
+        return head + f"; first failure: test {first.index + 1} ({first.status})"
     return head

@@ -74,6 +74,16 @@ def other_pids(keep):
     return [int(n) for n in os.listdir("/proc") if n.isdigit() and int(n) != me and int(n) not in keep]
 
 
+def live(pid):
+    """True unless the process is gone or a zombie (which runs nothing: its parent has yet to reap it,
+    e.g. a child of a live session's interpreter)."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except (OSError, IndexError):
+        return False
+
+
 def tasks():
     """Tasks in this sandbox's pids cgroup, or None where the count cannot be read."""
     for path in PIDS_FILES:
@@ -115,57 +125,184 @@ def remove_ipc(uid):
             c.semctl(ident, 0, IPC_RMID, 0)
 
 
-def _kill_as(uid, spare):
-    """In a child already running as `uid`: kill every other process of that uid (all at
-    once with kill(-1), so no chain of forks outruns it; one by one when a live session
-    `spare` must stay), then its IPC objects. Exits 0 when none is left."""
+# The standing cleaner of each untrusted uid runs with real and saved uid of its own (no program
+# runs as these), and the untrusted uid as its effective uid only: kill(-1) then reaches exactly the
+# processes of that uid (and of its own uid: itself), while no process of the untrusted uid can signal
+# it, trace it or read its /proc entries (kill and ptrace check the target's real and saved uids).
+CLEANER_UIDS = {RUN_UID: 65532, EVAL_UID: 65531}
+SWEEP_S = 10.0  # how long a cleaner keeps killing before it reports failure
+WAIT_S = 30.0  # how long a caller waits for a cleaner's answer
+
+
+def _become_cleaner(uid):
+    """In a fresh child: real and saved uid CLEANER_UIDS[uid], effective uid `uid`, no capability."""
+    own = CLEANER_UIDS[uid]
+    os.setgroups([])
+    os.setresgid(own, own, own)
+    os.setresuid(own, uid, own)
+    prctl(PR_SET_DUMPABLE, 0)
+    if os.getresuid() != (own, uid, own) or os.getresgid() != (own, own, own):
+        raise OSError("the cleaner's uid change did not hold")
+    try:
+        os.setuid(0)
+    except OSError:
+        pass
+    else:
+        raise OSError("the cleaner could regain uid 0")
+    with open("/proc/self/status") as fh:
+        caps = {k: v.strip() for k, _, v in (line.partition(":") for line in fh) if k in ("CapEff", "CapPrm")}
+    if any(int(v, 16) for v in caps.values()):
+        raise OSError("the cleaner still holds capabilities")
+
+
+def _sweep(uid, spare):
+    """Kill every process of `uid` but this one (and `spare`); then its IPC objects (unless a session
+    is spared). All at once with kill(-1), so no chain of forks outruns it; with a spared session,
+    SIGSTOP through kill(-1) first, so nothing forks while the others are killed one by one. True if
+    none is left."""
     me = os.getpid()
+    keep = {me} if spare is None else {me, spare}
+    deadline = time.monotonic() + SWEEP_S
+    pause = 0.0005
     ok = False
-    for _ in range(500):
-        if spare is None:
-            try:
-                os.kill(-1, signal.SIGKILL)
-            except OSError:
-                pass
-        else:
-            for pid in other_pids({me, spare}):
-                if uid_of(pid) == uid:
-                    try:
-                        os.kill(pid, signal.SIGKILL)
-                    except OSError:
-                        pass
-        if not any(uid_of(p) == uid for p in other_pids({me, spare})):
-            ok = True
-            break
-        time.sleep(0.002)
-    if spare is None:
-        remove_ipc(uid)
-    os._exit(0 if ok else 1)
-
-
-def kill_uid(uid, spare=None):
-    """Kill every process of `uid` (but `spare`) and remove its IPC objects. True if none is
-    left. The killer is a fork of the caller, which must be root and non-dumpable: the
-    child stays non-dumpable through the uid change and kills every other process of its
-    uid first, so nothing can read the caller's memory through it."""
-    pid = os.fork()
-    if pid == 0:
-        try:
-            if prctl(PR_GET_DUMPABLE, 0) != 0:
-                os._exit(3)
-            drop_to(uid)
-            _kill_as(uid, spare)
-        finally:
-            os._exit(2)
     while True:
         try:
-            _, status = os.waitpid(pid, 0)
+            os.kill(-1, signal.SIGKILL if spare is None else signal.SIGSTOP)
+        except OSError:
+            pass
+        left = [p for p in other_pids(keep) if uid_of(p) == uid]
+        if spare is not None:
+            for pid in left:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except OSError:
+                    pass
+            left = [p for p in other_pids(keep) if uid_of(p) == uid]
+        if not left:
+            ok = True
             break
-        except ChildProcessError:
+        if time.monotonic() > deadline:
+            break
+        time.sleep(pause)
+        pause = min(pause * 2, 0.02)
+    if spare is None:
+        remove_ipc(uid)
+    else:
+        try:
+            os.kill(spare, signal.SIGCONT)
+        except OSError:
+            pass
+    return ok
+
+
+def _serve_cleaner(sock, uid):
+    """Answer sweep requests until the socket closes: 4 bytes of nonce, the op (k: kill all, s: all but
+    the spared pid that follows as an int32); the answer is the nonce and 0 (clean) or 1."""
+    import struct
+
+    while True:
+        try:
+            msg = sock.recv(64)
+        except OSError:
+            os._exit(0)
+        if len(msg) != 9 or msg[4:5] not in (b"k", b"s"):
+            os._exit(0)
+        spare = struct.unpack("i", msg[5:9])[0] if msg[4:5] == b"s" else None
+        ok = _sweep(uid, spare)
+        try:
+            sock.send(msg[:4] + (b"\x00" if ok else b"\x01"))
+        except OSError:
+            os._exit(0)
+
+
+def _sched(pid):
+    """(nice, scheduling policy, CPUs) of a process: what a program could lower for a cleaner."""
+    with open(f"/proc/{pid}/stat") as fh:
+        fields = fh.read().rsplit(")", 1)[1].split()
+    if fields[0] in ("Z", "X"):
+        raise OSError("the cleaner is dead")
+    return int(fields[16]), int(fields[38]), frozenset(os.sched_getaffinity(pid))
+
+
+class Cleaner:
+    """The handle on a standing cleaner: `start` forks it (call it only while no untrusted process
+    exists: its memory then holds nothing a program could want, and no fork is needed later, when a
+    program may have filled the process table); `sweep` kills through it."""
+
+    def __init__(self, uid, sock, pid):
+        self.uid, self.sock, self.pid = uid, sock, pid
+        self.sched = _sched(pid)
+
+    @classmethod
+    def start(cls, uid):
+        import socket
+
+        parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        pid = os.fork()
+        if pid == 0:
+            try:
+                parent.close()
+                keep = child.fileno()
+                null = os.open(os.devnull, os.O_RDWR)
+                for fd in (0, 1, 2):
+                    os.dup2(null, fd)
+                os.closerange(3, keep)
+                os.closerange(keep + 1, 1 << 16)
+                os.setsid()
+                try:
+                    _become_cleaner(uid)
+                except BaseException as exc:  # noqa: B036 - told to the parent, which refuses to serve
+                    child.send(b"E" + f"{type(exc).__name__}: {exc}".encode()[:200])
+                    raise
+                child.send(b"R")
+                _serve_cleaner(child, uid)
+            finally:
+                os._exit(1)
+        child.close()
+        import select
+
+        ready = select.select([parent], [], [], 30)[0]
+        msg = parent.recv(256) if ready else b""
+        if msg != b"R":
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+            raise OSError(msg[1:].decode("utf-8", "replace") if msg[:1] == b"E" else "the cleaner did not start")
+        return cls(uid, parent, pid)
+
+    def sweep(self, spare=None):
+        """Kill every process of this cleaner's uid (but `spare`). True if none is left and the cleaner
+        is as it was started; False also when it does not answer within WAIT_S."""
+        import select
+        import struct
+
+        nonce = os.urandom(4)
+        try:
+            self.sock.send(nonce + (b"k" if spare is None else b"s") + struct.pack("i", spare or 0))
+        except OSError:
             return False
-        except InterruptedError:
-            continue
-    return os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
+        deadline = time.monotonic() + WAIT_S
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([self.sock], [], [], left)[0]:
+                return False
+            try:
+                reply = self.sock.recv(64)
+            except OSError:
+                return False
+            if not reply:
+                return False
+            if reply[:4] == nonce:  # else: a late answer to a caller that gave up (a killed harness)
+                return reply[4:5] == b"\x00" and self.intact()
+
+    def intact(self):
+        """The cleaner lives, at the scheduling it started with (its effective uid is the untrusted one,
+        so a program may lower its priority: that makes the sandbox unclean)."""
+        try:
+            return _sched(self.pid) == self.sched
+        except (OSError, ValueError, IndexError):
+            return False
 
 
 def wipe(path, spare=(), protected=lambda path: False):

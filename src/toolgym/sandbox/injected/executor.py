@@ -21,11 +21,14 @@ Every call starts clean:
   through a pipe after the fork. So no call's memory holds anything of an earlier call.
   Python calls run in that forked interpreter (much cheaper than a new one); C++ and
   bash calls exec.
-- After a call, a cleaner (forked from the template, dropped to the call's uid) sends
-  SIGKILL to every process of that uid at once (`kill(-1)`: no fork chain outruns it),
-  removes the uid's SysV IPC objects and wipes /tmp, /var/tmp, /dev/shm, /dev/mqueue
-  and the work dir through directory descriptors (no path length limit, no symlink is
-  followed). The executor then proves the sandbox clean (no process but its own, empty
+- After a call, the standing cleaner of the call's uid sends SIGKILL to every process of
+  that uid at once (`kill(-1)`: no fork chain outruns it) and removes the uid's SysV IPC
+  objects; the executor wipes /tmp, /var/tmp, /dev/shm, /dev/mqueue and the work dir
+  through directory descriptors (no path length limit, no symlink is followed). The
+  cleaners (one per untrusted uid, see common.Cleaner) are forked at start-up, before any
+  request: cleaning up never forks, so a program that fills the process table cannot stop
+  it, and no program can signal or trace a cleaner (its real and saved uids are its own).
+  Trusted calls (the judge harness) get the cleaners' sockets as fds 3 and 4. The executor then proves the sandbox clean (no process but its own, empty
   dirs, no IPC object, no OOM kill, free disk); the reply says "healthy": false
   otherwise, and the host replaces the sandbox.
 """
@@ -49,12 +52,13 @@ from common import (
     RUN_UID,
     UNTRUSTED_UIDS,
     WIPE_DIRS,
+    Cleaner,
     drop_to,
     exit_code,
     flush,
     ipc_objects,
-    kill_uid,
     listing,
+    live,
     other_pids,
     prctl,
     print_exc,
@@ -77,6 +81,7 @@ _IN = _OUT = -1
 _SESSION = None  # dict(pid, ctl, out, err, uid) of the live session interpreter
 _SEQ = [0]
 _TEMPLATE = None  # (pid, socket) of the template process
+_CLEANERS = {}  # untrusted uid -> its standing Cleaner
 _BASE_TASKS = [None]  # tasks in the sandbox's pids cgroup when no call runs
 _REFUSED = None  # why this sandbox refuses to run anything (a hardening step failed)
 
@@ -170,6 +175,7 @@ def _oom_count():
 
 def _keep():
     keep = {_TEMPLATE[0]} if _TEMPLATE else set()
+    keep |= {c.pid for c in _CLEANERS.values()}
     if _SESSION:
         keep.add(_SESSION["pid"])
     return keep
@@ -186,7 +192,7 @@ def _kill_all(keep=(), patience=10.0):
     pause = 0.0005
     while True:
         reap()
-        pids = other_pids(keep)
+        pids = [p for p in other_pids(keep) if live(p)]
         if not pids:
             return True
         for pid in pids:
@@ -196,7 +202,7 @@ def _kill_all(keep=(), patience=10.0):
                 pass
         reap()
         if time.monotonic() > deadline:
-            return not other_pids(keep)
+            return not [p for p in other_pids(keep) if live(p)]
         time.sleep(pause)
         pause = min(pause * 2, 0.05)
 
@@ -281,10 +287,11 @@ def _python_stdio():
                                                    errors="backslashreplace", line_buffering=True)
 
 
-def _python_main(path, argv, cwd):
+def _python_main(path, argv, cwd, extra_env=None):
     """Run user code as `python3 -I main.py ARGV` would, in this forked interpreter."""
     os.environ.clear()
     os.environ.update(_env(cwd))
+    os.environ.update(extra_env or {})
     _python_signals()
     _python_stdio()
     sys.argv = ["main.py", *argv]
@@ -312,7 +319,10 @@ def _template_loop(sock):
             continue
         if msg[:1] != b"f" or not fds:
             os._exit(0)
-        pid = os.fork()
+        try:
+            pid = os.fork()
+        except OSError:
+            pid = -1  # the executor reports it; the template keeps serving
         if pid == 0:
             sock.close()
             _call_child(fds)
@@ -350,7 +360,7 @@ def _call_child(fds):
         if uid != 0:
             drop_to(uid)
         if kind == "python":
-            _python_main(desc["path"], desc["argv"], cwd)
+            _python_main(desc["path"], desc["argv"], cwd, desc.get("env"))
         elif kind == "session":
             _session_loop(3)
         else:
@@ -521,15 +531,16 @@ def _classify(res, oom_before):
     return status, exit_code, oom
 
 
-def _spawn(desc, stdin_fd):
-    """Fork a call through the template: Python in the forked interpreter, else exec."""
+def _spawn(desc, stdin_fd, extra=()):
+    """Fork a call through the template: Python in the forked interpreter, else exec. `extra`: fds
+    the call gets from 3 on."""
     out_r, out_w = os.pipe()
     err_r, err_w = os.pipe()
     null = None
     if stdin_fd is None:
         stdin_fd = null = os.open(os.devnull, os.O_RDONLY)
     try:
-        pid = _fork_call(desc, [stdin_fd, out_w, err_w])
+        pid = _fork_call(desc, [stdin_fd, out_w, err_w, *extra])
     except BaseException:
         os.close(out_r)
         os.close(err_r)
@@ -544,7 +555,11 @@ def _spawn(desc, stdin_fd):
 
 def _run_one(desc, stdin_fd, lim, oom_before):
     t0 = time.monotonic()
-    pid, out_r, err_r = _spawn(dict(desc, lim=lim), stdin_fd)
+    extra = ()
+    if desc["uid"] == 0 and desc["kind"] == "python":  # the judge harness: it cleans up through our cleaners
+        extra = [_CLEANERS[uid].sock.fileno() for uid in UNTRUSTED_UIDS]
+        desc = dict(desc, env={"TG_CLEANERS": ",".join(str(_CLEANERS[uid].pid) for uid in UNTRUSTED_UIDS)})
+    pid, out_r, err_r = _spawn(dict(desc, lim=lim), stdin_fd, extra)
     try:
         res = _supervise(pid, (out_r, err_r), t0 + lim["timeout_s"], lim["output_bytes"])
     finally:
@@ -566,15 +581,20 @@ def _clean_uids(uids, spare=None):
     """Kill what every untrusted uid a call may have used left behind. True if none is left.
 
     Skipped when the sandbox's pids cgroup counts no task beyond those at start-up (the
-    executor, the template) and a live session: that count is exact and includes forks in
-    progress, and no other process exists that could create one."""
+    executor, the cleaners, the template) and a live session: that count is exact and includes
+    forks in progress, and no other process exists that could create one. Never forks: the
+    cleaners stand (a program may have filled the process table)."""
     reap()
     quiet = _BASE_TASKS[0] is not None and tasks() == _BASE_TASKS[0] + (1 if _SESSION else 0)
     ok = True
     for uid in uids:
-        if quiet and (spare is not None or not ipc_objects(uid)):
-            continue  # nothing of this uid runs, and it holds no IPC object to remove
-        ok = kill_uid(uid, spare) and ok
+        cleaner = _CLEANERS.get(uid)
+        if cleaner is None:
+            ok = False
+        elif quiet and (spare is not None or not ipc_objects(uid)):
+            ok = cleaner.intact() and ok  # nothing of this uid runs, and it holds no IPC object to remove
+        else:
+            ok = cleaner.sweep(spare) and ok
     return ok
 
 
@@ -942,6 +962,12 @@ def main(argv):
         signal.signal(sig, signal.SIG_IGN)
     if _REFUSED is None:
         os.makedirs(WORKROOT, exist_ok=True)
+        try:  # before any request is read, and while no untrusted process exists
+            for uid in UNTRUSTED_UIDS:
+                _CLEANERS[uid] = Cleaner.start(uid)
+        except (OSError, ValueError, IndexError) as exc:
+            _REFUSED = f"the cleaners did not start: {exc}"
+    if _REFUSED is None:
         _start_template()  # before any request is read: its memory never holds one
         _BASE_TASKS[0] = tasks()  # this sandbox's tasks when nothing runs (helpers outside it included)
     while True:

@@ -13,12 +13,17 @@ value, a test's code or the verdict stream:
   program's names and writes the verdict on a pipe only it and the harness hold
   (see rpc.py). The harness compares call-form return values itself.
 
-Jobs (submissions) of one call run strictly one after the other. Between two jobs every
-process of uids 65534 and 65533 is killed at once (kill(-1) from a process of that uid),
-their IPC objects are removed and /tmp, /var/tmp, /dev/shm, /dev/mqueue are wiped; between
-two tests of a job the processes are killed. So nothing of one job reaches the next.
+Jobs (submissions) of one call run strictly one after the other. After each job every
+process of uids 65534 and 65533 is killed at once (kill(-1) by the executor's standing
+cleaners, whose sockets the harness gets as fds 3 and 4: cleaning never forks), their IPC
+objects are removed and /tmp, /var/tmp, /dev/shm, /dev/mqueue are wiped; after each test
+of a job its processes are killed. So nothing of one job reaches the next. A job after
+which the sandbox cannot be proven clean pays for it: its done line says "dirty" (the host
+fails it) and no further job runs here (the host judges them elsewhere).
 Verdicts go to the harness's own stdout, one JSON line per test prefixed by the nonce,
-then a done line per job and an all_done line.
+then a done line per job and an all_done line. A test whose result the harness cannot
+check (a value no checker can hold, a process that cannot be started) gets RE: the
+harness never crashes on what a program returns.
 """
 
 import json
@@ -38,8 +43,8 @@ from common import (
     RUN_UID,
     UNTRUSTED_UIDS,
     WIPE_DIRS,
+    Cleaner,
     ipc_objects,
-    kill_uid,
     listing,
     prctl,
     protector,
@@ -47,7 +52,7 @@ from common import (
     tasks,
     wipe,
 )
-from zygote import Zygote
+from zygote import Zygote, ZygoteDied
 
 SPEC_FILE = "judge_spec.json"
 EXCERPT = 160
@@ -82,9 +87,17 @@ class Run:
 kattis.Run = Run
 
 
+class Unclean(RuntimeError):
+    """The sandbox cannot be proven clean after a job's processes: that job pays."""
+
+
+class ForkFailed(RuntimeError):
+    """A process of a test could not be forked (the sandbox's process table was full)."""
+
+
 class Harness:
-    def __init__(self, nonce, zygote, root):
-        self.nonce, self.zygote, self.root = nonce, zygote, root
+    def __init__(self, nonce, zygote, root, cleaners):
+        self.nonce, self.zygote, self.root, self.cleaners = nonce, zygote, root, cleaners
         self.base_tasks = tasks()
         self.spec = None
 
@@ -154,10 +167,19 @@ class Harness:
         run.kinds.append(label)
 
     def started(self, run):
-        """The pids of the children asked for (in order), once the zygote has forked them."""
+        """The pids of the children asked for (in order), once the zygote has forked them. ForkFailed
+        (after ending the ones that did start) when any could not be forked."""
+        failed = False
         while run.pending:
-            run.pids.append(self.zygote.next_pid())
+            pid = self.zygote.next_pid()
             run.pending -= 1
+            if pid > 0:
+                run.pids.append(pid)
+            else:
+                failed = True
+        if failed:
+            self.end(run)
+            raise ForkFailed("a process of this test could not be started (the sandbox's process limit)")
         return run.pids
 
     def supervise(self, run, until, deadline, finish=True):
@@ -262,26 +284,30 @@ class Harness:
 
     def clear_processes(self):
         """No process of an untrusted uid survives a test: the pids cgroup's exact count says
-        when there is none (cheap), else each uid is killed all at once."""
+        when there is none (cheap), else each uid is killed all at once by its cleaner."""
         reap()
         if self.base_tasks is not None and tasks() == self.base_tasks:
             return
         for uid in UNTRUSTED_UIDS:
-            if not kill_uid(uid):
-                raise RuntimeError(f"processes of uid {uid} could not be killed")
+            if not self.cleaners[uid].sweep():
+                raise Unclean(f"processes of uid {uid} could not be killed" if self.cleaners[uid].intact()
+                              else "a cleaner's scheduling was changed")
         reap()
 
     def clear_all(self):
-        """Between jobs: no process, IPC object or file of an untrusted uid survives."""
+        """After a job: no process, IPC object or file of an untrusted uid survives, and the cleaners
+        are as they started (Unclean otherwise)."""
         self.clear_processes()
         for uid in UNTRUSTED_UIDS:
-            if ipc_objects(uid) and not kill_uid(uid):  # only the owner may remove them
-                raise RuntimeError(f"processes of uid {uid} could not be killed")
+            if ipc_objects(uid) and not self.cleaners[uid].sweep():  # only the owner may remove them
+                raise Unclean(f"IPC objects of uid {uid} could not be removed")
+            if not self.cleaners[uid].intact():
+                raise Unclean("a cleaner's scheduling was changed")
         protected = protector(os.path.dirname(os.path.abspath(".")))
         reap()
         for d in (*WIPE_DIRS, self.root):
             if not wipe(d, (), protected) or listing(d, (), protected):
-                raise RuntimeError(f"{d} could not be wiped between jobs")
+                raise Unclean(f"{d} could not be wiped")
 
     # ---- verdict helpers ------------------------------------------------------------
     def crash_verdict(self, run, status, stderr_text, pid=None):
@@ -431,11 +457,13 @@ class Harness:
         prog = self.spec["program"].encode("utf-8")
         payload = {k: test[k] for k in ("kind", "code", "call", "args", "kwargs") if k in test}
         start = time.monotonic()
-        self.start(run, "cand", RUN_UID, self.job_dir(RUN_UID), self.limit_s, self.memory_mb,
-                   inputs=[prog], extra=[cand_end.detach()])
+        # the evaluator first: the zygote's last fork of a test is the program's, so a program that
+        # fills the process table at once cannot keep the trusted side from starting
         self.start(run, "eval", EVAL_UID, self.job_dir(EVAL_UID), self.limit_s, EVAL_MEMORY_MB,
                    inputs=[json.dumps(payload).encode()], outputs=("verdict",), extra=[eval_end.detach()])
-        cand, ev = self.started(run)
+        self.start(run, "cand", RUN_UID, self.job_dir(RUN_UID), self.limit_s, self.memory_mb,
+                   inputs=[prog], extra=[cand_end.detach()])
+        ev, cand = self.started(run)
         self.supervise(run, ev, start + self.limit_s)
         elapsed = time.monotonic() - start
         stderr = bytes(run.out.get("cand.stderr", b"")).decode("utf-8", "replace")
@@ -481,7 +509,10 @@ class Harness:
                 and not isinstance(a, bool) and not isinstance(b, bool):
             import math
 
-            return math.isclose(a, b, rel_tol=self.spec["rel_tol"], abs_tol=self.spec["abs_tol"])
+            try:
+                return math.isclose(a, b, rel_tol=self.spec["rel_tol"], abs_tol=self.spec["abs_tol"])
+            except OverflowError:  # an int no float can hold: only the very same int is close to it
+                return a == b
         if isinstance(a, list) and isinstance(b, list):
             return len(a) == len(b) and all(self.values_equal(x, y) for x, y in zip(a, b, strict=False))
         if isinstance(a, dict) and isinstance(b, dict):
@@ -491,7 +522,8 @@ class Harness:
             and not isinstance(a, bool) and not isinstance(b, bool) and a == b)
 
     def run_job(self, j, job):
-        """Judge one submission: one line per test, then a done line."""
+        """Judge one submission: one line per test, then a done line. False when the sandbox could not
+        be proven clean after it (its done line then says "dirty")."""
         self.spec = job
         self.limit_s = float(job["time_limit_s"])
         self.memory_mb = int(job["memory_mb"])
@@ -499,6 +531,20 @@ class Harness:
         self.checker_errors = []
         self.dirs = {}
         start = time.monotonic()
+        dirty = None
+        try:
+            self.run_tests(j, job)
+            self.clear_all()
+        except Unclean as exc:
+            dirty = str(exc)
+        done = {"done": True, "j": j, "elapsed_s": round(time.monotonic() - start, 4),
+                "checker_errors": self.checker_errors[:3]}
+        if dirty:
+            done["dirty"] = dirty
+        self.emit(done)
+        return dirty is None
+
+    def run_tests(self, j, job):
         how, ce = self.prepare() if job["mode"] == "stdio" else (None, None)
         self.validator, je = kattis.prepare(self, job["validator"]) if job.get("validator") and ce is None \
             else (None, None)
@@ -513,17 +559,27 @@ class Harness:
             elif failed and stop:
                 v = {"status": "SKIPPED", "message": "skipped after an earlier failure", "time_s": 0.0,
                      "got": None, "expected": None}
-            elif job.get("validator") and job["validator"]["interactive"]:
-                v = kattis.interact(self, how, self.validator, test)
-            elif job["mode"] == "stdio":
-                v = self.run_stdio(how, test)
             else:
-                v = self.run_function(test)
+                v = self.run_test(how, test)
             v["j"], v["i"] = j, i
             failed = failed or v["status"] != "AC"
             self.emit(v)
-        self.emit({"done": True, "j": j, "elapsed_s": round(time.monotonic() - start, 4),
-                   "checker_errors": self.checker_errors[:3]})
+
+    def run_test(self, how, test):
+        """One test's verdict; RE when the harness cannot check its result (never a crash)."""
+        try:
+            if self.spec.get("validator") and self.spec["validator"]["interactive"]:
+                return kattis.interact(self, how, self.validator, test)
+            if self.spec["mode"] == "stdio":
+                return self.run_stdio(how, test)
+            return self.run_function(test)
+        except (Unclean, ZygoteDied):
+            raise
+        except Exception as exc:  # noqa: BLE001 - e.g. a value no comparison can take; never its text
+            self.clear_processes()
+            why = str(exc) if isinstance(exc, ForkFailed) else f"the judge could not check this test's result " \
+                f"({type(exc).__name__})"
+            return {"status": "RE", "message": why, "time_s": 0.0, "got": None, "expected": None}
 
 
 def load_spec(path=SPEC_FILE):
@@ -532,6 +588,23 @@ def load_spec(path=SPEC_FILE):
         data = f.read()
     os.unlink(path)
     return json.loads(data)
+
+
+def _cleaners():
+    """The executor's standing cleaners of uids 65534 and 65533: their sockets are fds 3 and 4, their
+    pids in TG_CLEANERS."""
+    import socket
+    import stat
+
+    pids = [int(p) for p in os.environ.get("TG_CLEANERS", "").split(",") if p]
+    if len(pids) != len(UNTRUSTED_UIDS):
+        raise OSError("no standing cleaners were handed to the judge harness")
+    out = {}
+    for fd, uid, pid in zip((3, 4), UNTRUSTED_UIDS, pids, strict=True):
+        if not stat.S_ISSOCK(os.fstat(fd).st_mode):
+            raise OSError(f"fd {fd} is not a cleaner's socket")
+        out[uid] = Cleaner(uid, socket.socket(fileno=fd), pid)
+    return out
 
 
 def _harden():
@@ -551,6 +624,12 @@ def main():
         why = _harden()
     except OSError as exc:
         why = f"hardening failed: {exc}"
+    cleaners = None
+    if why is None:
+        try:
+            cleaners = _cleaners()
+        except (OSError, ValueError) as exc:
+            why = str(exc)
     zygote = Zygote() if why is None else None  # before the spec is read
     spec = load_spec(sys.argv[1] if len(sys.argv) > 1 else SPEC_FILE)
     nonce = spec["nonce"]
@@ -561,12 +640,11 @@ def main():
     os.chmod(".", 0o711)  # test processes (other uids) traverse this to their own dirs
     root = os.path.join(os.getcwd(), "tgjudge-" + os.urandom(6).hex())  # binaries may run here
     os.mkdir(root, 0o711)
-    harness = Harness(nonce, zygote, root)
+    harness = Harness(nonce, zygote, root, cleaners)
     try:
         for j, job in enumerate(spec["jobs"]):
-            if j:
-                harness.clear_all()
-            harness.run_job(j, job)
+            if not harness.run_job(j, job):
+                return  # not proven clean: the jobs left are judged elsewhere
     finally:
         zygote.close()
     harness.emit({"all_done": True})

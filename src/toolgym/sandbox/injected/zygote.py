@@ -140,7 +140,13 @@ def _serve(sock):
             if not msg:
                 os._exit(0)
             req = json.loads(msg)
-            pid = os.fork()
+            try:
+                pid = os.fork()
+            except OSError as e:  # the process table is full: that test cannot run, the zygote goes on
+                for fd2 in fds:
+                    os.close(fd2)
+                sock.send(json.dumps({"pid": -1, "error": str(e)}).encode())
+                continue
             if pid == 0:
                 try:
                     sock.close()
@@ -186,6 +192,10 @@ def serve(sock):
     _serve(sock)
 
 
+class ZygoteDied(RuntimeError):
+    """The fork server is gone: no test can run in this harness any more."""
+
+
 class Zygote:
     """The harness's handle on the fork server, which it forks before it reads the spec: the
     server holds none of it."""
@@ -213,7 +223,7 @@ class Zygote:
     def _recv(self):
         msg = self.sock.recv(65536)
         if not msg:
-            raise RuntimeError("the judge zygote died")
+            raise ZygoteDied("the judge zygote died")
         return json.loads(msg)
 
     def pump(self):
@@ -230,6 +240,7 @@ class Zygote:
             os.close(fd)
 
     def next_pid(self):
+        """The next child's pid, or -1 when it could not be forked."""
         while True:
             m = self.pump()
             if "pid" in m and "exit" not in m:

@@ -22,9 +22,11 @@ if TYPE_CHECKING:
     from toolgym.training.data_parallel import DistInfo
 
 
-#: episodes that ended for a reason outside the policy's output (a sampler, sandbox or env exception, or
-#: the episode's wall-time limit): their reward 0 says nothing about the policy, so they do not train and
-#: are never anyone's peer (counted as ``infra_failures``)
+#: episodes that ended for a reason no program could have caused (an exception: a sampler failure, an
+#: InfrastructureError such as a sandbox fault that a control run saw too, a bug; or a sampling call over its
+#: limit): their reward says nothing about the policy, so they do not train and are never anyone's peer
+#: (counted as ``infra_failures``). A program's own failures are scored, at 0: its sandbox failing under it,
+#: and an episode over its own environment time ("time_limit"). See docs/threat-model.md.
 INFRA_FAILURES = ("error", "timeout")
 
 
