@@ -182,7 +182,7 @@ class RolloutRunner:
                 sample = await _sample_timed(self._generate(context, params), lim.max_sample_s)
                 timings["generate_s"] += time.perf_counter() - t
                 self._append(traj, context, sample.token_ids, sample.logprobs, model=True)
-                text = self.template.decode_turn(sample.token_ids)
+                text = _decode_turn(self.template, sample.token_ids)
                 traj.turns.append({"role": "assistant", "content": text, "finish_reason": sample.finish_reason})
                 if not sample.token_ids:
                     traj.metadata["empty_turns"] = traj.metadata.get("empty_turns", 0) + 1
@@ -372,11 +372,21 @@ async def _sample_timed(coro: Any, seconds: float | None) -> Any:
 def _use_tool_format(env: Any, template: ChatTemplate) -> None:
     """Tell an environment that reads tool calls which format the model writes (its template's, or the
     run's override): `ToolEnv.use_tool_format`, or the same method on any env, wrapped or not."""
+    parser = getattr(template, "tool_parser", None)
+    if parser is None:  # a template without a tool-call format of its own: the env keeps its parser
+        return
     for obj in (env, getattr(env, "unwrapped", None)):
         fn = getattr(obj, "use_tool_format", None)
         if callable(fn):
-            fn(template.tool_parser)
+            fn(parser)
             return
+
+
+def _decode_turn(template: Any, ids: list[int]) -> str:
+    """A sampled turn as text: `ChatTemplate.decode_turn` (the format's markers kept), or a plain decode
+    without special tokens for a template that has no tool-call format of its own."""
+    fn = getattr(template, "decode_turn", None)
+    return fn(ids) if callable(fn) else template.decode(ids, skip_special_tokens=True)
 
 
 async def _reset(env: Any, spec: TaskSpec) -> tuple[Any, dict]:
