@@ -282,3 +282,23 @@ def test_continuous_decode_on_the_device(tiny_dir, device):
         assert [x.token_ids for x in got] == [x.token_ids for x in want]
         for g, w in zip(got, want, strict=True):
             assert g.logprobs == pytest.approx(w.logprobs, abs=1e-4)
+
+
+def test_a_request_cancelled_before_the_loop_starts_never_runs(sampler):
+    # A time limit can cancel a request in the one loop iteration it waits for others to join its prefill; its
+    # rows must not then decode for nobody, and the loop must still serve the next request.
+    trace = Trace(sampler)
+    prompt = _ids(sampler, "hello")
+
+    async def cancel_first_then_ask_again():
+        first = asyncio.create_task(sampler.agenerate([prompt], SamplingParams(max_tokens=50, seed=0)))
+        while not sampler._queue._pending:  # until the first request is queued and yields, waiting for others
+            await asyncio.sleep(0)
+        first.cancel()
+        second = await asyncio.wait_for(sampler.agenerate([prompt], SamplingParams(max_tokens=2, seed=1)), 60)
+        return first, second
+
+    first, second = asyncio.run(cancel_first_then_ask_again())
+    assert first.cancelled() and len(second[0][0].token_ids) == 2
+    ran = [(f, n) for _, rows in trace.steps for f, n, _ in rows]
+    assert len({f for f, _ in ran}) == 1 and max(n for _, n in ran) == 2  # only the second request's row ran

@@ -150,26 +150,29 @@ class ContinuousBatcher:
     `step_hook(step, rows)`, when set, is called on the worker thread after each step with the rows that got a
     token in it (instrumentation for tests and tracing; it must not block for long)."""
 
-    def __init__(self, engine: StepEngine, make_rows: Callable[[Request], list[Any]], max_rows: int = 32) -> None:
+    def __init__(self, engine: StepEngine, make_rows: Callable[[Request], list[StepRow]], max_rows: int = 32) -> None:
         if max_rows < 1:
             raise ValueError("max_rows must be >= 1")
         self._engine = engine
         self._make_rows = make_rows
         self._max_rows = max_rows
-        self._pending: deque[Any] = deque()
+        self._pending: deque[StepRow] = deque()
         self._lock = threading.Lock()
         self._running = False
         self._step_lock = threading.Lock()
         self.steps = 0
         self.batch_sizes: list[int] = []  # rows per decode step, most recent last (observability)
-        self.step_hook: Callable[[int, list[Any]], None] | None = None
+        self.step_hook: Callable[[int, list[StepRow]], None] | None = None
 
     async def submit(self, prompt: list[int], params: SamplingParams) -> list[Sample]:
         """`params.n` samples of `prompt`; cancelling the awaiting task takes its rows out of the batch."""
         fut = self.enqueue(prompt, params, start=False)
         try:  # let episodes that become ready in this same loop iteration prefill together with this one
             await asyncio.sleep(0)
-        finally:  # even when this caller is cancelled there: someone must run the rows already queued
+        except BaseException:  # cancelled there (a time limit): its rows must not run for nobody
+            fut.cancel()
+            raise
+        finally:  # the worker may be needed by rows queued by others meanwhile
             self._start()
         return await asyncio.wrap_future(fut)
 

@@ -17,8 +17,8 @@ from toolgym.agents._hf_rows import Row, draw
 
 
 def supports_merging(model: Any) -> bool:
-    """True when the model's KV cache is plain full-attention `DynamicLayer`s (transformers >= 4.54): those can
-    be padded, concatenated and sliced along the batch. Sliding-window, linear-attention or quantized layers
+    """True when the model's KV cache is plain full-attention `DynamicLayer`s (the layered `DynamicCache` of
+    recent transformers): those can be padded, concatenated and sliced along the batch. Sliding-window, linear-attention or quantized layers
     (and older transformers) cannot; the sampler then batches statically."""
     try:
         from transformers.cache_utils import DynamicCache, DynamicLayer

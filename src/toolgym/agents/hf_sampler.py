@@ -10,7 +10,7 @@ episodes a short turn never waits for a long one. transformers' own `ContinuousB
 it samples every request from the global torch generator (no per-request seed), applies one greedy-or-sample
 mode to all requests, and has no stop strings. `batching="static"` keeps the older scheduler (a batch runs
 until its longest row ends), which models whose KV cache cannot be merged (sliding-window or linear-attention
-layers, transformers older than 4.54) fall back to.
+layers, transformers before the layered DynamicCache) fall back to.
 """
 
 from __future__ import annotations
@@ -33,12 +33,14 @@ class HFSampler(Sampler):
     None means auto for a name and the model's own device for a loaded model. The model and every
     input go to that device (sampling itself runs on the CPU logits of the last position).
 
-    `max_batch_size` caps the rows (samples) decoding at once. `batching` is continuous | static | auto
-    (continuous where the model's cache allows it). Seeded requests give the same tokens whatever else shares
-    the batch: each row draws from its own generator, seeded by the request's seed and its sample index. What
-    batch composition can change is float reduction order (matrix shapes differ), so logits and log-probs
-    differ in the last bits (~1e-6) and a sampled token flips only when its random draw falls that close to
-    the boundary between two tokens (or a greedy row's top two logits are that close).
+    `max_batch_size` caps the rows (samples) decoding at once (with `batching="static"`: the requests per
+    decode loop). `batching` is continuous | static | auto (continuous where the model's cache allows it).
+
+    Seeded requests give the same tokens whatever else shares the batch: each row draws from its own
+    generator, seeded by the request's seed and its sample index. What batch composition can change is float
+    reduction order (matrix shapes differ), so logits and log-probs differ in the last bits (~1e-6), and a
+    sampled token flips only when its random draw falls that close to the boundary between two tokens (or a
+    greedy row's two best logits are that close); after a flip the row's continuation differs.
     """
 
     name = "hf"
@@ -100,8 +102,8 @@ class HFSampler(Sampler):
         self._fwd_extra = {"logits_to_keep": 1} if "logits_to_keep" in fwd else {}
         mergeable = supports_merging(self.model)
         if batching == "continuous" and not mergeable:
-            raise ValueError("batching='continuous' needs a KV cache of full-attention DynamicLayers (transformers "
-                             ">= 4.54, no sliding-window or linear-attention layers); use batching='static'")
+            raise ValueError("batching='continuous' needs a KV cache of full-attention DynamicLayers (no "
+                             "sliding-window or linear-attention layers); use batching='static'")
         self.batching = "continuous" if batching != "static" and mergeable else "static"
         self._queue: BatchQueue | ContinuousBatcher
         if self.batching == "continuous":
