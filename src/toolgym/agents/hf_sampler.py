@@ -1,17 +1,28 @@
-"""HFSampler: transformers on CPU (or one GPU), batched, with a KV cache.
+"""HFSampler: transformers on CPU (or one GPU), continuously batched, with a KV cache.
 
 A hand-written decode loop instead of `model.generate`, because each row of a batch may carry its own
 temperature/top-k/top-p/max_tokens/stop/seed (episodes of different groups share batches), and the
 behaviour log-probs must be those of the processed distribution each token was actually drawn from.
+
+Continuous batching (the default): rows join the running decode loop at the next step (their prompts
+prefilled, their keys/values merged into the batch's cache) and leave when they end, so in multi-turn
+episodes a short turn never waits for a long one. transformers' own `ContinuousBatchingManager` is not used:
+it samples every request from the global torch generator (no per-request seed), applies one greedy-or-sample
+mode to all requests, and has no stop strings. `batching="static"` keeps the older scheduler (a batch runs
+until its longest row ends), which models whose KV cache cannot be merged (sliding-window or linear-attention
+layers, transformers before the layered DynamicCache) fall back to.
 """
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 from typing import Any
 
-from toolgym.agents._batching import BatchQueue, Request
-from toolgym.agents.sampling import ContextOverflow, Sample, Sampler, SamplerError, SamplingParams
+from toolgym.agents._batching import BatchQueue, ContinuousBatcher, Request
+from toolgym.agents.sampling import Sample, Sampler, SamplerError, SamplingParams
+
+BATCHING = ("auto", "continuous", "static")
 
 
 class HFSampler(Sampler):
@@ -20,7 +31,17 @@ class HFSampler(Sampler):
     A name is resolved like every model name in toolgym (an existing local path, a toolgym asset, or a
     Hugging Face Hub id; see `toolgym.assets.resolve_model`). `device` is auto | cpu | cuda | cuda:N;
     None means auto for a name and the model's own device for a loaded model. The model and every
-    input go to that device (sampling itself runs on the CPU logits of the last position)."""
+    input go to that device (sampling itself runs on the CPU logits of the last position).
+
+    `max_batch_size` caps the rows (samples) decoding at once (with `batching="static"`: the requests per
+    decode loop). `batching` is continuous | static | auto (continuous where the model's cache allows it).
+
+    Seeded requests give the same tokens whatever else shares the batch: each row draws from its own
+    generator, seeded by the request's seed and its sample index. What batch composition can change is float
+    reduction order (matrix shapes differ), so logits and log-probs differ in the last bits (~1e-6), and a
+    sampled token flips only when its random draw falls that close to the boundary between two tokens (or a
+    greedy row's two best logits are that close); after a flip the row's continuation differs.
+    """
 
     name = "hf"
 
@@ -34,14 +55,18 @@ class HFSampler(Sampler):
         max_batch_size: int = 32,
         max_model_len: int | None = None,
         eos_token_ids: list[int] | None = None,
+        batching: str = "auto",
     ) -> None:
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
         from toolgym._assets.names import load_error
+        from toolgym.agents._decode_batch import DecodeBatch, supports_merging
         from toolgym.assets import resolve_model
         from toolgym.devices import resolve_device
 
+        if batching not in BATCHING:
+            raise ValueError(f"batching must be one of {BATCHING}, not {batching!r}")
         if device is None and not isinstance(model, str):  # a loaded model samples where it lives
             params = next(iter(model.parameters()), None)
             dev: Any = params.device if params is not None else torch.device("cpu")
@@ -70,53 +95,79 @@ class HFSampler(Sampler):
         self.max_model_len = max_model_len or getattr(cfg, "max_position_embeddings", None)
         self.eos_token_ids = set(eos_token_ids or _eos_ids(self.model, tokenizer))
         self.pad_id = _pad_id(self.model, tokenizer)
-        self._queue = BatchQueue(self._run_batch, max_batch=max_batch_size)
+        self.vocab_size = _vocab_size(self.model)
         # transformers 5.x renamed the KV-cache argument from past_key_values to cache
         fwd = inspect.signature(self.model.forward).parameters
         self._cache_kw = "cache" if "cache" in fwd else "past_key_values"
         self._fwd_extra = {"logits_to_keep": 1} if "logits_to_keep" in fwd else {}
+        mergeable = supports_merging(self.model)
+        if batching == "continuous" and not mergeable:
+            raise ValueError("batching='continuous' needs a KV cache of full-attention DynamicLayers (no "
+                             "sliding-window or linear-attention layers); use batching='static'")
+        self.batching = "continuous" if batching != "static" and mergeable else "static"
+        self._queue: BatchQueue | ContinuousBatcher
+        if self.batching == "continuous":
+            engine = DecodeBatch(self.model, dev, self.pad_id, self._cache_kw, self._fwd_extra)
+            self._queue = ContinuousBatcher(engine, self._rows, max_rows=max_batch_size)
+        else:
+            self._queue = BatchQueue(self._run_batch, max_batch=max_batch_size)
 
     async def agenerate(self, prompts: list[list[int]], params: SamplingParams) -> list[list[Sample]]:
-        import asyncio
-
         for p in prompts:
             self.check_prompt(p, params)
         return list(await asyncio.gather(*(self._queue.submit(list(p), params) for p in prompts)))
 
     def update_weights(self, state_dict: dict[str, Any]) -> None:
-        """Take new weights from the trainer in place (names as in the HF model's state_dict)."""
-        missing, unexpected = self.model.load_state_dict(state_dict, strict=False)
+        """Take new weights from the trainer in place (names as in the HF model's state_dict), between steps."""
+        with self._queue.paused():
+            missing, unexpected = self.model.load_state_dict(state_dict, strict=False)
         if unexpected:
             raise SamplerError(f"update_weights: unknown parameter names {unexpected[:3]}...")
 
     # -- engine side (worker thread) ------------------------------------------------------------------
 
+    def _rows(self, req: Request) -> list[Any]:
+        """The request's rows, one per sample; raises SamplerError for a prompt the model cannot take."""
+        from toolgym.agents._hf_rows import Row
+
+        sp = req.params
+        limit = self.check_prompt(req.prompt, sp)
+        bad = next((t for t in req.prompt if not 0 <= t < self.vocab_size), None)
+        if bad is not None:
+            raise SamplerError(f"prompt token id {bad} is outside the model's vocabulary of {self.vocab_size}")
+        tok = self.tokenizer
+        decode = (lambda ids: tok.decode(ids, skip_special_tokens=False)) if tok is not None else None
+        eos = frozenset(self.eos_token_ids)
+        stop = eos | frozenset(sp.stop_token_ids)
+        return [Row(list(req.prompt), sp, j, limit, stop, eos, decode) for j in range(sp.n)]
+
     def _run_batch(self, requests: list[Request]) -> list[list[Sample] | BaseException]:
-        rows: list[tuple[int, int, list[int], SamplingParams]] = []  # (request index, sample index, prompt, params)
+        """The static path: one decode loop over all rows of `requests` until the last one ends."""
         out: list[list[Sample] | BaseException] = [[] for _ in requests]
+        rows: list[tuple[int, Any]] = []
         for i, req in enumerate(requests):
             try:
-                self.check_prompt(req.prompt, req.params)
-            except ContextOverflow as exc:
+                rows += [(i, r) for r in self._rows(req)]
+            except SamplerError as exc:
                 out[i] = exc
-                continue
-            for j in range(req.params.n):
-                rows.append((i, j, req.prompt, req.params))
         if rows:
-            samples = self._decode(rows)
-            for (i, _j, _p, _params), s in zip(rows, samples, strict=True):
+            self._decode([r for _, r in rows])
+            for i, r in rows:
                 res = out[i]
-                assert isinstance(res, list)
-                res.append(s)
+                if r.error is not None:
+                    out[i] = SamplerError(f"sampling failed: {type(r.error).__name__}: {r.error}")
+                elif isinstance(res, list):
+                    res.append(r.sample())
         return out
 
-    def _decode(self, rows: list[tuple[int, int, list[int], SamplingParams]]) -> list[Sample]:
+    def _decode(self, rows: list[Any]) -> None:
         import torch
+
+        from toolgym.agents._hf_rows import draw
 
         dev = self.device
         B = len(rows)
-        prompts = [r[2] for r in rows]
-        params = [r[3] for r in rows]
+        prompts = [r.prompt for r in rows]
         L = max(len(p) for p in prompts)
         ids = torch.full((B, L), self.pad_id, dtype=torch.long)
         attn = torch.zeros((B, L), dtype=torch.long)
@@ -124,25 +175,6 @@ class HFSampler(Sampler):
             ids[b, L - len(p) :] = torch.tensor(p)
             attn[b, L - len(p) :] = 1
         ids, attn = ids.to(dev), attn.to(dev)
-        limits = [self.check_prompt(p, sp) for p, sp in zip(prompts, params, strict=True)]
-        gens = []
-        for (_i, j, _p, sp) in rows:
-            g = torch.Generator(device="cpu")
-            if sp.seed is not None:
-                g.manual_seed(int(sp.seed) * 1_000_003 + j)
-            else:
-                g.seed()
-            gens.append(g)
-        temps = torch.tensor([sp.temperature for sp in params], dtype=torch.float32)
-        top_k = [sp.top_k for sp in params]
-        top_p = torch.tensor([sp.top_p for sp in params], dtype=torch.float32)
-        stop_ids = [self.eos_token_ids | set(sp.stop_token_ids) for sp in params]
-        max_stop = max((len(s) for sp in params for s in sp.stop), default=0)
-
-        toks: list[list[int]] = [[] for _ in range(B)]
-        lps: list[list[float]] = [[] for _ in range(B)]
-        finish: list[str | None] = [None] * B
-        stop_reason: list[str | int | None] = [None] * B
         pos = (attn.cumsum(-1) - 1).clamp(min=0)
         past = None
         cur_ids, cur_pos = ids, pos
@@ -152,70 +184,13 @@ class HFSampler(Sampler):
                 out = self.model(input_ids=cur_ids, attention_mask=attn, position_ids=cur_pos, use_cache=True,
                                  **self._fwd_extra, **{cache_kw: past})
                 past = getattr(out, cache_kw)
-                logits = out.logits[:, -1, :].float().cpu()
-                nxt, lp = _sample_rows(logits, temps, top_k, top_p, gens, finish)
-                for b in range(B):
-                    if finish[b] is not None:
-                        continue
-                    t = int(nxt[b])
-                    toks[b].append(t)
-                    lps[b].append(float(lp[b]))
-                    if t in stop_ids[b]:
-                        finish[b], stop_reason[b] = "stop", (None if t in self.eos_token_ids else t)
-                    elif params[b].stop and self.tokenizer is not None:
-                        tail = self.tokenizer.decode(toks[b][-(max_stop + 8) :], skip_special_tokens=False)
-                        hit = next((s for s in params[b].stop if s in tail), None)
-                        if hit is not None:
-                            finish[b], stop_reason[b] = "stop", hit
-                    if finish[b] is None and len(toks[b]) >= limits[b]:
-                        finish[b] = "length"
-                if all(f is not None for f in finish):
+                draw(out.logits[:, -1, :].float().cpu(), rows)
+                if all(r.ended for r in rows):
                     break
-                feed = torch.tensor([toks[b][-1] if toks[b] else self.pad_id for b in range(B)], dtype=torch.long)
+                feed = torch.tensor([r.tokens[-1] if r.tokens else self.pad_id for r in rows], dtype=torch.long)
                 cur_ids = feed.view(B, 1).to(dev)
                 attn = torch.cat([attn, torch.ones((B, 1), dtype=attn.dtype, device=dev)], dim=1)
                 cur_pos = cur_pos[:, -1:] + 1
-        return [
-            Sample(
-                token_ids=toks[b],
-                logprobs=lps[b],
-                finish_reason=finish[b] or "length",
-                logprob_kind=params[b].logprob_kind(),
-                stop_reason=stop_reason[b],
-            )
-            for b in range(B)
-        ]
-
-
-def _sample_rows(logits, temps, top_k, top_p, gens, finish):  # type: ignore[no-untyped-def]
-    """Draw one token per row from its processed distribution; return (tokens, log-probs of those tokens)."""
-    import torch
-
-    B, V = logits.shape
-    greedy = temps <= 0
-    scaled = logits / torch.where(greedy, torch.ones_like(temps), temps).unsqueeze(1)
-    if any(k > 0 for k in top_k):
-        ks = torch.tensor([min(k, V) if k > 0 else V for k in top_k])
-        kth = torch.sort(scaled, dim=-1, descending=True).values.gather(1, (ks - 1).unsqueeze(1))
-        scaled = scaled.masked_fill(scaled < kth, float("-inf"))
-    if bool((top_p < 1).any()):
-        sorted_logits, order = torch.sort(scaled, dim=-1, descending=True)
-        probs = torch.softmax(sorted_logits, dim=-1)
-        before = probs.cumsum(-1) - probs  # mass strictly above each token
-        drop = before >= top_p.unsqueeze(1)
-        drop[:, 0] = False
-        sorted_logits = sorted_logits.masked_fill(drop, float("-inf"))
-        scaled = torch.full_like(scaled, float("-inf")).scatter(1, order, sorted_logits)
-    logp = torch.log_softmax(scaled, dim=-1)
-    nxt = torch.empty(B, dtype=torch.long)
-    for b in range(B):
-        if finish[b] is not None:
-            nxt[b] = 0
-        elif bool(greedy[b]):
-            nxt[b] = int(torch.argmax(logits[b]))
-        else:
-            nxt[b] = int(torch.multinomial(logp[b].exp(), 1, generator=gens[b]))
-    return nxt, logp.gather(1, nxt.unsqueeze(1)).squeeze(1)
 
 
 def _eos_ids(model: Any, tokenizer: Any) -> list[int]:
@@ -241,3 +216,9 @@ def _pad_id(model: Any, tokenizer: Any) -> int:
             return v
     eos = _eos_ids(model, tokenizer)
     return eos[0] if eos else 0
+
+
+def _vocab_size(model: Any) -> int:
+    emb = model.get_input_embeddings() if hasattr(model, "get_input_embeddings") else None
+    n = getattr(emb, "num_embeddings", None)
+    return int(n) if isinstance(n, int) else int(model.config.vocab_size)

@@ -171,8 +171,9 @@ def make_sampler(cfg: BenchConfig) -> tuple[Any, Any]:
     template = ChatTemplate(tok_path, tool_parser=cfg.tool_parser)
     if cfg.sampler == "hf":
         # One decode batch per chunk of prompts: two sequential batches of half the size cost
-        # nearly twice as many decode steps on CPU.
-        options: dict[str, Any] = {"tokenizer": template.tokenizer, "max_batch_size": _generate_chunk(cfg),
+        # nearly twice as many decode steps on CPU. max_batch_size counts rows (samples), not prompts.
+        options: dict[str, Any] = {"tokenizer": template.tokenizer,
+                                   "max_batch_size": _generate_chunk(cfg) * cfg.samples,
                                    "device": cfg.device}
     elif cfg.sampler == "vllm":  # the engine's compiled graphs (no eager default) for throughput
         options = {"seed": cfg.seed, "enforce_eager": False}
