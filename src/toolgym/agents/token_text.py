@@ -39,7 +39,7 @@ def write_token_text(path: str | os.PathLike, pieces: dict[int, str], tokenizer:
     side = token_text_path(path)
     tmp = side.with_name(side.name + ".tmp")
     doc = {"kind": KIND, "tokenizer": tokenizer, "pieces": {str(k): v for k, v in sorted(pieces.items())}}
-    tmp.write_text(json.dumps(doc, ensure_ascii=False) + "\n", encoding="utf-8")
+    tmp.write_text(json.dumps(doc, ensure_ascii=True) + "\n", encoding="utf-8")
     os.replace(tmp, side)
     return side
 
