@@ -97,3 +97,30 @@ def test_episode_view_sets_tool_calls_and_results_apart():
     # positions outside the response, or not numbers, are dropped
     assert v["train"]["clip"] == {"high": [], "low": [0, 2], "dual": []} and v["train"]["advantage"] == -0.5
     assert json.loads(v["meta"]) == {"sampler": "hf"}
+
+
+def test_calls_are_read_back_from_the_text_when_a_result_answers_them():
+    """The runner stores assistant turns as text: the view reads calls back with the model's format (or fenced
+    python blocks) and keeps those a tool result answers, i.e. those the environment ran."""
+    hermes = '<tool_call>{"name": "calc", "arguments": {"expr": "2+2"}}</tool_call>'
+    turns = [{"role": "user", "content": "q"},
+             {"role": "assistant", "content": "```python\nprint(1)\n```"},
+             {"role": "tool", "name": "python", "tool_call_id": "call_1_0", "content": "1"},
+             {"role": "assistant", "content": f"now {hermes}"},
+             {"role": "tool", "name": "calc", "tool_call_id": "call_2_0", "content": "4"},
+             {"role": "assistant", "content": f"not run: {hermes} Answer: 4"}]
+    t = _traj(0, turns=turns).to_dict()
+    t["metadata"] = {"tool_parser": "hermes"}
+    v = episode_view(t, 0, with_tokens=False)["turns"]
+    assert v[1]["calls"] == [{"name": "python", "id": "call_1_0", "code": "print(1)\n", "args": None, "parsed": True}]
+    assert v[3]["calls"] == [{"name": "calc", "id": "call_2_0", "code": None, "args": json.dumps({"expr": "2+2"}, indent=1),
+                              "parsed": True}]
+    assert v[5]["calls"] == []  # no result answers it: the environment did not run it
+
+
+def test_index_counts_only_clipped_positions_inside_the_response(tmp_path):
+    path = tmp_path / "r.jsonl"
+    train = {"advantage": [0.5, None, 1.5], "clip": {"low": [2, 0, 99, -1, "x"], "high": [0], "other": [1]}}
+    write_jsonl(path, [_traj(0, metadata={"train": train})])
+    cols = build_index(path).columns
+    assert cols["x"] == [2] and cols["a"] == [1.0]  # per-token advantages: their mean

@@ -58,6 +58,38 @@ def turn_view(m: Any) -> dict[str, Any]:
     return out
 
 
+def _parser(fmt: Any) -> Any:
+    from toolgym.envs.parsing import FORMATS, get_parser
+
+    return get_parser(f"{fmt if fmt in FORMATS else 'hermes'}+python")
+
+
+def turns_view(turns: list[Any], fmt: Any) -> list[dict[str, Any]]:
+    """All messages. The rollout runner stores an assistant turn as text; its calls are read back from that text
+    with the model's format (`metadata["tool_parser"]`) or fenced python blocks, and kept only when a tool
+    result answers their id (what the environment ran), so nothing is shown as a call that did not run."""
+    out = [turn_view(m) for m in turns]
+    parser = None
+    n_assistant = 0
+    for k, (m, v) in enumerate(zip(turns, out, strict=True)):
+        if v["role"] != "assistant":
+            continue
+        n_assistant += 1
+        if v["calls"] or not isinstance(m.get("content"), str):
+            continue
+        answered = set()
+        for later in out[k + 1:]:
+            if later["role"] != "tool":
+                break
+            answered.add(later.get("call_id"))
+        if not answered - {None}:
+            continue
+        parser = parser or _parser(fmt)
+        parsed = parser.parse(m["content"], n_assistant)
+        v["calls"] = [{**_call(c.to_dict()), "parsed": True} for c in parsed.calls if c.id in answered]
+    return out
+
+
 def _train(train: Any, n: int) -> dict[str, Any] | None:
     """What a training step recorded (training/step_rollouts.py): the advantage (one number, or one per
     token) and the response positions the trust-region clip cut in at least one update pass."""
@@ -82,7 +114,7 @@ def episode_view(obj: dict[str, Any], i: int, with_tokens: bool) -> dict[str, An
         "reward": finite(obj.get("reward")), "reward_text": _text(obj.get("reward")),
         "breakdown": [[_text(k), finite(v)] for k, v in (obj.get("reward_breakdown") or {}).items()],
         "finish": _text(obj.get("finish_reason")), "error": _text(obj.get("error")) or None,
-        "turns": [turn_view(m) for m in obj.get("turns") or []],
+        "turns": turns_view(list(obj.get("turns") or []), meta.get("tool_parser")),
         "tools": [_text((t.get("function") or t).get("name")) for t in meta.get("tools") or []
                   if isinstance(t, dict) and isinstance(t.get("function") or t, dict)],
         "meta": _text({k: v for k, v in meta.items() if k not in ("tools", "train")}),

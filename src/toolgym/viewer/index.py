@@ -86,7 +86,7 @@ def _summary(obj: dict[str, Any]) -> dict[str, Any]:
     assistant = [m for m in turns if isinstance(m, dict) and m.get("role") == "assistant"]
     train = (obj.get("metadata") or {}).get("train")
     row = {"r": finite(obj.get("reward")), "n": len(assistant),
-           "c": sum(len(m.get("tool_calls") or []) for m in assistant),
+           "c": sum(1 for m in turns if isinstance(m, dict) and m.get("role") == "tool"),  # results: calls that ran
            "k": len(obj.get("response_ids") or []), "m": sum(1 for x in obj.get("loss_mask") or [] if x),
            "e": 1 if obj.get("error") else 0, "a": None, "x": 0}
     if isinstance(train, dict):
@@ -95,8 +95,9 @@ def _summary(obj: dict[str, Any]) -> dict[str, Any]:
             vals = [v for v in (finite(a) for a in adv) if v is not None]
             adv = sum(vals) / len(vals) if vals else None
         row["a"] = finite(adv)
-        clip = train.get("clip") or {}
-        row["x"] = len({p for kind in ("high", "low", "dual") for p in clip.get(kind) or []})
+        clip = train.get("clip") if isinstance(train.get("clip"), dict) else {}
+        row["x"] = len({p for kind in ("high", "low", "dual") for p in clip.get(kind) or []
+                        if isinstance(p, int) and 0 <= p < row["k"]})
     return row
 
 

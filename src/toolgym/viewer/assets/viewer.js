@@ -186,6 +186,7 @@
     head.appendChild(el("span", "arrow", "\u21e2 tool call "));
     head.appendChild(el("code", "fn", call.name));
     if (call.id) head.appendChild(el("span", "dim", "  id " + call.id));
+    if (call.parsed) head.appendChild(el("span", "dim", " \u00b7 read from the text above"));
     box.appendChild(head);
     if (call.code !== null && call.code !== undefined) box.appendChild(el("pre", "code", call.code));
     if (call.args !== null && call.args !== undefined) box.appendChild(el("pre", "args", call.args));
@@ -303,7 +304,7 @@
     s.appendChild(badge("reward " + fmt(ix.r[i]), rewardClass(ix.r[i])));
     s.appendChild(badge(ix.finishes[ix.f[i]] || "(none)", "finish"));
     s.appendChild(el("span", "task", ix.tasks[ix.t[i]]));
-    s.appendChild(el("span", "dim", ix.n[i] + " turn" + (ix.n[i] === 1 ? "" : "s") + " \u00b7 " + ix.c[i] + " tool call" +
+    s.appendChild(el("span", "dim", ix.n[i] + " turn" + (ix.n[i] === 1 ? "" : "s") + " \u00b7 " + ix.c[i] + " tool result" +
       (ix.c[i] === 1 ? "" : "s") + " \u00b7 " + ix.m[i] + "/" + ix.k[i] + " tokens sampled"));
     if (ix.a && ix.a[i] !== null) s.appendChild(badge("adv " + fmt(ix.a[i]), rewardClass(ix.a[i])));
     if (ix.x && ix.x[i]) s.appendChild(badge(ix.x[i] + " clipped", "clipped"));
@@ -317,6 +318,7 @@
     var seq = ++renderSeq;
     var list = $("list");
     list.dataset.state = "loading";
+    list.dataset.renders = String(seq);
     var ids = filtered();
     var size = boot.pageSize;
     var pages = Math.max(1, Math.ceil(ids.length / size));
