@@ -49,6 +49,7 @@ def train_step(out: Path) -> Path:
                       direct_correct=0.3)
     cfg["rollout"].update(prompts_per_step=4, group_size=4, max_new_tokens=24, max_response_tokens=96, max_turns=3)
     cfg["rollout"]["env_kwargs"].update(max_turns=3, ops="+")
+    cfg["rollout"]["temperature"] = 0.3  # the warm-started model then closes its python blocks often enough to run
     cfg["rollout"]["env"] = register_signal_arith()
     train(load_config(cfg), console=False)
     return out / "rollouts" / "step-0001.jsonl"

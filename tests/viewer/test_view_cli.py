@@ -5,32 +5,15 @@ from __future__ import annotations
 import http.client
 import json
 import subprocess
-from collections.abc import Iterator
-from contextlib import contextmanager
-from pathlib import Path
 
 from typer.testing import CliRunner
 
 from toolgym.agents.storage import write_jsonl
 from toolgym.cli import app
 
+from .cli_util import serving
 from .files import TOOLGYM
 from .test_index import _traj
-
-
-@contextmanager
-def serving(path: Path, *extra: str) -> Iterator[tuple[str, int]]:
-    """`toolgym rollouts view PATH --serve --port 0` in a process of its own; yields (host, port)."""
-    proc = subprocess.Popen([TOOLGYM, "rollouts", "view", str(path), "--serve", "--port", "0", *extra],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        line = proc.stdout.readline()
-        assert " at http://127.0.0.1:" in line, (line, proc.stderr.read() if proc.poll() is not None else "")
-        port = int(line.split("http://127.0.0.1:")[1].split("/")[0])
-        yield "127.0.0.1", port
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
 
 
 def _get(port: int, path: str, host: str | None = None) -> tuple[int, dict[str, str], bytes]:
@@ -59,7 +42,7 @@ def test_server_answers_pages_of_episodes_on_loopback_only(tmp_path):
     path = tmp_path / "run.jsonl"
     write_jsonl(path, [_traj(i, task_id=f"marker-{i}", turns=[{"role": "user", "content": f"turn-{i}"}])
                        for i in range(12)])
-    with serving(path) as (_, port):
+    with serving(path) as port:
         status, headers, body = _get(port, "/")
         assert status == 200 and headers["Content-Type"].startswith("text/html")
         assert "script-src 'nonce-" in headers["Content-Security-Policy"] and "connect-src 'self'" in body.decode()
