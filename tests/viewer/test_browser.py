@@ -76,8 +76,19 @@ def test_training_step_shows_turns_tools_and_token_colours(step_file, tmp_path, 
                             ".map(s => getComputedStyle(s).backgroundColor)")
         want = "22, 163, 74" if t.metadata["train"]["advantage"] > 0 else "220, 38, 38"
         assert colours and all(want in c for c in colours), (i, colours[:3])
+    # each kind of clip has its own box colour (the legend's)
+    boxes = page.eval("[...document.querySelectorAll('.tok.clip')].map(s => [s.className.split('clip-')[1],"
+                      " getComputedStyle(s).outlineColor, getComputedStyle(s).outlineStyle])")
+    rgb = {"high": "rgb(234, 88, 12)", "low": "rgb(124, 58, 237)", "dual": "rgb(190, 18, 60)"}
+    assert all(colour == rgb[kind] and style == "solid" for kind, colour, style in boxes), boxes[:5]
     tip = page.eval("document.querySelector('.tok.clip').title")
     assert "clipped (" in tip and "log-prob" in tip and "advantage" in tip
+    # the screenshot: the task of the first episode the clip cut (the first mini-batch's groups have none)
+    task = next(t.task_id for t in trajs if any(t.metadata["train"]["clip"].values()))
+    n = renders(page)
+    page.paste("#f-task", task)
+    settle(page, n)
+    assert {c["task"] for c in shown(page)} == {task} and count(".tok.clip") > 0
     shot = page.screenshot(tmp_path / "training-step.png", height=1500)
     keep(shot, "viewer_training_step.png")
     assert not page.exceptions() and not page.console()
