@@ -222,7 +222,7 @@ def test_a_100_mb_file_opens_without_loading_it_whole(step_file, tmp_path, brows
     write_meta(big, {"env_id": "copies of a training step"})
     shutil.copyfile(str(step_file) + ".tokens.json", str(big) + ".tokens.json")
     html = tmp_path / "big.html"
-    printed = view_out(big, html)
+    printed = view_out(big, html, "--page-size", "200")
     chunks = sorted((tmp_path / "big_files").iterdir())
     assert "episode data in" in printed and len(chunks) > 50
     assert html.stat().st_size < size / 20  # the page: the index of every episode, no episode's turns
@@ -237,4 +237,16 @@ def test_a_100_mb_file_opens_without_loading_it_whole(step_file, tmp_path, brows
     assert {c["task"] for c in shown(page)} == {target}
     loaded = [u for u in page.requests() if "/big_files/" in u]
     assert loaded[0].endswith("chunk-00000.js") and len(loaded) == 2 and loaded[1].endswith(chunks[-1].name)
+    # a page of 200 episodes spread over many chunks (the best reward of each copy): every one of them drawn
+    top = max(r["reward"] for r in records)
+    n = renders(page)
+    page.click("#f-reset")
+    settle(page, n)
+    n = renders(page)
+    page.paste("#f-rmin", repr(top))
+    settle(page, n)
+    cards = shown(page)
+    assert len(cards) == 200 and all(float(c["reward"]) == top for c in cards)
+    assert page.eval("document.querySelectorAll('.ep-body .chat').length") == 200
+    assert len({u for u in page.requests() if "/big_files/" in u}) > 10
     assert not page.exceptions()

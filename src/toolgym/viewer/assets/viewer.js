@@ -149,8 +149,15 @@
     });
   }
 
+  // The episodes `ids`, from the cache or loaded; each answer is picked from as it arrives, so the cache's bound
+  // cannot drop an episode of this page while the other chunks of the page load.
   function load(ids) {
-    var missing = ids.filter(function (i) { return !cache.has(i); });
+    var got = new Map();
+    var missing = ids.filter(function (i) {
+      if (cache.has(i)) { got.set(i, cache.get(i)); return false; }
+      return true;
+    });
+    var wanted = new Set(missing);
     var jobs = [];
     if (boot.mode === "server") {
       for (var k = 0; k < missing.length; k += 50) {
@@ -163,12 +170,12 @@
     } else {
       Array.from(new Set(missing.map(chunkOf))).forEach(function (c) { jobs.push(loadChunk(c)); });
     }
-    return Promise.all(jobs).then(function (all) {
-      all.forEach(remember);
-      var got = new Map();
-      ids.forEach(function (i) { got.set(i, cache.get(i)); });
-      return got;
-    });
+    return Promise.all(jobs.map(function (job) {
+      return job.then(function (data) {
+        remember(data);
+        data.episodes.forEach(function (e) { if (wanted.has(e.i)) got.set(e.i, e); });
+      });
+    })).then(function () { return got; });
   }
 
   // -- drawing an episode ---------------------------------------------------------------------------------
