@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import socket
 import subprocess
 
 from typer.testing import CliRunner
@@ -73,10 +74,22 @@ def test_server_listens_on_127_0_0_1_and_nothing_else(tmp_path):
         server.server_close()
 
 
+def test_an_empty_file_gives_a_page_that_says_so(tmp_path):
+    path = tmp_path / "empty.jsonl"
+    write_jsonl(path, [])
+    res = CliRunner().invoke(app, ["rollouts", "view", str(path)])
+    assert res.exit_code == 0 and "0 episodes" in res.output
+    assert '"total":0' in (tmp_path / "empty.html").read_text()
+
+
 def test_bad_input_is_one_line(tmp_path):
     path = tmp_path / "run.jsonl"
     write_jsonl(path, [_traj(0)])
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen()
     cases = [([str(tmp_path / "missing.jsonl")], "cannot read rollout file"),
+             ([str(path), "--serve", "--port", str(taken.getsockname()[1])], "cannot listen on 127.0.0.1"),
              ([str(path), "--serve", "--out", str(tmp_path / "x.html")], "choose one"),
              ([str(path), "--out", str(tmp_path / "x.txt")], "must name an .html file")]
     bad = tmp_path / "bad.jsonl"
@@ -87,3 +100,4 @@ def test_bad_input_is_one_line(tmp_path):
         assert out.returncode != 0, args
         assert out.stderr.startswith("error:") and message in out.stderr, out.stderr
         assert len(out.stderr.strip().splitlines()) == 1 and "Traceback" not in out.stderr
+    taken.close()
