@@ -37,6 +37,8 @@ def test_out_writes_one_page_beside_the_file_by_default(tmp_path):
     assert (tmp_path / "run.html").read_text().startswith("<!doctype html>")
     res = CliRunner().invoke(app, ["rollouts", "view", str(path), "--out", str(tmp_path / "p.html"), "--inline-mb", "0"])
     assert res.exit_code == 0 and "episode data in" in res.output and (tmp_path / "p_files").is_dir()
+    res = CliRunner().invoke(app, ["rollouts", "view", str(path), "--out", str(tmp_path / "p.html"), "--json"])
+    assert json.loads(res.output) == {"page": str(tmp_path / "p.html"), "data_dir": None, "chunks": 1, "episodes": 5}
 
 
 def test_server_answers_pages_of_episodes_on_loopback_only(tmp_path):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import typer
@@ -18,6 +19,7 @@ def view(
     inline_mb: float = typer.Option(8.0, "--inline-mb", min=0.0,
                                     help="--out: episode data up to this size goes inside the page; more goes "
                                          "into a folder of chunks beside it"),
+    as_json: bool = typer.Option(False, "--json", help="say what was written (or where it serves) as one JSON line"),
 ) -> None:
     """Look at episodes in a browser: groups, rewards, the chat turn by turn with tool calls and results,
     and for training steps each token's behaviour log-prob, advantage and clipping."""
@@ -36,7 +38,10 @@ def view(
         except OSError as exc:
             raise ConfigError(f"--port {port}: cannot listen on 127.0.0.1 ({exc.strerror}); "
                               "pick another port, or --port 0 for any free one") from exc
-        typer.echo(f"{len(index)} episodes of {file} at {server.url} (Ctrl-C stops)", err=False)
+        if as_json:
+            typer.echo(json.dumps({"url": server.url, "episodes": len(index), "file": str(file)}))
+        else:
+            typer.echo(f"{len(index)} episodes of {file} at {server.url} (Ctrl-C stops)")
         try:
             server.serve_forever()
         except KeyboardInterrupt:
@@ -48,5 +53,9 @@ def view(
 
     res = write_static(index, out if out is not None else file.with_suffix(".html"), pieces,
                        inline_limit=int(inline_mb * (1 << 20)), page_size=page_size)
+    if as_json:
+        typer.echo(json.dumps({"page": str(res.page), "data_dir": str(res.data_dir) if res.data_dir else None,
+                               "chunks": res.chunks, "episodes": res.episodes}))
+        return
     where = f", episode data in {res.data_dir}/ ({res.chunks} chunks: keep it beside the page)" if res.data_dir else ""
     typer.echo(f"wrote {res.page}: {res.episodes} episodes{where}")
