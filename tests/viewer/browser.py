@@ -197,6 +197,13 @@ class Page:
             self.send("Input.dispatchKeyEvent", {"type": "keyDown", "key": ch, "text": ch, "unmodifiedText": ch})
             self.send("Input.dispatchKeyEvent", {"type": "keyUp", "key": ch})
 
+    def press(self, selector: str, key: str, code: int) -> None:
+        """Focus the element and press a key that types nothing (e.g. "ArrowDown", 40)."""
+        self.eval(f"document.querySelector({json.dumps(selector)}).focus()")
+        for kind in ("rawKeyDown", "keyUp"):
+            self.send("Input.dispatchKeyEvent", {"type": kind, "key": key, "code": key,
+                                                 "windowsVirtualKeyCode": code, "nativeVirtualKeyCode": code})
+
     def paste(self, selector: str, text: str) -> None:
         """Click into a field and put `text` in at once, as a paste does (one input event)."""
         self.click(selector)

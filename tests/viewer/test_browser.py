@@ -5,6 +5,7 @@ TOOLGYM_SCREENSHOTS=DIR they are copied there too (docs/ keeps the two the viewe
 from __future__ import annotations
 
 import json
+import math
 import os
 import shutil
 from collections.abc import Iterator
@@ -91,6 +92,19 @@ def test_training_step_shows_turns_tools_and_token_colours(step_file, tmp_path, 
     assert {c["task"] for c in shown(page)} == {task} and count(".tok.clip") > 0
     shot = page.screenshot(tmp_path / "training-step.png", height=1500)
     keep(shot, "viewer_training_step.png")
+    # colour by behaviour log-prob instead (the key a person presses on the focused choice)
+    n = renders(page)
+    page.press("#f-color", "ArrowDown", 40)
+    settle(page, n)
+    assert page.eval("document.getElementById('f-color').value") == "logp"
+    i = int(shown(page)[0]["i"])
+    alphas = page.eval(f"[...document.querySelectorAll('.ep[data-i=\"{i}\"] .tok.sampled')]"
+                       ".map(s => getComputedStyle(s).backgroundColor)")
+    logps = [lp for lp, m in zip(trajs[i].behavior_logprobs, trajs[i].loss_mask, strict=True) if m]
+    assert len(alphas) == len(logps)
+    for colour, lp in zip(alphas, logps, strict=True):  # darker blue for a less likely token
+        assert colour.startswith("rgba(37, 99, 235, ")
+        assert float(colour.split(",")[3].rstrip(")")) == pytest.approx(0.08 + 0.72 * (1 - math.exp(lp)), abs=0.01)
     assert not page.exceptions() and not page.console()
 
 
