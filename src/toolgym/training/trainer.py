@@ -468,17 +468,28 @@ class Trainer:
     def step(self, step: int, cursor: int, objective: Objective) -> dict[str, Any]:
         t0 = time.perf_counter()
         groups = self.rollouts(step, cursor)
-        if self.cfg.logging.save_rollouts:
-            from toolgym.training.step_rollouts import save_step_rollouts
-
-            save_step_rollouts(self.cfg, self.out, step + 1, groups, self.dist)
         t1 = time.perf_counter()
-        batch, prep = objective.prepare(self.ctx, groups)
-        prep.update(behaviour_gap(batch))
-        self._warn_infra(f"step {step + 1}", int(prep.get("infra_failures", 0)), len(batch.trajectories),
-                         "left out of training")
-        self.policy_sync.before_update()  # a vLLM engine on the trainer's GPU sleeps through the update
-        upd = self.update(batch, objective)
+        record = None
+        if self.cfg.logging.save_rollouts:  # the policy-gradient loss notes each row's advantage and clipped tokens
+            from toolgym.training.update_record import UpdateRecord
+
+            record = UpdateRecord()
+        try:
+            batch, prep = objective.prepare(self.ctx, groups)
+            if record is not None:
+                record.attach(batch.trajectories)
+                batch.extra["update_record"] = record
+            prep.update(behaviour_gap(batch))
+            self._warn_infra(f"step {step + 1}", int(prep.get("infra_failures", 0)), len(batch.trajectories),
+                             "left out of training")
+            self.policy_sync.before_update()  # a vLLM engine on the trainer's GPU sleeps through the update
+            upd = self.update(batch, objective)
+        finally:  # after the update, so the file has what it did; a failed update still leaves the rollouts
+            if record is not None:
+                from toolgym.training.step_rollouts import save_step_rollouts
+
+                save_step_rollouts(self.cfg, self.out, step + 1, groups, self.dist, record=record,
+                                   tokenizer=self.tokenizer)
         upd.update(objective.after_update(self.ctx))  # e.g. the EMA teacher follows the student once per step
         self.policy_sync.after_update()
         t2 = time.perf_counter()

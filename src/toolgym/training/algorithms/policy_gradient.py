@@ -10,7 +10,7 @@ from toolgym.training.advantages import group_advantages
 from toolgym.training.algorithms.base import Objective, RolloutBatch, StepContext, scored_rewards
 from toolgym.training.config import TrainConfig
 from toolgym.training.logprobs import response_logprobs
-from toolgym.training.losses import finite_rows, mismatch_weight, policy_loss
+from toolgym.training.losses import finite_rows, mismatch_weight, per_token_loss, policy_loss
 
 
 def normalisers(agg: str, token_count: float, seq_count: float) -> dict[str, float]:
@@ -83,4 +83,8 @@ class PolicyGradient(Objective):
                               seq_weight=w, metrics_on_device=True,
                               **normalisers(self.cfg.loss.agg, token_count, seq_count))
         m["rows_skipped_nonfinite"] = skipped
+        record = batch.extra.get("update_record")
+        if record is not None:  # logging.save_rollouts: the tokens this pass clipped, by the loss's own rule
+            terms = per_token_loss(logp.detach(), old, adv, mask, ratio=self.cfg.loss.ratio, clip=self.clip)
+            record.record(rows, adv, mask, terms.clip_high, terms.clip_low, terms.clip_dual)
         return loss, m
