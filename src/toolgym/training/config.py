@@ -190,6 +190,9 @@ class ModelConfig:
     # dropout (the model's and LoRA's) during policy updates; off by default: the old log-probs are computed
     # without it, so with it the ratio is not 1 on-policy and CTPO's cumulative ratio sums that noise
     update_dropout: bool = False
+    # log-probs of the sampled tokens: chunked (the LM head at response positions only, chunk by chunk,
+    # recomputed in backward: nothing of size [B, T, V] kept) or full (logits at every position, the old path)
+    logprob_head: Literal["chunked", "full"] = "chunked"
 
     def _check(self, p: str) -> None:
         _require(bool(self.name_or_path), f"{p}.name_or_path", "a model asset name, folder or id", self.name_or_path)

@@ -228,7 +228,8 @@ class Trainer:
         for i in range(0, len(trajs), mb):
             chunk = list(trajs[i : i + mb])
             with self.autocast():
-                lp, _ = response_logprobs(self.module, self.collate(chunk), temperature=self.score_temperature)
+                lp, _ = response_logprobs(self.module, self.collate(chunk), temperature=self.score_temperature,
+                                          head=self.cfg.model.logprob_head)
             lp = lp.float().cpu()  # one device-to-host copy per chunk
             for j, t in enumerate(chunk):
                 out.append(lp[j, : len(t.response_ids)])

@@ -1,0 +1,154 @@
+"""Log-probs of chosen tokens through a causal LM's head, chunk by chunk, never holding [N, V] for backward.
+
+Why: the plain path keeps each row's float32 log-softmax for backward, about N x V x 4 bytes (4.9 GB for one
+8k-token response at a 151,936-token vocabulary). Here the head runs on chunks of the N hidden states; the
+forward keeps per token only the log-sum-exp (and the entropy when asked), and backward recomputes each
+chunk's logits from the saved hidden states (as TRL's chunked log-prob head and Liger's fused linear
+cross-entropy do). Saved for backward: the [N, H] hidden states, the weight (a parameter: no copy), [N]
+floats. Transient: a few [chunk, V] buffers (``CHUNK_ELEMENTS``).
+
+Numerics follow the plain path: logits in the compute dtype (bf16 under autocast), then float32, the model's
+logit transform, then ``/ temperature`` and the log-softmax in float32. Gradients of the head's weight add up
+over chunks in float32.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+#: logits per chunk: 2**25 floats are 128 MiB in float32 (~220 tokens at Qwen's 151,936-token vocabulary)
+CHUNK_ELEMENTS = 1 << 25
+
+
+@dataclass(frozen=True)
+class Head:
+    """A linear LM head and the transform the model applies to its output:
+    ``logits = softcap * tanh(scale * (h W^T + b) / softcap)`` (no tanh when ``softcap`` is None)."""
+
+    weight: torch.Tensor  # [V, H]
+    bias: torch.Tensor | None = None
+    scale: float = 1.0  # Cohere's logit_scale, Granite's 1 / logits_scaling
+    softcap: float | None = None  # Gemma 2/3's final_logit_softcapping
+
+
+def token_logprobs(hidden: torch.Tensor, head: Head, targets: torch.Tensor, temperature: float = 1.0,
+                   with_entropy: bool = False, chunk: int | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """``([N] log p(target), [N] entropy or None)`` under ``softmax(logits / temperature)``, float32.
+
+    ``hidden``: [N, H] inputs of the head; ``targets``: [N] token ids. Differentiable in ``hidden`` and the
+    head's weight and bias; ``chunk`` tokens per chunk (default: ``CHUNK_ELEMENTS // V``)."""
+    if hidden.dim() != 2 or targets.shape != hidden.shape[:1]:
+        raise ValueError(f"hidden must be [N, H] and targets [N]; got {tuple(hidden.shape)}, {tuple(targets.shape)}")
+    vocab = head.weight.shape[0]
+    rows = chunk or max(1, CHUNK_ELEMENTS // vocab)
+    dtype = compute_dtype(hidden, head.weight)
+    logp, ent = _ChunkedLogprob.apply(hidden, head.weight, head.bias, targets, float(temperature), float(head.scale),
+                                      head.softcap, dtype, bool(with_entropy), int(rows))
+    return logp, (ent if with_entropy else None)
+
+
+def compute_dtype(hidden: torch.Tensor, weight: torch.Tensor) -> torch.dtype:
+    """The dtype the head's matmul runs in: autocast's where it is on for the device, else the weight's."""
+    kind = hidden.device.type
+    try:
+        if torch.is_autocast_enabled(kind):
+            return torch.get_autocast_dtype(kind)
+    except (RuntimeError, TypeError):  # a device type without autocast
+        pass
+    return weight.dtype
+
+
+def head_logits(hidden: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, scale: float,
+                softcap: float | None, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """``(float32 logits [n, V], tanh of the capped logits or None)``: the head as the model computes it."""
+    y = F.linear(hidden.to(dtype), weight.to(dtype), None if bias is None else bias.to(dtype)).float()
+    if scale != 1.0:
+        y = y * scale
+    if softcap is None:
+        return y, None
+    t = torch.tanh(y / softcap)
+    return t * softcap, t
+
+
+class _ChunkedLogprob(torch.autograd.Function):
+    """Forward: per chunk, logits -> log-sum-exp, the target's logit, the entropy. Backward: per chunk, the
+    logits again, then ``d log p_y / dz = 1[y] - p`` and ``d H / dz = -p (log p + H)``, through the
+    temperature and the transform to the hidden states, the weight and the bias."""
+
+    @staticmethod
+    def forward(ctx, hidden, weight, bias, targets, temperature, scale, softcap, dtype, with_entropy, chunk):  # type: ignore[override]
+        n = hidden.shape[0]
+        lse = torch.empty(n, dtype=torch.float32, device=hidden.device)
+        logp = torch.empty(n, dtype=torch.float32, device=hidden.device)
+        ent = torch.empty(n if with_entropy else 0, dtype=torch.float32, device=hidden.device)
+        for s in range(0, n, chunk):
+            e = min(s + chunk, n)
+            z, _ = head_logits(hidden[s:e], weight, bias, scale, softcap, dtype)
+            if temperature != 1.0:
+                z = z / temperature
+            m = torch.logsumexp(z, dim=-1)
+            lse[s:e] = m
+            logp[s:e] = z.gather(-1, targets[s:e].unsqueeze(-1)).squeeze(-1) - m
+            if with_entropy:
+                ent[s:e] = m - (torch.softmax(z, dim=-1) * z).sum(-1)
+            del z
+        ctx.save_for_backward(hidden, weight, bias, targets, lse, ent)
+        ctx.args = (temperature, scale, softcap, dtype, with_entropy, chunk)
+        if not with_entropy:
+            ctx.mark_non_differentiable(ent)
+        return logp, ent
+
+    @staticmethod
+    def backward(ctx, grad_logp, grad_ent):  # type: ignore[override]
+        hidden, weight, bias, targets, lse, ent = ctx.saved_tensors
+        temperature, scale, softcap, dtype, with_entropy, chunk = ctx.args
+        need_h, need_w, need_b = ctx.needs_input_grad[:3]
+        n = hidden.shape[0]
+        grad_h = torch.empty_like(hidden) if need_h else None
+        grad_w = torch.zeros(weight.shape, dtype=torch.float32, device=weight.device) if need_w else None
+        grad_b = torch.zeros(bias.shape, dtype=torch.float32, device=bias.device) if need_b else None
+        w = weight.to(dtype)
+        for s in range(0, n, chunk):
+            e = min(s + chunk, n)
+            h = hidden[s:e]
+            z, t = head_logits(h, weight, bias, scale, softcap, dtype)
+            if temperature != 1.0:
+                z = z / temperature
+            log_p = z - lse[s:e].unsqueeze(-1)
+            p = log_p.exp()
+            g_lp = grad_logp[s:e].unsqueeze(-1)
+            gz = p * -g_lp  # d/dz of sum_i g_i log p_i(target_i)
+            gz.scatter_add_(-1, targets[s:e].unsqueeze(-1), g_lp)
+            if with_entropy:
+                gz -= grad_ent[s:e].unsqueeze(-1) * p * (log_p + ent[s:e].unsqueeze(-1))
+            del z, log_p, p
+            if temperature != 1.0:
+                gz = gz / temperature
+            if t is not None:
+                gz = gz * (1.0 - t * t)
+            if scale != 1.0:
+                gz = gz * scale
+            gy = gz.to(dtype)
+            if need_h:
+                grad_h[s:e] = (gy @ w).to(hidden.dtype)
+            if need_w and dtype == torch.float32:
+                grad_w.addmm_(gy.t(), h.float())
+            elif need_w:
+                grad_w += (gy.t() @ h.to(dtype)).float()
+            if need_b:
+                grad_b += gz.sum(0)
+        return (grad_h, None if grad_w is None else grad_w.to(weight.dtype),
+                None if grad_b is None else grad_b.to(bias.dtype), None, None, None, None, None, None, None)
+
+
+def logits_match(ours: torch.Tensor, theirs: torch.Tensor, dtype: torch.dtype) -> bool:
+    """Whether the head reproduces the model's own logits (float32 [n, V] each), up to the compute dtype's
+    rounding: a model with an unknown transform of its head's output fails this."""
+    tol = 1e-4 if dtype in (torch.float32, torch.float64) else 2e-2
+    scale = 1.0 + float(theirs.abs().max())
+    return bool(torch.isfinite(ours).all()) and float((ours - theirs).abs().max()) <= tol * scale and \
+        math.isfinite(scale)
