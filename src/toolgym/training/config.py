@@ -304,7 +304,10 @@ class TrainConfig:
     optimizer: OptimizerConfig = field(default_factory=OptimizerConfig)
     mini_batches: int = 16
     update_epochs: int = 1  # passes over the rollout batch
-    grad_accum: int = 1  # micro-batches per mini-batch
+    grad_accum: int = 1  # micro-batches per mini-batch: at most rows / grad_accum rows each
+    # padded tokens (rows x longest row) per micro-batch, rows bucketed by length; a longer row runs alone.
+    # null: no budget (grad_accum alone cuts). Also cuts the no-grad pass of the old log-probs.
+    max_tokens_per_micro_batch: int | None = None
     steps: int = 305
     seed: int = 0
     output_dir: str = "runs/toolgym"
@@ -324,6 +327,8 @@ class TrainConfig:
         per_mini = self.rollout.prompts_per_step // self.mini_batches * self.rollout.group_size
         _require(per_mini % self.grad_accum == 0, "grad_accum",
                  f"a divisor of the {per_mini} trajectories of one mini-batch", self.grad_accum)
+        _require(self.max_tokens_per_micro_batch is None or self.max_tokens_per_micro_batch >= 1,
+                 "max_tokens_per_micro_batch", "null or an integer >= 1", self.max_tokens_per_micro_batch)
         _require(bool(self.output_dir), "output_dir", "a folder path", self.output_dir)
         _require(self.distributed != "ray" or self.rollout.sampler == "hf", "rollout.sampler",
                  "'hf' with distributed: ray (Ray workers run transformers replicas)", self.rollout.sampler)

@@ -222,18 +222,30 @@ class Trainer:
     def old_logprobs(self, trajs: Sequence[Trajectory]) -> list[torch.Tensor]:
         """Trainer log-probs of every response token at the sampling temperature, before any update of this step
         (float32, on CPU)."""
-        out: list[torch.Tensor] = []
+        out: list[torch.Tensor] = [torch.zeros(0)] * len(trajs)
         mb = max(1, len(trajs) // (self.cfg.mini_batches * self.cfg.grad_accum))
         self.module.eval()
-        for i in range(0, len(trajs), mb):
-            chunk = list(trajs[i : i + mb])
+        for rows in self.micro_batches(trajs, list(range(len(trajs))), mb):
             with self.autocast():
-                lp, _ = response_logprobs(self.module, self.collate(chunk), temperature=self.score_temperature,
-                                          head=self.cfg.model.logprob_head)
-            lp = lp.float().cpu()  # one device-to-host copy per chunk
-            for j, t in enumerate(chunk):
-                out.append(lp[j, : len(t.response_ids)])
+                lp, _ = response_logprobs(self.module, self.collate([trajs[i] for i in rows]),
+                                          temperature=self.score_temperature, head=self.cfg.model.logprob_head)
+            lp = lp.float().cpu()  # one device-to-host copy per micro-batch
+            for j, i in enumerate(rows):
+                out[i] = lp[j, : len(trajs[i].response_ids)]
         return out
+
+    def micro_batches(self, trajs: Sequence[Trajectory], rows: list[int], max_rows: int) -> list[list[int]]:
+        """``rows`` of ``trajs`` cut into micro-batches of at most ``max_rows`` rows and, with
+        ``max_tokens_per_micro_batch``, that many padded tokens (length-bucketed). Data-parallel ranks then
+        agree on the count (each runs as many forwards: FSDP gathers weights in every one)."""
+        from toolgym.training.micro_batches import plan_micro_batches, split_to
+
+        budget = self.cfg.max_tokens_per_micro_batch
+        lengths = [len(trajs[i].prompt_ids) + len(trajs[i].response_ids) for i in rows]
+        chunks = plan_micro_batches(rows, lengths, max_tokens=budget, max_rows=max(1, max_rows))
+        if budget and self.dist.enabled:
+            chunks = split_to(chunks, max(D.all_gather_objects(len(chunks), self.dist)))
+        return chunks
 
     def task_indices(self, cursor: int, count: int) -> list[int]:
         """Prompt indices for a step: the stream in order (infinite sources), or a seeded permutation per epoch."""
@@ -299,8 +311,7 @@ class Trainer:
                 tok = sum(float(sum(batch.trajectories[i].loss_mask)) for i in rows if batch.keep[i])
                 seqs = sum(1.0 for i in rows if batch.keep[i] and sum(batch.trajectories[i].loss_mask) > 0)
                 tok, seqs = D.all_reduce_sum([tok, seqs], self.dist)
-                micro = max(1, math.ceil(len(rows) / cfg.grad_accum))
-                chunks = [rows[i : i + micro] for i in range(0, len(rows), micro)]
+                chunks = self.micro_batches(batch.trajectories, rows, math.ceil(len(rows) / cfg.grad_accum))
                 mini_loss = torch.zeros((), dtype=torch.float64, device=dev)
                 for c, chunk in enumerate(chunks):
                     sync = c == len(chunks) - 1
