@@ -85,7 +85,8 @@ class Trainer:
         if cfg.model.name_or_path.startswith("demo") and self.dist.main and not (self.out / "demo-model").exists():
             self.module.save_pretrained(self.out / "demo-model")
             self.tokenizer.save_pretrained(self.out / "demo-model")
-        self.module.float()  # master weights stay fp32; model.dtype bf16 only autocasts the forward (self.autocast)
+        self.module.float()  # master weights stay fp32; model.dtype bf16 autocasts the forward (self.autocast)
+        # (and, with LoRA, stores the frozen base in bf16: below)
         self.module.to(self.dist.device)
         if cfg.model.gradient_checkpointing:
             self.module.gradient_checkpointing_enable()
@@ -95,6 +96,10 @@ class Trainer:
 
             lc = cfg.model.lora
             self.module = apply_lora(self.module, lc.r, lc.alpha, lc.dropout, lc.target_modules)
+            if cfg.model.dtype == "bf16":  # the frozen base in the model dtype; the adapters stay fp32 masters
+                from toolgym.training.lora import frozen_to
+
+                frozen_to(self.module, torch.bfloat16)
             if cfg.model.gradient_checkpointing:
                 self.module.enable_input_require_grads()  # checkpointed blocks need an input that requires grad
         from toolgym.agents.chat import ChatTemplate
