@@ -473,6 +473,9 @@ class Trainer:
             D.shutdown(self.dist)
 
     def step(self, step: int, cursor: int, objective: Objective) -> dict[str, Any]:
+        from toolgym.training.peak_memory import peak_memory_gb, reset_peak
+
+        reset_peak(self.dist.device)
         t0 = time.perf_counter()
         groups = self.rollouts(step, cursor)
         if self.cfg.logging.save_rollouts:
@@ -490,6 +493,7 @@ class Trainer:
         self.policy_sync.after_update()
         t2 = time.perf_counter()
         stats = trajectory_stats(batch.trajectories)
+        stats["peak_memory_gb"] = peak_memory_gb(self.dist.device)  # CUDA: max allocated; else peak RSS
         allstats = D.all_gather_objects(stats, self.dist)
         n = sum(s["n"] for s in allstats)
         m: dict[str, Any] = {k: sum(s[k] * s["n"] for s in allstats) / max(n, 1)
@@ -500,7 +504,7 @@ class Trainer:
         m.update(upd)
         m.update(episodes=n, rollout_s=t1 - t0, update_s=t2 - t1, step_s=t2 - t0, weight_pushes=self.policy_sync.pushes,
                  tokens_per_s=model_tokens * self.cfg.update_epochs / max(t2 - t1, 1e-9),
-                 errors=sum(s["errors"] for s in allstats))
+                 errors=sum(s["errors"] for s in allstats), peak_memory_gb=max(s["peak_memory_gb"] for s in allstats))
         return m
 
     # -- warm start, checkpoints, summary ---------------------------------------------------------------
