@@ -72,14 +72,17 @@ def _assert_same(a, b, rtol: float = 1e-5, atol: float = 1e-5) -> None:
 # ---------------------------------------------------------------- the head alone
 
 
+@pytest.mark.parametrize("frozen", [False, True], ids=["trained-head", "frozen-head"])
 @pytest.mark.parametrize("softcap", [None, 0.7])
 @pytest.mark.parametrize("chunk", [1, 3, 100])
-def test_token_logprobs_equal_a_full_log_softmax_with_gradients(softcap, chunk) -> None:
+def test_token_logprobs_equal_a_full_log_softmax_with_gradients(softcap, chunk, frozen) -> None:
+    """A trained head recomputes each chunk in backward; a frozen one forms its hidden-state factors in the
+    forward. Both give the full log-softmax's values and gradients."""
     g = torch.Generator().manual_seed(0)
     n, h, v = 10, 8, 37
     hidden = torch.randn(n, h, generator=g, dtype=torch.float32).requires_grad_(True)
-    weight = torch.randn(v, h, generator=g, dtype=torch.float32).requires_grad_(True)
-    bias = torch.randn(v, generator=g, dtype=torch.float32).requires_grad_(True)
+    weight = torch.randn(v, h, generator=g, dtype=torch.float32).requires_grad_(not frozen)
+    bias = torch.randn(v, generator=g, dtype=torch.float32).requires_grad_(not frozen)
     targets = torch.randint(0, v, (n,), generator=g)
     gl, ge = torch.randn(n, generator=g), torch.randn(n, generator=g)
     t, scale = 0.6, 1.3
@@ -87,9 +90,10 @@ def test_token_logprobs_equal_a_full_log_softmax_with_gradients(softcap, chunk) 
     head = Head(weight, bias, scale, softcap)
     lp, ent = token_logprobs(hidden, head, targets, temperature=t, with_entropy=True, chunk=chunk)
     ((lp * gl).sum() + (ent * ge).sum()).backward()
-    ours = [lp.detach(), ent.detach()] + [x.grad.clone() for x in (hidden, weight, bias)]
+    trained = (hidden,) if frozen else (hidden, weight, bias)
+    ours = [lp.detach(), ent.detach()] + [x.grad.clone() for x in trained]
 
-    for x in (hidden, weight, bias):
+    for x in trained:
         x.grad = None
     y = (hidden @ weight.t() + bias) * scale
     if softcap is not None:
@@ -98,7 +102,7 @@ def test_token_logprobs_equal_a_full_log_softmax_with_gradients(softcap, chunk) 
     ref_lp = lsm.gather(-1, targets[:, None]).squeeze(-1)
     ref_ent = -(lsm.exp() * lsm).sum(-1)
     ((ref_lp * gl).sum() + (ref_ent * ge).sum()).backward()
-    ref = [ref_lp.detach(), ref_ent.detach()] + [x.grad.clone() for x in (hidden, weight, bias)]
+    ref = [ref_lp.detach(), ref_ent.detach()] + [x.grad.clone() for x in trained]
     for a, b in zip(ours, ref, strict=True):
         torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
 
@@ -235,12 +239,15 @@ def _saved_bytes(model: torch.nn.Module, batch: TokenBatch, head: str) -> int:
     return sum(seen.values())
 
 
-def test_memory_saved_for_backward_does_not_grow_with_the_vocabulary() -> None:
+@pytest.mark.parametrize("frozen_head", [False, True])
+def test_memory_saved_for_backward_does_not_grow_with_the_vocabulary(frozen_head) -> None:
     g = torch.Generator().manual_seed(0)
     trajs = [_traj(torch.randint(1, 200, (4,), generator=g).tolist(), torch.randint(1, 200, (60,), generator=g).tolist())
              for _ in range(4)]
     batch = collate(trajs)
     small, big = tiny_lm(vocab=256), tiny_lm(vocab=4096)
+    for m in (small, big):
+        m.lm_head.weight.requires_grad_(not frozen_head)
     tokens = 4 * 60
     full = {v: _saved_bytes(m, batch, "full") for v, m in ((256, small), (4096, big))}
     chunked = {v: _saved_bytes(m, batch, "chunked") for v, m in ((256, small), (4096, big))}

@@ -46,8 +46,10 @@ def token_logprobs(hidden: torch.Tensor, head: Head, targets: torch.Tensor, temp
     vocab = head.weight.shape[0]
     rows = chunk or max(1, CHUNK_ELEMENTS // vocab)
     dtype = compute_dtype(hidden, head.weight)
+    frozen = torch.is_grad_enabled() and hidden.requires_grad and not head.weight.requires_grad and \
+        not (head.bias is not None and head.bias.requires_grad)
     logp, ent = _ChunkedLogprob.apply(hidden, head.weight, head.bias, targets, float(temperature), float(head.scale),
-                                      head.softcap, dtype, bool(with_entropy), int(rows))
+                                      head.softcap, dtype, bool(with_entropy), int(rows), frozen)
     return logp, (ent if with_entropy else None)
 
 
@@ -77,35 +79,61 @@ def head_logits(hidden: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor |
 class _ChunkedLogprob(torch.autograd.Function):
     """Forward: per chunk, logits -> log-sum-exp, the target's logit, the entropy. Backward: per chunk, the
     logits again, then ``d log p_y / dz = 1[y] - p`` and ``d H / dz = -p (log p + H)``, through the
-    temperature and the transform to the hidden states, the weight and the bias."""
+    temperature and the transform, into the hidden states, the weight and the bias.
+
+    A frozen head (LoRA's, say) needs only the hidden states' gradient, which is linear in the upstream
+    gradient: ``frozen`` forms its [N, H] factors in the forward instead (saved in place of the hidden
+    states), so nothing is recomputed and the head costs two matmuls, as on the full path."""
 
     @staticmethod
-    def forward(ctx, hidden, weight, bias, targets, temperature, scale, softcap, dtype, with_entropy, chunk):  # type: ignore[override]
+    def forward(ctx, hidden, weight, bias, targets, temperature, scale, softcap, dtype, with_entropy, chunk,  # type: ignore[override]
+                frozen):
         n = hidden.shape[0]
         lse = torch.empty(n, dtype=torch.float32, device=hidden.device)
         logp = torch.empty(n, dtype=torch.float32, device=hidden.device)
         ent = torch.empty(n if with_entropy else 0, dtype=torch.float32, device=hidden.device)
+        u = torch.empty_like(hidden) if frozen else None  # d log p_y / d h
+        v = torch.empty_like(hidden) if frozen and with_entropy else None  # d H / d h
+        w = weight.to(dtype)
         for s in range(0, n, chunk):
             e = min(s + chunk, n)
-            z, _ = head_logits(hidden[s:e], weight, bias, scale, softcap, dtype)
+            z, t = head_logits(hidden[s:e], weight, bias, scale, softcap, dtype)
             if temperature != 1.0:
-                z = z / temperature
+                z.div_(temperature)
             m = torch.logsumexp(z, dim=-1)
             lse[s:e] = m
             logp[s:e] = z.gather(-1, targets[s:e].unsqueeze(-1)).squeeze(-1) - m
             if with_entropy:
                 ent[s:e] = m - (torch.softmax(z, dim=-1) * z).sum(-1)
-            del z
-        ctx.save_for_backward(hidden, weight, bias, targets, lse, ent)
-        ctx.args = (temperature, scale, softcap, dtype, with_entropy, chunk)
+            if frozen:
+                ones, zeros = torch.ones_like(m), torch.zeros_like(m)
+                if with_entropy:
+                    gy = _grad_y(z.clone(), None if t is None else t.clone(), m, ent[s:e], targets[s:e], zeros, ones,
+                                 temperature, scale)
+                    v[s:e] = (gy.to(dtype) @ w).to(hidden.dtype)
+                gy = _grad_y(z, t, m, None, targets[s:e], ones, None, temperature, scale)
+                u[s:e] = (gy.to(dtype) @ w).to(hidden.dtype)
+            del z, t
+        if frozen:
+            ctx.save_for_backward(u, v if v is not None else ent)
+        else:
+            ctx.save_for_backward(hidden, weight, bias, targets, lse, ent)
+        ctx.args = (temperature, scale, softcap, dtype, with_entropy, chunk, frozen)
         if not with_entropy:
             ctx.mark_non_differentiable(ent)
         return logp, ent
 
     @staticmethod
     def backward(ctx, grad_logp, grad_ent):  # type: ignore[override]
+        temperature, scale, softcap, dtype, with_entropy, chunk, frozen = ctx.args
+        none = (None,) * 8
+        if frozen:
+            u, v = ctx.saved_tensors
+            grad_h = u * grad_logp.unsqueeze(-1).to(u.dtype)
+            if with_entropy:
+                grad_h += v * grad_ent.unsqueeze(-1).to(v.dtype)
+            return (grad_h, None, None, *none)
         hidden, weight, bias, targets, lse, ent = ctx.saved_tensors
-        temperature, scale, softcap, dtype, with_entropy, chunk = ctx.args
         need_h, need_w, need_b = ctx.needs_input_grad[:3]
         n = hidden.shape[0]
         grad_h = torch.empty_like(hidden) if need_h else None
@@ -117,21 +145,10 @@ class _ChunkedLogprob(torch.autograd.Function):
             h = hidden[s:e]
             z, t = head_logits(h, weight, bias, scale, softcap, dtype)
             if temperature != 1.0:
-                z = z / temperature
-            log_p = z - lse[s:e].unsqueeze(-1)
-            p = log_p.exp()
-            g_lp = grad_logp[s:e].unsqueeze(-1)
-            gz = p * -g_lp  # d/dz of sum_i g_i log p_i(target_i)
-            gz.scatter_add_(-1, targets[s:e].unsqueeze(-1), g_lp)
-            if with_entropy:
-                gz -= grad_ent[s:e].unsqueeze(-1) * p * (log_p + ent[s:e].unsqueeze(-1))
-            del z, log_p, p
-            if temperature != 1.0:
-                gz = gz / temperature
-            if t is not None:
-                gz = gz * (1.0 - t * t)
-            if scale != 1.0:
-                gz = gz * scale
+                z.div_(temperature)
+            gz = _grad_y(z, t, lse[s:e], ent[s:e] if with_entropy else None, targets[s:e], grad_logp[s:e],
+                         grad_ent[s:e] if with_entropy else None, temperature, scale)
+            del z, t
             gy = gz.to(dtype)
             if need_h:
                 grad_h[s:e] = (gy @ w).to(hidden.dtype)
@@ -142,7 +159,30 @@ class _ChunkedLogprob(torch.autograd.Function):
             if need_b:
                 grad_b += gz.sum(0)
         return (grad_h, None if grad_w is None else grad_w.to(weight.dtype),
-                None if grad_b is None else grad_b.to(bias.dtype), None, None, None, None, None, None, None)
+                None if grad_b is None else grad_b.to(bias.dtype), *none)
+
+
+def _grad_y(z: torch.Tensor, t: torch.Tensor | None, lse: torch.Tensor, ent: torch.Tensor | None,
+            targets: torch.Tensor, g_lp: torch.Tensor, g_ent: torch.Tensor | None, temperature: float,
+            scale: float) -> torch.Tensor:
+    """``d/dy sum_i (g_lp_i log p_i(y_i) + g_ent_i H_i)`` for one chunk, float32 [c, V], where ``z`` holds the
+    chunk's logits / temperature and ``t`` the tanh of a soft cap. Both are overwritten (no [c, V] copies)."""
+    log_p = z.sub_(lse.unsqueeze(-1))
+    p = log_p.exp() if g_ent is not None else log_p.exp_()
+    g = g_lp.unsqueeze(-1)
+    if g_ent is not None:  # -g_ent p (log p + H)
+        log_p.add_(ent.unsqueeze(-1)).mul_(p).mul_(-g_ent.unsqueeze(-1))
+    gz = p.mul_(-g)
+    gz.scatter_add_(-1, targets.unsqueeze(-1), g)
+    if g_ent is not None:
+        gz.add_(log_p)
+    if temperature != 1.0:
+        gz.div_(temperature)
+    if t is not None:
+        gz.mul_(t.mul_(t).neg_().add_(1.0))  # tanh' = 1 - tanh^2
+    if scale != 1.0:
+        gz.mul_(scale)
+    return gz
 
 
 def logits_match(ours: torch.Tensor, theirs: torch.Tensor, dtype: torch.dtype) -> bool:
