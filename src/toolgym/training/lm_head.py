@@ -135,23 +135,28 @@ class _ChunkedLogprob(torch.autograd.Function):
             return (grad_h, None, None, *none)
         hidden, weight, bias, targets, lse, ent = ctx.saved_tensors
         need_h, need_w, need_b = ctx.needs_input_grad[:3]
-        n = hidden.shape[0]
-        grad_h = torch.empty_like(hidden) if need_h else None
+        grad_h = torch.zeros_like(hidden) if need_h else None
         grad_w = torch.zeros(weight.shape, dtype=torch.float32, device=weight.device) if need_w else None
         grad_b = torch.zeros(bias.shape, dtype=torch.float32, device=bias.device) if need_b else None
+        # tokens whose upstream gradient is 0 (tool output, rows left out) add nothing: skip their logits
+        live = grad_logp != 0
+        if with_entropy:
+            live |= grad_ent != 0
+        idx = live.nonzero().squeeze(-1)
+        every = len(idx) == hidden.shape[0]
         w = weight.to(dtype)
-        for s in range(0, n, chunk):
-            e = min(s + chunk, n)
-            h = hidden[s:e]
+        for s in range(0, len(idx), chunk):
+            rows = slice(s, s + chunk) if every else idx[s : s + chunk]
+            h = hidden[rows]
             z, t = head_logits(h, weight, bias, scale, softcap, dtype)
             if temperature != 1.0:
                 z.div_(temperature)
-            gz = _grad_y(z, t, lse[s:e], ent[s:e] if with_entropy else None, targets[s:e], grad_logp[s:e],
-                         grad_ent[s:e] if with_entropy else None, temperature, scale)
+            gz = _grad_y(z, t, lse[rows], ent[rows] if with_entropy else None, targets[rows], grad_logp[rows],
+                         grad_ent[rows] if with_entropy else None, temperature, scale)
             del z, t
             gy = gz.to(dtype)
             if need_h:
-                grad_h[s:e] = (gy @ w).to(hidden.dtype)
+                grad_h[rows] = (gy @ w).to(hidden.dtype)
             if need_w and dtype == torch.float32:
                 grad_w.addmm_(gy.t(), h.float())
             elif need_w:
