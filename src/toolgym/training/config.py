@@ -180,7 +180,8 @@ class LoraConfig:
 class ModelConfig:
     name_or_path: str = ""  # asset name, local folder, or hub id
     tokenizer: str | None = None  # default: the model's own
-    # bf16: mixed precision: fp32 master weights and optimizer, forward and loss under torch.autocast(bfloat16)
+    # bf16: mixed precision: fp32 master weights and optimizer, forward and loss under torch.autocast(bfloat16);
+    # with LoRA the frozen base is stored in bf16 (the adapters stay fp32)
     dtype: Literal["fp32", "bf16"] = "fp32"
     gradient_checkpointing: bool = False
     model_kwargs: dict[str, Any] = field(default_factory=dict)

@@ -5,8 +5,9 @@ One step (docs/algorithms/ctpo.md): pick ``rollout.prompts_per_step`` prompts at
 advantages, recompute the behaviour log-probs with the trainer (no grad, pre-update weights; the
 sampler's own log-probs only enter the optional mismatch weight), then ``mini_batches`` optimizer
 steps over consecutive slices of the batch (the first is on-policy, later ones are off-policy: that
-is where the ratio and the clip matter). Micro-batches accumulate gradients; the token-mean divides
-by the mini-batch's global policy-token count. Rows with NaN/inf are skipped and counted.
+is where the ratio and the clip matter). Micro-batches (``grad_accum``, ``max_tokens_per_micro_batch``:
+docs/memory.md) accumulate gradients; the token-mean divides by the mini-batch's global policy-token
+count. Rows with NaN/inf are skipped and counted.
 
 The trainer only orchestrates. The loss is the registered algorithm's :class:`Objective`
 (:mod:`toolgym.training.algorithms`), which sees the trainer through a :class:`StepContext`.
