@@ -141,6 +141,14 @@ def test_chunked_path_equals_full_logits_with_lora() -> None:
     _assert_same(a, b)
 
 
+def test_chunked_path_equals_full_logits_with_gradient_checkpointing() -> None:
+    model = _tied_lm()
+    model.gradient_checkpointing_enable()
+    model.train()
+    batch = _batch(96)
+    _assert_same(_run(model, batch, "chunked"), _run(model, batch, "full"))
+
+
 def test_chunked_path_under_bf16_autocast_matches_full_logits() -> None:
     model = tiny_lm(vocab=64)
     batch = _batch(64)
