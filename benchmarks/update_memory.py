@@ -13,6 +13,8 @@ backward, AdamW step). For each phase it measures the process's peak memory, the
 is the peak resident set size (``VmHWM``, reset through ``/proc/self/clear_refs`` at the start of the phase)
 or, where pages went to swap, the peak of resident + swapped memory sampled every 20 ms, whichever is larger.
 A side that swapped is flagged: its time then includes swapping and the time ratio is not like for like.
+The resident set also holds heap that glibc keeps after tensors are freed (blocks under its dynamic mmap
+threshold, up to 32 MB); ``--malloc-mmap-threshold`` makes both sides give such blocks back at once.
 
 At 8 x 2,048 tokens the before side needs more memory than a 24 GB machine has (logits alone are ~10 GB in
 float32 at Qwen's 151,936-token vocabulary, the saved log-softmax as much again, and the backward of each
@@ -21,7 +23,10 @@ memory-capped cgroup with swap available; the sampled resident + swapped peak is
 
     .venv/bin/python benchmarks/update_memory.py [--model qwen2.5-coder-0.5b-instruct] [--rows 8] [--tokens 2048]
         [--budget TOKENS] [--gradient-checkpointing] [--lora] [--dtype fp32|bf16] [--sides before after]
-        [--threads N] [--json]
+        [--threads N] [--malloc-mmap-threshold BYTES] [--random-init] [--json]
+
+``--random-init`` builds the model from its config and tokenizer files with random weights (memory and time do
+not depend on the weights' values), so a machine with more memory but without the weights can run it.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -91,7 +97,8 @@ def run_side(a: argparse.Namespace) -> dict[str, Any]:
                              "logprob_head": "full" if before else "chunked"}
     if a.lora:
         model["lora"] = {"r": 16, "alpha": 32, "target_modules": "all-linear"}
-    cfg = load_config({"algorithm": "ctpo", "output_dir": tempfile.mkdtemp(), "mini_batches": 1, "steps": 1,
+    out_dir = tempfile.mkdtemp(prefix="update_memory_run_")
+    cfg = load_config({"algorithm": "ctpo", "output_dir": out_dir, "mini_batches": 1, "steps": 1,
                        "model": model, "max_tokens_per_micro_batch": None if before else (a.budget or a.tokens),
                        "rollout": {"prompts_per_step": 1, "group_size": a.rows, "sandbox": None},
                        "optimizer": {"lr": 1e-6}, "eval": {"every": 0, "at_start": False},
@@ -125,6 +132,7 @@ def run_side(a: argparse.Namespace) -> dict[str, Any]:
     res["update_peak_gb"], res["update_swap_gb"] = pm.peak_kb * 1024 / GB, pm.swap_kb * 1024 / GB
     res.update(micro_batches=calls, loss=out["loss"], grad_norm=out["grad_norm"], threads=torch.get_num_threads(),
                params_gb=sum(p.numel() * p.element_size() for p in tr.module.parameters()) / GB)
+    shutil.rmtree(out_dir, ignore_errors=True)
     return res
 
 
@@ -139,36 +147,84 @@ def main() -> None:
     ap.add_argument("--dtype", choices=["fp32", "bf16"], default="fp32")
     ap.add_argument("--sides", nargs="+", choices=["before", "after"], default=["before", "after"])
     ap.add_argument("--threads", type=int, default=0)
+    ap.add_argument("--malloc-mmap-threshold", type=int, default=0, metavar="BYTES",
+                    help="glibc MALLOC_MMAP_THRESHOLD_ for both sides: blocks from this size up go back to the "
+                         "system when freed, so the RSS follows live tensors (as CUDA's max allocated does) instead "
+                         "of freed heap glibc keeps; costs page faults (0: glibc's default)")
+    ap.add_argument("--random-init", action="store_true",
+                    help="random weights from the model's config and tokenizer files (memory and time do not depend "
+                         "on the weights' values): for a machine that has those small files but not the weights")
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--side", choices=["before", "after"], help=argparse.SUPPRESS)  # a child process
     a = ap.parse_args()
     if a.side:
         print("RESULT " + json.dumps(run_side(a)), flush=True)
         return
+    made = _random_init(a.model) if a.random_init else None
+    try:
+        results = _run_sides(a, made or a.model)
+    finally:
+        if made:
+            shutil.rmtree(made, ignore_errors=True)
+    summary = _ratios(results)
+    if a.json:
+        print(json.dumps({"args": {k: v for k, v in vars(a).items() if k != "side"}, "results": results, **summary}))
+        return
+    _print(a, results, summary)
+
+
+def _run_sides(a: argparse.Namespace, model: str) -> dict[str, Any]:
+    """Each side in a child process of its own; a side that fails (e.g. killed at a memory cap) says so."""
     results: dict[str, Any] = {}
     for side in a.sides:
-        child = [sys.executable, __file__, *sys.argv[1:], "--side", side]
-        p = subprocess.run(child, capture_output=True, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        child = [sys.executable, __file__, "--model", model, "--rows", str(a.rows), "--tokens", str(a.tokens),
+                 "--budget", str(a.budget), "--dtype", a.dtype, "--threads", str(a.threads), "--side", side]
+        child += ["--gradient-checkpointing"] * a.gradient_checkpointing + ["--lora"] * a.lora
+        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        if a.malloc_mmap_threshold:
+            env["MALLOC_MMAP_THRESHOLD_"] = str(a.malloc_mmap_threshold)
+        p = subprocess.run(child, capture_output=True, text=True, env=env)
         line = next((ln for ln in p.stdout.splitlines() if ln.startswith("RESULT ")), None)
         if p.returncode or line is None:  # e.g. killed by the OOM killer of a memory cap
             results[side] = {"side": side, "failed": f"exit {p.returncode}", "stderr": p.stderr[-2000:]}
         else:
             results[side] = json.loads(line[len("RESULT "):])
-    summary = _ratios(results)
-    if a.json:
-        print(json.dumps({"args": {k: v for k, v in vars(a).items() if k != "side"}, "results": results, **summary}))
-        return
-    print(f"{a.model}: {a.rows} x {a.tokens} tokens, dtype {a.dtype}, "
-          f"{'LoRA' if a.lora else 'full fine-tuning'}, gradient checkpointing {'on' if a.gradient_checkpointing else 'off'}")
-    print(f"{'side':7} {'head':8} {'micro-batches (rows)':22} {'old log-probs':>32} {'update':>32} {'loss':>12}")
+    return results
+
+
+def _print(a: argparse.Namespace, results: dict[str, Any], summary: dict[str, Any]) -> None:
+    print(f"{a.model}{' (random weights)' if a.random_init else ''}: {a.rows} x {a.tokens} tokens, dtype {a.dtype}, "
+          f"{'LoRA' if a.lora else 'full fine-tuning'}, gradient checkpointing {'on' if a.gradient_checkpointing else 'off'}"
+          + (f", MALLOC_MMAP_THRESHOLD_={a.malloc_mmap_threshold}" if a.malloc_mmap_threshold else ""))
+    print(f"{'side':7} {'head':8} {'micro-batches (rows)':22} {'old log-probs':>32} {'update':>32} {'grad norm':>12}")
     for side, r in results.items():
         if "failed" in r:
             print(f"{side:7} failed ({r['failed']}): {r['stderr'].strip().splitlines()[-1] if r['stderr'].strip() else ''}")
             continue
         mb = ",".join(str(c) for c in r["micro_batches"])
-        print(f"{side:7} {r['head']:8} {mb:22} {_cell(r, 'old'):>32} {_cell(r, 'update'):>32} {r['loss']:12.6f}")
+        print(f"{side:7} {r['head']:8} {mb:22} {_cell(r, 'old'):>32} {_cell(r, 'update'):>32} {r['grad_norm']:12.6g}")
     for key, value in summary.items():
         print(f"{key}: {value}")
+
+
+def _random_init(name: str) -> str:
+    """A folder with a randomly initialised model of ``name``'s config (an asset name or a folder) and its
+    tokenizer."""
+    import torch
+    import transformers
+
+    try:
+        from toolgym.assets import asset_path
+
+        src = str(asset_path(name))
+    except Exception:  # a folder
+        src = name
+    out = tempfile.mkdtemp(prefix="update_memory_")
+    config = transformers.AutoConfig.from_pretrained(src)
+    torch.manual_seed(0)
+    transformers.AutoModelForCausalLM.from_config(config, dtype=torch.float32).save_pretrained(out)
+    transformers.AutoTokenizer.from_pretrained(src).save_pretrained(out)
+    return out
 
 
 def _cell(r: dict[str, Any], phase: str) -> str:
