@@ -69,7 +69,7 @@ class HFSampler(Sampler):
             raise ValueError(f"batching must be one of {BATCHING}, not {batching!r}")
         if device is None and not isinstance(model, str):  # a loaded model samples where it lives
             params = next(iter(model.parameters()), None)
-            dev: Any = params.device if params is not None else torch.device("cpu")
+            dev: Any = str(params.device) if params is not None else "cpu"
         else:
             dev = resolve_device(device or "auto", local_rank=None)
         if isinstance(tokenizer, str):

@@ -188,7 +188,8 @@ class LoraConfig:
 class ModelConfig:
     name_or_path: str = ""  # asset name, local folder, or hub id
     tokenizer: str | None = None  # default: the model's own
-    # bf16: mixed precision: fp32 master weights and optimizer, forward and loss under torch.autocast(bfloat16)
+    # bf16: mixed precision: fp32 master weights and optimizer, forward and loss under torch.autocast(bfloat16);
+    # with LoRA the frozen base is stored in bf16 (the adapters stay fp32)
     dtype: Literal["fp32", "bf16"] = "fp32"
     gradient_checkpointing: bool = False
     model_kwargs: dict[str, Any] = field(default_factory=dict)
@@ -198,6 +199,9 @@ class ModelConfig:
     # dropout (the model's and LoRA's) during policy updates; off by default: the old log-probs are computed
     # without it, so with it the ratio is not 1 on-policy and CTPO's cumulative ratio sums that noise
     update_dropout: bool = False
+    # log-probs of the sampled tokens: chunked (the LM head at response positions only, chunk by chunk,
+    # recomputed in backward: nothing of size [B, T, V] kept) or full (logits at every position, the old path)
+    logprob_head: Literal["chunked", "full"] = "chunked"
 
     def _check(self, p: str) -> None:
         _require(bool(self.name_or_path), f"{p}.name_or_path", "a model asset name, folder or id", self.name_or_path)
@@ -309,7 +313,10 @@ class TrainConfig:
     optimizer: OptimizerConfig = field(default_factory=OptimizerConfig)
     mini_batches: int = 16
     update_epochs: int = 1  # passes over the rollout batch
-    grad_accum: int = 1  # micro-batches per mini-batch
+    grad_accum: int = 1  # micro-batches per mini-batch: at most rows / grad_accum rows each
+    # padded tokens (rows x longest row) per micro-batch, rows bucketed by length; a longer row runs alone.
+    # null: no budget (grad_accum alone cuts). Also cuts the no-grad pass of the old log-probs.
+    max_tokens_per_micro_batch: int | None = None
     steps: int = 305
     seed: int = 0
     output_dir: str = "runs/toolgym"
@@ -329,6 +336,8 @@ class TrainConfig:
         per_mini = self.rollout.prompts_per_step // self.mini_batches * self.rollout.group_size
         _require(per_mini % self.grad_accum == 0, "grad_accum",
                  f"a divisor of the {per_mini} trajectories of one mini-batch", self.grad_accum)
+        _require(self.max_tokens_per_micro_batch is None or self.max_tokens_per_micro_batch >= 1,
+                 "max_tokens_per_micro_batch", "null or an integer >= 1", self.max_tokens_per_micro_batch)
         _require(bool(self.output_dir), "output_dir", "a folder path", self.output_dir)
         _require(self.distributed != "ray" or self.rollout.sampler == "hf", "rollout.sampler",
                  "'hf' with distributed: ray (Ray workers run transformers replicas)", self.rollout.sampler)

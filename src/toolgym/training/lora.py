@@ -29,6 +29,23 @@ def apply_lora(model: torch.nn.Module, r: int, alpha: float, dropout: float, tar
         raise ConfigError(f"model.lora.target_modules: {str(exc).splitlines()[0]}") from None
 
 
+def frozen_to(model: torch.nn.Module, dtype: torch.dtype) -> int:
+    """Store every frozen floating-point parameter (LoRA's base) in ``dtype``; trainable ones (the adapters)
+    keep theirs, as master weights. A tied parameter stays one parameter. Returns how many were cast.
+
+    Why: under ``model.dtype: bf16`` the base never takes an optimizer step, so fp32 copies of it only cost
+    memory (half of it, for the weights); adapters stay fp32 so small updates are not rounded away."""
+    cast: dict[int, tuple[torch.nn.Parameter, torch.nn.Parameter]] = {}  # id -> (old, new): old kept alive
+    for module in model.modules():
+        for name, p in list(module._parameters.items()):
+            if p is None or p.requires_grad or not p.is_floating_point() or p.dtype == dtype:
+                continue
+            if id(p) not in cast:
+                cast[id(p)] = (p, torch.nn.Parameter(p.detach().to(dtype), requires_grad=False))
+            module._parameters[name] = cast[id(p)][1]
+    return len(cast)
+
+
 def is_lora(model: Any) -> bool:
     return hasattr(model, "peft_config") and hasattr(model, "get_base_model")
 

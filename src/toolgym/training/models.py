@@ -1,7 +1,8 @@
 """Loading the policy: a local folder, a toolgym asset or a Hugging Face Hub id, or the tiny ``demo`` model.
 
 Weights load in float32 whatever ``model.dtype`` says: bf16 is mixed precision (fp32 master weights,
-bf16 autocast in the trainer), never a cast of the module.
+bf16 autocast in the trainer), never a cast of the module; only a LoRA run's frozen base is then stored in
+bf16 (``lora.frozen_to``).
 """
 
 from __future__ import annotations

@@ -5,8 +5,9 @@ One step (docs/algorithms/ctpo.md): pick ``rollout.prompts_per_step`` prompts at
 advantages, recompute the behaviour log-probs with the trainer (no grad, pre-update weights; the
 sampler's own log-probs only enter the optional mismatch weight), then ``mini_batches`` optimizer
 steps over consecutive slices of the batch (the first is on-policy, later ones are off-policy: that
-is where the ratio and the clip matter). Micro-batches accumulate gradients; the token-mean divides
-by the mini-batch's global policy-token count. Rows with NaN/inf are skipped and counted.
+is where the ratio and the clip matter). Micro-batches (``grad_accum``, ``max_tokens_per_micro_batch``:
+docs/memory.md) accumulate gradients; the token-mean divides by the mini-batch's global policy-token
+count. Rows with NaN/inf are skipped and counted.
 
 The trainer only orchestrates. The loss is the registered algorithm's :class:`Objective`
 (:mod:`toolgym.training.algorithms`), which sees the trainer through a :class:`StepContext`.
@@ -85,7 +86,8 @@ class Trainer:
         if cfg.model.name_or_path.startswith("demo") and self.dist.main and not (self.out / "demo-model").exists():
             self.module.save_pretrained(self.out / "demo-model")
             self.tokenizer.save_pretrained(self.out / "demo-model")
-        self.module.float()  # master weights stay fp32; model.dtype bf16 only autocasts the forward (self.autocast)
+        self.module.float()  # master weights stay fp32; model.dtype bf16 autocasts the forward (self.autocast)
+        # (and, with LoRA, stores the frozen base in bf16: below)
         self.module.to(self.dist.device)
         if cfg.model.gradient_checkpointing:
             self.module.gradient_checkpointing_enable()
@@ -95,6 +97,10 @@ class Trainer:
 
             lc = cfg.model.lora
             self.module = apply_lora(self.module, lc.r, lc.alpha, lc.dropout, lc.target_modules)
+            if cfg.model.dtype == "bf16":  # the frozen base in the model dtype; the adapters stay fp32 masters
+                from toolgym.training.lora import frozen_to
+
+                frozen_to(self.module, torch.bfloat16)
             if cfg.model.gradient_checkpointing:
                 self.module.enable_input_require_grads()  # checkpointed blocks need an input that requires grad
         from toolgym.agents.chat import ChatTemplate
@@ -223,17 +229,30 @@ class Trainer:
     def old_logprobs(self, trajs: Sequence[Trajectory]) -> list[torch.Tensor]:
         """Trainer log-probs of every response token at the sampling temperature, before any update of this step
         (float32, on CPU)."""
-        out: list[torch.Tensor] = []
+        out: list[torch.Tensor] = [torch.zeros(0)] * len(trajs)
         mb = max(1, len(trajs) // (self.cfg.mini_batches * self.cfg.grad_accum))
         self.module.eval()
-        for i in range(0, len(trajs), mb):
-            chunk = list(trajs[i : i + mb])
+        for rows in self.micro_batches(trajs, list(range(len(trajs))), mb):
             with self.autocast():
-                lp, _ = response_logprobs(self.module, self.collate(chunk), temperature=self.score_temperature)
-            lp = lp.float().cpu()  # one device-to-host copy per chunk
-            for j, t in enumerate(chunk):
-                out.append(lp[j, : len(t.response_ids)])
+                lp, _ = response_logprobs(self.module, self.collate([trajs[i] for i in rows]),
+                                          temperature=self.score_temperature, head=self.cfg.model.logprob_head)
+            lp = lp.float().cpu()  # one device-to-host copy per micro-batch
+            for j, i in enumerate(rows):
+                out[i] = lp[j, : len(trajs[i].response_ids)]
         return out
+
+    def micro_batches(self, trajs: Sequence[Trajectory], rows: list[int], max_rows: int) -> list[list[int]]:
+        """``rows`` of ``trajs`` cut into micro-batches of at most ``max_rows`` rows and, with
+        ``max_tokens_per_micro_batch``, that many padded tokens (length-bucketed). Data-parallel ranks then
+        agree on the count (each runs as many forwards: FSDP gathers weights in every one)."""
+        from toolgym.training.micro_batches import plan_micro_batches, split_to
+
+        budget = self.cfg.max_tokens_per_micro_batch
+        lengths = [len(trajs[i].prompt_ids) + len(trajs[i].response_ids) for i in rows]
+        chunks = plan_micro_batches(rows, lengths, max_tokens=budget, max_rows=max(1, max_rows))
+        if budget and self.dist.enabled:
+            chunks = split_to(chunks, max(D.all_gather_objects(len(chunks), self.dist)))
+        return chunks
 
     def task_indices(self, cursor: int, count: int) -> list[int]:
         """Prompt indices for a step: the stream in order (infinite sources), or a seeded permutation per epoch."""
@@ -307,8 +326,7 @@ class Trainer:
                 tok = sum(float(sum(batch.trajectories[i].loss_mask)) for i in rows if batch.keep[i])
                 seqs = sum(1.0 for i in rows if batch.keep[i] and sum(batch.trajectories[i].loss_mask) > 0)
                 tok, seqs = D.all_reduce_sum([tok, seqs], self.dist)
-                micro = max(1, math.ceil(len(rows) / cfg.grad_accum))
-                chunks = [rows[i : i + micro] for i in range(0, len(rows), micro)]
+                chunks = self.micro_batches(batch.trajectories, rows, math.ceil(len(rows) / cfg.grad_accum))
                 mini_loss = torch.zeros((), dtype=torch.float64, device=dev)
                 for c, chunk in enumerate(chunks):
                     sync = c == len(chunks) - 1
@@ -466,6 +484,9 @@ class Trainer:
             D.shutdown(self.dist)
 
     def step(self, step: int, cursor: int, objective: Objective) -> dict[str, Any]:
+        from toolgym.training.peak_memory import peak_memory_gb, reset_peak
+
+        reset_peak(self.dist.device)
         t0 = time.perf_counter()
         groups = self.rollouts(step, cursor)
         t1 = time.perf_counter()
@@ -494,6 +515,7 @@ class Trainer:
         self.policy_sync.after_update()
         t2 = time.perf_counter()
         stats = trajectory_stats(batch.trajectories)
+        stats["peak_memory_gb"] = peak_memory_gb(self.dist.device)  # CUDA: max allocated; else peak RSS
         allstats = D.all_gather_objects(stats, self.dist)
         n = sum(s["n"] for s in allstats)
         m: dict[str, Any] = {k: sum(s[k] * s["n"] for s in allstats) / max(n, 1)
@@ -504,7 +526,7 @@ class Trainer:
         m.update(upd)
         m.update(episodes=n, rollout_s=t1 - t0, update_s=t2 - t1, step_s=t2 - t0, weight_pushes=self.policy_sync.pushes,
                  tokens_per_s=model_tokens * self.cfg.update_epochs / max(t2 - t1, 1e-9),
-                 errors=sum(s["errors"] for s in allstats))
+                 errors=sum(s["errors"] for s in allstats), peak_memory_gb=max(s["peak_memory_gb"] for s in allstats))
         return m
 
     # -- warm start, checkpoints, summary ---------------------------------------------------------------

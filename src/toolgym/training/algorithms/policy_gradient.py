@@ -66,7 +66,7 @@ class PolicyGradient(Objective):
     def loss(self, ctx: StepContext, batch: RolloutBatch, rows: list[int], token_count: float,
              seq_count: float) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         tb = ctx.collate([batch.trajectories[i] for i in rows])
-        logp, _ = response_logprobs(ctx.model, tb, temperature=ctx.temperature)
+        logp, _ = response_logprobs(ctx.model, tb, temperature=ctx.temperature, head=ctx.cfg.model.logprob_head)
         dev = logp.device  # the batch's per-step tensors live on the CPU: each micro-batch's slice moves once
         T = tb.loss_mask.shape[1]
         old = torch.stack([torch.nn.functional.pad(batch.old_logp[i], (0, T - len(batch.old_logp[i]))) for i in rows])

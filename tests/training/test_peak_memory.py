@@ -1,0 +1,47 @@
+"""``peak_memory_gb``: the peak of one step (CPU: peak RSS since a reset; CUDA: max allocated), logged per step."""
+
+from __future__ import annotations
+
+import gc
+
+import torch
+
+from toolgym.training.peak_memory import peak_memory_gb, reset_peak
+
+from .test_device_trainer import _trainer
+from .trainer_util import tiny_config
+
+
+def test_the_cpu_peak_sees_an_allocation_and_a_reset_forgets_it() -> None:
+    assert reset_peak("cpu"), "Linux lets a process reset its own peak RSS"
+    base = peak_memory_gb("cpu")
+    big = torch.ones(300_000_000 // 4)  # 0.3 GB, touched
+    high = peak_memory_gb("cpu")
+    assert high >= base + 0.25
+    del big
+    gc.collect()
+    reset_peak("cpu")
+    assert peak_memory_gb("cpu") < high - 0.25
+
+
+def test_a_step_logs_its_peak_memory(tmp_path, monkeypatch) -> None:
+    rollout = {**tiny_config(tmp_path)["rollout"], "sandbox": None,
+               "env_kwargs": {"min_digits": 1, "max_digits": 1, "system_prompt": None, "max_turns": 1, "parser": "none"}}
+    tr = _trainer(tmp_path, "cpu", monkeypatch, rollout=rollout)
+    obj = tr.objective = tr.algorithm.objective(tr.cfg)
+    tr._source_size = tr._probe_source_size()
+    tr._perms = {}
+    tr._build_rollouts()
+    rss = _rss_gb()
+    try:
+        m = tr.step(0, 0, obj)
+    finally:
+        tr.sampler.close()
+    params = sum(p.numel() * p.element_size() for p in tr.module.parameters()) / 1e9
+    assert params < m["peak_memory_gb"] < 1e3  # the process's peak RSS: more than its weights, less than a machine
+    assert m["peak_memory_gb"] >= rss  # reset at the step's start, it is at least the RSS the step began with
+
+
+def _rss_gb() -> float:
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) * 1024 / 1e9 for line in f if line.startswith("VmRSS:"))
