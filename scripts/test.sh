@@ -7,4 +7,4 @@ bash scripts/setup.sh --vllm
 .venv/bin/lint-imports  # the layering contracts in pyproject.toml ([tool.importlinter])
 # CI=true makes tests that need Docker, the model or vLLM fail instead of skip when a part is missing.
 export CI=${CI:-true}
-.venv/bin/python -m pytest -q -ra "$@"
+.venv/bin/python -m pytest -q -ra --durations=25 "$@"

@@ -21,3 +21,18 @@ def device() -> Iterator[str]:
 
     with standin_mode():
         yield STANDIN
+
+
+
+def _needs_docker(item: pytest.Item) -> bool:
+    """A test parametrized over sandbox backends needs Docker for its ``docker`` case; tests that open a docker
+    sandbox themselves carry ``@pytest.mark.docker``."""
+    callspec = getattr(item, "callspec", None)
+    return callspec is not None and "docker" in {str(v) for v in callspec.params.values()}
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark what each test needs, so ``-m "not docker"`` leaves out every test that opens a docker sandbox."""
+    for item in items:
+        if _needs_docker(item):
+            item.add_marker(pytest.mark.docker)

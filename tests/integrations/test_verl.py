@@ -256,6 +256,7 @@ def docker_reward(integration):
             sb.close()
 
 
+@pytest.mark.docker
 def test_code_reward_judges_in_the_docker_sandbox(integration, docker_reward) -> None:
     import json
 

@@ -10,6 +10,8 @@ import pytest
 from tests.sandbox.conftest import require_backend
 from toolgym.sandbox import Limits, open_sandbox
 
+pytestmark = pytest.mark.docker
+
 
 @pytest.fixture(scope="module")
 def container_attrs():

@@ -66,6 +66,7 @@ def test_cli_doctor_json():
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="image builds need root")
+@pytest.mark.docker
 def test_build_image_is_idempotent():
     from tests.sandbox.conftest import docker_ready
 

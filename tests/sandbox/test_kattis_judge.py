@@ -91,6 +91,7 @@ def check_table(table) -> None:
     assert not wrong, wrong
 
 
+@pytest.mark.docker
 def test_problemtools_examples_get_the_verdict_of_their_folder():
     require_backend("docker")
     root = cached_testdata(PROBLEMTOOLS) / "examples"
@@ -109,6 +110,7 @@ def test_problemtools_examples_get_the_verdict_of_their_folder():
     assert 0 < rep.passed < rep.total, [v.status for v in rep.verdicts]
 
 
+@pytest.mark.docker
 def test_bapctools_problems_get_the_verdict_of_their_folder():
     require_backend("docker")
     root = cached_testdata(BAPCTOOLS) / "test" / "problems"
