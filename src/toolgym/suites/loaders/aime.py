@@ -6,8 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from toolgym.envs.tasks._files import data_files, iter_records
 from toolgym.envs.tasks.math_records import math_record
-from toolgym.suites.loaders._files import data_files, iter_records
 
 
 def load_aime_records(path: str | Path) -> list[dict[str, Any]]:

@@ -9,9 +9,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from toolgym.envs.tasks._files import data_files, iter_records
 from toolgym.envs.tasks.codecontests import TEST_GROUPS, parse_record
 from toolgym.suites.eval_task import CodeTest, EvalTask
-from toolgym.suites.loaders._files import data_files, iter_records
 
 __all__ = ["TEST_GROUPS", "codecontests_task", "load_codecontests"]
 DEFAULT_TIME_LIMIT_S = 10.0  # per test, for records that state none

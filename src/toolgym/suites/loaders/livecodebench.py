@@ -10,9 +10,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from toolgym.envs.tasks._files import data_files, iter_records
 from toolgym.envs.tasks.livecodebench import decode_tests, parse_record
 from toolgym.suites.eval_task import CodeTest, EvalTask
-from toolgym.suites.loaders._files import data_files, iter_records
 
 __all__ = ["decode_tests", "lcb_task", "load_livecodebench"]  # decode_tests: its old import path
 
