@@ -125,7 +125,7 @@ def run_tests_tool(limits: Any = None, max_shown: int = 3) -> Tool:
         Args:
             code: the complete program (or function definitions) to test.
         """
-        from toolgym.envs.tasks._code import assemble_program, judge_options, public_test_cases, run_judge
+        from toolgym.envs.tasks.code_task import assemble_program, judge_options, public_test_cases, run_judge
 
         task = ctx.task
         tests = public_test_cases(task)
