@@ -132,9 +132,12 @@ def run_tests_tool(limits: Any = None, max_shown: int = 3) -> Tool:
         if not tests:
             return "no public tests are available for this problem"
         sb = await ctx.get_sandbox()
-        # the task's own judge (a Kattis package's validator and limits) checks public tests as it checks hidden ones
+        # public tests are judged as the hidden ones: the environment's limits, then the task's own judge
+        # (a Kattis package's validator and limits)
+        env = getattr(ctx.env, "unwrapped", ctx.env)
+        settings = env.judge_settings(task) if hasattr(env, "judge_settings") else judge_options(task)
         report = await run_judge(sb, assemble_program(code, task), tests, task.ground_truth.get("mode", "stdio"),
-                                 options=judge_options(task))
+                                 options=settings)
         return summarize_report(report, max_shown)
 
     return Tool(run_tests)

@@ -73,16 +73,18 @@ class CodeContestEnv(ToolEnv):
                          system_prompt=system_prompt or (TOOL_PROMPT if tools else SYSTEM_PROMPT),
                          max_turns=turns, **kwargs)
 
-    def _judge_options(self, task: Task) -> dict[str, Any]:
-        """The env's memory default, then the task's own judge keywords (which win)."""
-        return {**({"memory_mb": self.memory_mb} if self.memory_mb else {}), **judge_options(task)}
+    def judge_settings(self, task: Task) -> dict[str, Any]:
+        """The `judge` keywords for `task`: this env's time limit and memory, then the task's own (which win).
+        The reward, the public-test feedback and the run_tests tool all judge with these."""
+        return {"time_limit_s": self.time_limit_s, **({"memory_mb": self.memory_mb} if self.memory_mb else {}),
+                **judge_options(task)}
 
     async def hidden_tests_reward(self, completion: str, task: Task, state: dict[str, Any]) -> float:
         """Judge the submitted program on the hidden tests."""
         tests = hidden_test_cases(task)
         sb = await self.aget_sandbox()
         report = await run_judge(sb, submitted_program(completion, task), tests, task.ground_truth["mode"],
-                                 self.time_limit_s, self._judge_options(task))
+                                 options=self.judge_settings(task))
         statuses = [v.status for v in report.verdicts]
         info = {"passed": report.passed, "total": report.total, "statuses": statuses[:50]}
         if "JE" in statuses:  # the task's own validator failed (not the program): say it, once per task
@@ -114,7 +116,7 @@ class CodeContestEnv(ToolEnv):
             return None
         sb = await self.aget_sandbox()
         report = await run_judge(sb, submitted_program(text, self._task), tests, self._task.ground_truth["mode"],
-                                 self.time_limit_s, self._judge_options(self._task))
+                                 options=self.judge_settings(self._task))
         if report.passed == report.total:
             return None
         self._ctx.state["feedback_used"] = used + 1
