@@ -38,8 +38,8 @@ def main() -> None:
     import torch
 
     from toolgym.suites.loglik import LoglikScorer, score_naive
+    from toolgym.suites.loglik_mode import load_mc_items
     from toolgym.suites.models import load_causal_lm
-    from toolgym.suites.science import load_mc_items
 
     torch.set_num_threads(args.threads)
     model, tok = load_causal_lm(args.model)

@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 
 from toolgym._text import extract_code, iter_fences, last_boxed
+from toolgym.envs.answers import extract_answer as extract_final_answer
 from toolgym.envs.parsing import PythonBlockParser
+from toolgym.envs.tasks.code_task import extract_program
 from toolgym.envs.verifiers import extract_code as env_extract_code
-from toolgym.suites.code import extract_program
-from toolgym.suites.math import extract_final_answer
 
 
 @pytest.mark.parametrize(

@@ -178,3 +178,20 @@ def test_hidden_expected_values_never_reach_the_feedback(local_sandbox, mode):
     *_, info = env.step(block(wrong))
     assert info["feedback_text"] == "0/1 tests passed (WA 1); first failure: test 1 (WA)"
     assert str(secret) not in json.dumps(info)
+
+
+def test_run_tests_tool_judges_with_the_environments_limits(local_sandbox):
+    """The tool checks public tests as the reward checks hidden ones: with the env's memory (and time) limit,
+    not the judge's defaults (it once ran them at 256 MiB while the reward allowed the env's memory_mb)."""
+    big = "x = bytearray(320 * 2**20)\na, b = map(int, input().split())\nprint(a + b + x[-1])"
+    call = json.dumps({"name": "run_tests", "arguments": {"code": big}})
+    shown = {}
+    for memory_mb in (None, 1024):
+        env = toolgym.make("toolgym/CodeContest-v0", dataset=[codecontests_row()], sandbox=local_sandbox, tools=True,
+                           memory_mb=memory_mb, time_limit_s=20.0)  # time enough on a loaded machine
+        env.reset(seed=0)
+        obs, *_ = env.step(f"<tool_call>{call}</tool_call>")
+        *_, r, _, _, _ = env.step(block(big))
+        shown[memory_mb] = (obs[0]["content"].splitlines()[0], r)
+        env.close()
+    assert shown == {None: ("passed 0/1 public tests", 0.0), 1024: ("passed 1/1 public tests", 1.0)}, shown

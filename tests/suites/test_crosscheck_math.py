@@ -1,4 +1,5 @@
-"""Cross-check: toolgym's math grading (math_equal, and the suite's grade_math on whole solutions)
+"""Cross-check: toolgym's math grading (math_equal, and MathTIR-v0's rubric on whole solutions, as
+generate mode grades them)
 agrees with math-verify on MATH-500 gold answers. Every disagreement is printed.
 
 Pairs: each gold answer against itself in \\boxed{} (should match), each reference solution against
@@ -34,16 +35,25 @@ def _mv(gold: str, pred: str) -> bool:
 
 
 def test_math_equal_agrees_with_math_verify_on_math500(math500: list[dict], capsys) -> None:
+    import toolgym
+    from toolgym.envs.tasks.math_records import math_task
     from toolgym.envs.verifiers import math_equal
-    from toolgym.suites.math import grade_math
+    from toolgym.suites.grading import grade_all
 
+    with_solution = [(i, rec) for i, rec in enumerate(math500) if rec.get("solution")]
+    tasks = [math_task(rec, i, style="generate") for i, rec in with_solution]
+    env = toolgym.make("toolgym/MathTIR-v0", dataset=tasks, sandbox=None)
+    verdicts = {t.id: g.correct for t, g in zip(tasks, grade_all(env, "math", [(t, rec["solution"]) for t, (_, rec)
+                                                                                in zip(tasks, with_solution, strict=True)]),
+                                                    strict=True)}
+    env.close()
     rows = []
     for i, rec in enumerate(math500):
         gold = rec["answer"]
         nxt = math500[(i + 1) % len(math500)]["answer"]
         rows.append(("self", rec["id"], gold, f"\\boxed{{{gold}}}", math_equal(f"\\boxed{{{gold}}}", gold)))
         if rec.get("solution"):
-            rows.append(("solution", rec["id"], gold, rec["solution"], grade_math(rec["solution"], gold)[0]))
+            rows.append(("solution", rec["id"], gold, rec["solution"], verdicts[rec["id"]]))
         rows.append(("other", rec["id"], gold, f"\\boxed{{{nxt}}}", math_equal(f"\\boxed{{{nxt}}}", gold)))
     disagreements = []
     for kind, rid, gold, pred, ours in rows:

@@ -8,7 +8,7 @@ import pytest
 
 import toolgym
 from toolgym.envs.sources import TaskValidationError
-from toolgym.suites.loaders.gpqa import load_gpqa_records
+from toolgym.envs.tasks.gpqa import load_csv as load_gpqa_records
 
 COLS = ["Question", "Correct Answer", "Incorrect Answer 1", "Incorrect Answer 2", "Incorrect Answer 3",
         "Record ID", "High-level domain", "Subdomain"]

@@ -12,10 +12,10 @@ import pytest
 
 from tests.kattis_data import cached_testdata
 from toolgym.envs.kattis import PackageError, load_packages, load_problem
+from toolgym.envs.tasks.catalog import load
 from toolgym.errors import AssetError
 from toolgym.suites.registry import suite_from_dict
 from toolgym.suites.runner import BenchConfig, run_benchmark
-from toolgym.suites.source_strings import load_source
 
 
 def write(root: Path, files: dict[str, str]) -> Path:
@@ -119,14 +119,20 @@ def test_malformed_packages_give_one_line_naming_the_file_and_the_rest_load(tmp_
 
 def test_kattis_source_strings(tmp_path):
     root = packages(tmp_path)
-    tasks = load_source(f"kattis:{root}", options={"time_limit_s": 3})
-    by = {t.id: t for t in tasks}
-    assert by["halve"].time_limit_s == 3.0 and by["double"].time_limit_s == 4.0  # a package's own limit wins
-    assert by["halve"].judge_options == {"checker": "kattis", "checker_args": ["float_tolerance", "1e-3"]}
-    assert [t.output for t in by["double"].tests] == ["8\n", "42\n"] and by["double"].test_mode == "stdio"
-    assert len(load_source(f"kattis:{root}/halve")) == 1  # one package folder works too
+    loaded = load(f"kattis:{root}", style="generate", options={"time_limit_s": 3})
+    assert (loaded.dataset, loaded.kind) == ("kattis", "code")
+    by = {t.id: t for t in loaded.tasks}
+    assert by["halve"].ground_truth["judge"]["time_limit_s"] == 3.0  # for packages that state none
+    assert by["double"].ground_truth["judge"]["time_limit_s"] == 4.0  # a package's own limit wins
+    assert by["halve"].ground_truth["judge"] == {"checker": "kattis", "checker_args": ["float_tolerance", "1e-3"],
+                                                 "time_limit_s": 3.0}
+    gt = by["double"].ground_truth
+    assert [t["output"] for t in gt["hidden"]] == ["8\n", "42\n"] and gt["mode"] == "stdio"
+    env_prompts = {t.id: t.prompt for t in load(f"kattis:{root}", style="env").tasks}
+    assert by["double"].prompt == env_prompts["double"]  # the same prompt in every style
+    assert len(load(f"kattis:{root}/halve").tasks) == 1  # one package folder works too
     with pytest.raises(AssetError, match="no such folder"):
-        load_source(f"kattis:{tmp_path}/nowhere")
+        load(f"kattis:{tmp_path}/nowhere")
 
 
 def test_code_suite_runs_a_folder_of_packages(tmp_path, caplog):

@@ -1,9 +1,8 @@
-"""One LiveCodeBench parser: the environment and the suite get the same tests from the same record,
-and generate mode judges functional problems in call form, like tools mode."""
+"""One LiveCodeBench pipeline: the environment and the suite get the same tests from the same record,
+and the environment's rubric judges functional problems in call form, in every mode."""
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import json
 import zlib
@@ -13,9 +12,7 @@ import pytest
 from tests.requirements import need
 from toolgym.envs.sources import TaskValidationError
 from toolgym.envs.tasks._code import code_adapter
-from toolgym.envs.tasks.livecodebench import parse_record
-from toolgym.suites.code import build_program, judge_many
-from toolgym.suites.loaders.livecodebench import lcb_task
+from toolgym.envs.tasks.livecodebench import lcb_task, parse_record
 
 
 def _functional_row() -> dict:
@@ -36,18 +33,15 @@ def _stdin_row() -> dict:
 
 
 def _suite_tests(row: dict) -> list[dict]:
-    out = []
-    for t in lcb_task(row).tests:
-        out.append({"call": t.call, "args": t.args, "expected": t.expected} if t.call
-                   else {"input": t.input, "output": t.output})
-    return out
+    return lcb_task(row, style="generate").ground_truth["hidden"]
 
 
 @pytest.mark.parametrize("row", [_functional_row(), _stdin_row()], ids=["functional", "stdin"])
 def test_env_and_suite_get_the_same_tests(row):
     task = code_adapter(row, 0)
     assert task.ground_truth["hidden"] == _suite_tests(row)
-    assert task.ground_truth["mode"] == lcb_task(row).test_mode
+    assert task.ground_truth == lcb_task(row, style="generate").ground_truth
+    assert task.prompt != lcb_task(row, style="generate").prompt
 
 
 def test_functional_tests_are_in_call_form():
@@ -63,7 +57,7 @@ def test_malformed_records_say_what_is_wrong():
         parse_record(mixed)
     odd = dict(_stdin_row(), public_test_cases=json.dumps([{"input": "1", "output": "1", "testtype": "weird"}]))
     with pytest.raises(TaskValidationError, match="LiveCodeBench s1: field 'public_test_cases' test 0: unknown testtype"):
-        lcb_task(odd)
+        lcb_task(odd, where="LiveCodeBench s1: ")
 
 
 @pytest.fixture(scope="module")
@@ -79,13 +73,18 @@ def sandbox():
 
 
 def test_generate_mode_judges_in_call_form(sandbox):
-    task = lcb_task(_functional_row())
+    import toolgym
+    from toolgym.suites.grading import grade_all
+
+    task = lcb_task(_functional_row(), style="generate")
     head = "```python\nclass Solution:\n    def app(self, nums: List[int], k: int) -> List[int]:\n"
     right = head + "        return nums + [k]\n```"
     as_tuple = head + "        return tuple(nums) + (k,)\n```"  # JSON-equal to the list
     wrong = head + "        return nums\n```"
     # the assert form put the expected value in the program's namespace, where this read it
     peeking = head + "        return globals().get('_expected')\n```"
-    jobs = [(task, build_program(task, c)) for c in (right, as_tuple, wrong, peeking)]
-    res = asyncio.run(judge_many(sandbox, jobs))
-    assert [(r["passed"], r["total"]) for r in res] == [(2, 2), (2, 2), (0, 2), (0, 2)]
+    env = toolgym.make("toolgym/CodeContest-v0", dataset=[task], sandbox=sandbox, reward_mode="all")
+    grades = grade_all(env, "code", [(task, c) for c in (right, as_tuple, wrong, peeking)])
+    env.close()
+    assert [(g.details["passed"], g.details["total"]) for g in grades] == [(2, 2), (2, 2), (0, 2), (0, 2)]
+    assert [g.correct for g in grades] == [True, True, False, False]

@@ -38,10 +38,10 @@ def _lm_eval_root() -> Path:
 
 
 def _records(name: str) -> list[dict[str, Any]]:
-    from toolgym.suites.source_strings import load_asset_records
+    from toolgym.assets import load_records
 
     try:
-        return load_asset_records(name)
+        return list(load_records(name))
     except AssetError as exc:
         need(False, f"asset {name} is missing ({exc}): toolgym assets fetch {name}")
     raise AssertionError("unreachable")
@@ -93,10 +93,11 @@ def _lm_eval_requests(task: Any) -> dict[int, list[tuple[str, str]]]:
 
 
 def _toolgym_requests(dataset: str, recs: list[dict[str, Any]]) -> list[list[tuple[str, str]]]:
+    from toolgym.envs.tasks.multiple_choice import mc_task
     from toolgym.suites.loglik import TARGET_DELIMITER
-    from toolgym.suites.science import mc_tasks
 
-    return [[(t.context, TARGET_DELIMITER + c) for c in t.choices] for t in mc_tasks(dataset, recs)]
+    reqs = [mc_task(r, i, style="loglik", dataset=dataset).metadata["loglik"] for i, r in enumerate(recs)]
+    return [[(q["context"], TARGET_DELIMITER + c) for c in q["continuations"]] for q in reqs]
 
 
 @pytest.fixture(scope="module")
@@ -125,7 +126,7 @@ def test_contexts_and_continuations_equal_lm_evals_requests(hf_offline, dataset:
 
 
 def test_mmlu_prompts_carry_lm_evals_subject_description(hf_offline) -> None:
-    from toolgym.suites.science import mc_tasks
+    from toolgym.suites.lmeval import lmeval_task_name
 
     by_subject: dict[str, list[dict[str, Any]]] = {}
     for r in _records("mmlu"):
@@ -138,14 +139,14 @@ def test_mmlu_prompts_carry_lm_evals_subject_description(hf_offline) -> None:
         words = subject.replace("_", " ")
         assert got[0][0][0].startswith(f"The following are multiple choice questions (with answers) about {words}.\n\n")
         assert [c for _, c in got[0]] == [" A", " B", " C", " D"]
-    assert mc_tasks("mmlu", recs[:1])[0].metadata["lmeval_task"] == f"mmlu_{subject}"
+    assert lmeval_task_name("mmlu", recs[0]["subject"]) == f"mmlu_{subject}"
 
 
 def test_mmlu_categories_match_lm_evals_tags(hf_offline) -> None:
     from lm_eval.tasks._yaml_loader import load_yaml
 
+    from toolgym.envs.tasks.multiple_choice import MMLU_STEM
     from toolgym.suites.lmeval import MMLU_CATEGORIES
-    from toolgym.suites.science import MMLU_STEM
 
     tags: dict[str, set[str]] = {}
     for path in sorted((_lm_eval_root() / "mmlu/default").glob("mmlu_*.yaml")):

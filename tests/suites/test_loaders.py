@@ -1,4 +1,5 @@
-"""Loaders of local benchmark files, each against a small fixture written here in the published format."""
+"""Source strings of local benchmark files (`toolgym.envs.tasks.catalog`), each against a small fixture
+written here in the published format."""
 
 from __future__ import annotations
 
@@ -11,11 +12,14 @@ from pathlib import Path
 
 import pytest
 
+from toolgym.envs.tasks.catalog import load
+from toolgym.envs.tasks.gpqa import load_csv as load_gpqa_records
+from toolgym.envs.tasks.livecodebench import decode_tests
 from toolgym.errors import AssetError, ConfigError
-from toolgym.suites.loaders.aime import load_aime_records
-from toolgym.suites.loaders.codecontests import load_codecontests
-from toolgym.suites.loaders.gpqa import load_gpqa_records
-from toolgym.suites.loaders.livecodebench import decode_tests, load_livecodebench
+
+
+def load_livecodebench(path, **opts):
+    return load(f"livecodebench:{path}", style="generate", options=opts).tasks
 
 
 def _pickled(obj) -> str:
@@ -62,11 +66,12 @@ def test_livecodebench_stdin_and_functional(tmp_path: Path) -> None:
     tasks = load_livecodebench(tmp_path, trust_pickle=True)
     assert [t.id for t in tasks] == ["abc001_a", "1"]
     stdin, func = tasks
-    assert stdin.test_mode == "stdio" and [(c.input, c.output) for c in stdin.tests] == [("1 2\n", "3\n"), ("5 7\n", "12\n")]
-    assert func.test_mode == "function" and "from typing import" in func.program_prefix
+    s, f = stdin.ground_truth, func.ground_truth
+    assert s["mode"] == "stdio" and [(c["input"], c["output"]) for c in s["hidden"]] == [("1 2\n", "3\n"), ("5 7\n", "12\n")]
+    assert f["mode"] == "function" and "from typing import" in f["prefix"]
     # call form (judged in the sandbox: tests/suites/test_livecodebench_shared.py), one JSON value per input line
-    assert [(t.call, t.args, t.expected, t.code) for t in func.tests] == [
-        ("Solution().twoSum", [[2, 7, 11, 15], 9], [0, 1], ""), ("Solution().twoSum", [[3, 3], 6], [0, 1], "")]
+    assert [(t["call"], t["args"], t["expected"]) for t in f["hidden"]] == [
+        ("Solution().twoSum", [[2, 7, 11, 15], 9], [0, 1]), ("Solution().twoSum", [[3, 3], 6], [0, 1])]
     assert [t.id for t in load_livecodebench(tmp_path, trust_pickle=True, since="2024-01-01")] == ["abc001_a"]
 
 
@@ -84,13 +89,13 @@ def test_codecontests(tmp_path: Path) -> None:
            "private_tests": {"input": ["2 2\n", "0 0\n"], "output": ["4\n", "0\n"]},
            "generated_tests": {"input": [], "output": []}}
     f = _write_jsonl(tmp_path / "cc.jsonl", [row])
-    (t,) = load_codecontests(f)
-    assert t.id == "1548_A. Web of Lies" and t.test_mode == "stdio" and t.time_limit_s == 2.5
-    assert [(c.input, c.output) for c in t.tests] == [("1 2\n", "3\n"), ("2 2\n", "4\n"), ("0 0\n", "0\n")]
-    (pub,) = load_codecontests(f, groups=("public_tests",))
-    assert len(pub.tests) == 1
+    (t,) = load(f"codecontests:{f}", style="generate").tasks
+    gt = t.ground_truth
+    assert t.id == "1548_A. Web of Lies" and gt["mode"] == "stdio" and gt["judge"] == {"time_limit_s": 2.5}
+    assert [(c["input"], c["output"]) for c in gt["hidden"]] == [("1 2\n", "3\n"), ("2 2\n", "4\n"), ("0 0\n", "0\n")]
+    assert len(gt["public"]) == 1
     with pytest.raises(AssetError):
-        load_codecontests(tmp_path / "missing.jsonl")
+        load(f"codecontests:{tmp_path / 'missing.jsonl'}")
 
 
 def test_gpqa_official_csv(tmp_path: Path) -> None:
@@ -121,9 +126,12 @@ def test_aime_jsonl(tmp_path: Path) -> None:
         {"ID": "2024-I-1", "Problem": "Find x.", "Answer": "033", "Year": 2024},
         {"id": 7, "problem": "Find y.", "answer": 204},
     ])
-    recs = load_aime_records(f)
-    assert [(r["id"], r["answer"]) for r in recs] == [("2024-I-1", "33"), ("7", "204")]
-    assert recs[0]["year"] == 2024 and recs[0]["question"] == "Find x."
+    loaded = load(f"aime:{f}", style="generate")
+    assert (loaded.dataset, loaded.kind) == ("aime", "math")
+    assert [(t.id, t.ground_truth) for t in loaded.tasks] == [("2024-I-1", "33"), ("7", "204")]
+    assert loaded.tasks[0].metadata["year"] == 2024
+    assert load(f"aime:{f}", style="env").tasks[0].prompt == [{"role": "user", "content": "Find x."}]
+    assert loaded.tasks[0].prompt[0]["content"].startswith("Find x.\n\nPlease reason step by step")
     _write_jsonl(tmp_path / "broken.jsonl", [{"id": 1, "problem": "no answer"}])
     with pytest.raises(ConfigError, match="answer"):
-        load_aime_records(tmp_path / "broken.jsonl")
+        load(f"aime:{tmp_path / 'broken.jsonl'}")

@@ -126,8 +126,9 @@ def test_compare_reports_flags_a_real_difference(tmp_path: Path) -> None:
 
 
 def test_loglik_mode_with_a_tiny_saved_model(tmp_path: Path, tiny_lm) -> None:
+    from toolgym.envs.tasks.multiple_choice import mc_task
     from toolgym.suites.loglik import score_naive
-    from toolgym.suites.science import mc_tasks, to_mc_items
+    from toolgym.suites.loglik_mode import mc_items
 
     model, tok = tiny_lm
     tok.chat_template = None
@@ -136,7 +137,7 @@ def test_loglik_mode_with_a_tiny_saved_model(tmp_path: Path, tiny_lm) -> None:
     rep = run_benchmark(BenchConfig(suite="mini", model=str(tmp_path / "tiny"), mode="loglik"), tmp_path / "out",
                         log=lambda m: None, suite=_suite(tmp_path))
     assert "math" in rep["skipped"] and "sci" in rep["entries"]
-    ref = score_naive(model, tok, to_mc_items(mc_tasks("arc_easy", MC)))
+    ref = score_naive(model, tok, mc_items([mc_task(r, i, style="loglik", dataset="arc_easy") for i, r in enumerate(MC)]))
     sci = rep["entries"]["sci"]
     assert sci["headline"] == "acc_norm"
     assert sci["metrics"]["acc"]["mean"] == pytest.approx(sum(r.acc for r in ref) / 3)

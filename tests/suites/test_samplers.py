@@ -14,20 +14,6 @@ pytest.importorskip("torch")
 from toolgym.suites.registry import suite_from_dict  # noqa: E402
 from toolgym.suites.runner import BenchConfig, run_benchmark  # noqa: E402
 
-TEMPLATE = ("{% for m in messages %}<|{{ m['role'] }}|>{{ m['content'] }}<eos>{% endfor %}"
-            "{% if add_generation_prompt %}<|assistant|>{% endif %}")
-
-
-@pytest.fixture(scope="module")
-def tiny_dir(tmp_path_factory, tiny_lm) -> Path:
-    model, tok = tiny_lm
-    d = tmp_path_factory.mktemp("tiny-chat")
-    tok.chat_template = TEMPLATE
-    model.save_pretrained(d)
-    tok.save_pretrained(d)
-    tok.chat_template = None
-    return d
-
 
 def _suite(tmp_path: Path):
     data = tmp_path / "m.jsonl"

@@ -125,16 +125,19 @@ def run_tests_tool(limits: Any = None, max_shown: int = 3) -> Tool:
         Args:
             code: the complete program (or function definitions) to test.
         """
-        from toolgym.envs.tasks._code import assemble_program, judge_options, public_test_cases, run_judge
+        from toolgym.envs.tasks.code_task import assemble_program, judge_options, public_test_cases, run_judge
 
         task = ctx.task
         tests = public_test_cases(task)
         if not tests:
             return "no public tests are available for this problem"
         sb = await ctx.get_sandbox()
-        # the task's own judge (a Kattis package's validator and limits) checks public tests as it checks hidden ones
+        # public tests are judged as the hidden ones: the environment's limits, then the task's own judge
+        # (a Kattis package's validator and limits)
+        env = getattr(ctx.env, "unwrapped", ctx.env)
+        settings = env.judge_settings(task) if hasattr(env, "judge_settings") else judge_options(task)
         report = await run_judge(sb, assemble_program(code, task), tests, task.ground_truth.get("mode", "stdio"),
-                                 options=judge_options(task))
+                                 options=settings)
         return summarize_report(report, max_shown)
 
     return Tool(run_tests)

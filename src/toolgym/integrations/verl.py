@@ -166,12 +166,11 @@ def code_score(solution_str: str, tests: dict[str, Any], *, sandbox_backend: str
                partial_credit: bool = False) -> float:
     """Judge the last fenced program of ``solution_str`` on ``tests`` (see :func:`compute_score`): 1.0 when every
     test passes (``partial_credit``: the fraction passed)."""
-    from toolgym.envs.parsing import strip_thinking
+    from toolgym.envs.tasks.code_task import extract_program
     from toolgym.sandbox.judging import judge
-    from toolgym.suites.code import extract_program
 
     language = tests.get("language", "python")
-    program = extract_program(strip_thinking(solution_str or ""))
+    program = extract_program(solution_str or "")  # outside <think>
     if not program.strip():
         return 0.0
     opts = {k: tests[k] for k in ("checker", "time_limit_s", "memory_mb", "abs_tol", "rel_tol") if k in tests}

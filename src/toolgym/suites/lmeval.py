@@ -16,6 +16,8 @@ import math
 from collections.abc import Iterable
 from typing import Any
 
+from toolgym.envs.tasks.multiple_choice import mmlu_description as mmlu_description  # its old import path
+
 # lm-eval's MMLU categories (the `tag` of each mmlu/default/mmlu_<subject>.yaml) and their group aliases.
 MMLU_CATEGORIES: dict[str, tuple[str, ...]] = {
     "stem": (
@@ -55,11 +57,6 @@ def lmeval_task_name(dataset: str, subject: str | None = None) -> str | None:
     if dataset == "mmlu" and subject:
         return f"mmlu_{subject}"
     return None
-
-
-def mmlu_description(subject: str) -> str:
-    """lm-eval's per-subject MMLU description, prepended to every zero-shot context."""
-    return f"The following are multiple choice questions (with answers) about {' '.join(subject.split('_'))}.\n\n"
 
 
 def _metrics_of(task: str) -> tuple[str, ...]:

@@ -1,7 +1,7 @@
 """Log-likelihood multiple-choice scoring, computed the way lm-evaluation-harness (0.4.x, `HFLM`) does.
 
 Each choice is scored as the summed log-probability of the continuation " " + choice given the
-task's context (see `toolgym.suites.science` for the per-dataset prompts). Tokenization follows the
+task's context (`toolgym.envs.tasks.multiple_choice.loglik_request` writes the per-dataset prompts). Tokenization follows the
 harness: trailing context whitespace moves into the continuation, the context is encoded on its own,
 the continuation tokens are whole[len(context):] of the encoding of context + continuation, and the
 model input is context tokens + continuation tokens. Strings are encoded with the tokenizer's own
@@ -29,12 +29,9 @@ from typing import Any
 
 import torch
 
+from toolgym.envs.tasks.multiple_choice import arc_context as arc_context  # its old import path
+
 TARGET_DELIMITER = " "
-
-
-def arc_context(question: str) -> str:
-    """lm-eval's ARC prompt (`doc_to_text` of arc_easy / arc_challenge)."""
-    return f"Question: {question}\nAnswer:"
 
 
 @dataclass

@@ -76,7 +76,7 @@ MATH_ENV = "toolgym/MathTIR-v0"
 
 
 def _builtin() -> dict[str, Suite]:
-    from toolgym.suites.science import MMLU_STEM
+    from toolgym.envs.tasks.multiple_choice import MMLU_STEM
 
     science = Suite("science", [
         SuiteEntry("arc_challenge", SCIENCE_ENV, "asset:arc_challenge", "acc_norm"),

@@ -1,17 +1,21 @@
 """toolgym/CodeContest-v0: write a program; optional public-test feedback; reward on hidden tests.
 
 Tasks: HumanEval and MBPP (function mode) and LeetCode from the asset cache, or local
-LiveCodeBench / CodeContests-format files (stdio mode), or Kattis/ICPC problem packages
+LiveCodeBench / CodeContests-format files (stdio mode; `dataset="livecodebench:PATH"` /
+`"codecontests:PATH"` with `source_options` such as `trust_pickle`), or Kattis/ICPC problem packages
 (`dataset="kattis:DIR"`, or a folder holding problem.yaml packages): judged with each package's
-output validator (interactive ones too) and its time/memory limits (`time_limit_s` for those
-that state none). The final message's last ```python
-block is the submission. With `feedback_turns > 0` a failing submission gets the public-test
-results back and may be revised; with `tools=True` the model can also call `run_tests`.
+output validator (interactive ones too) and its time/memory limits. A task's own time limit (a
+package's, a CodeContests record's) wins; `time_limit_s` and `memory_mb` are for tasks that state none.
+The submission is the final message's program (`code_task.extract_program`: the fenced block defining
+the entry point, else the last python block; an unterminated block or bare code is judged as it is).
+With `feedback_turns > 0` a failing submission gets the public-test results back and may be revised;
+with `tools=True` the model can also call `run_tests`.
 Reward: the fraction of hidden tests passed (`reward_mode="fraction"`) or 1/0 (`"all"`).
 """
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from toolgym.envs.builtin_tools import run_tests_tool, summarize_report
@@ -20,19 +24,21 @@ from toolgym.envs.kattis import is_package_source, package_tasks
 from toolgym.envs.parsing import ParsedTurn
 from toolgym.envs.rubric import Rubric
 from toolgym.envs.sources import ListSource
-from toolgym.envs.tasks._code import (
-    assemble_program,
-    code_adapter,
+from toolgym.envs.tasks import catalog
+from toolgym.envs.tasks._code import code_adapter
+from toolgym.envs.tasks._common import build_source
+from toolgym.envs.tasks.code_task import (
     hidden_test_cases,
     judge_options,
     public_test_cases,
     run_judge,
+    submitted_program,
 )
-from toolgym.envs.tasks._common import build_source
 from toolgym.envs.types import Task
 from toolgym.envs.verifiers import extract_code
 from toolgym.errors import ConfigError
 
+log = logging.getLogger(__name__)
 SYSTEM_PROMPT = "You are an expert programmer. Reply with your complete solution in one ```python code block."
 TOOL_PROMPT = SYSTEM_PROMPT + " Before answering you may call the run_tests tool to check a program on the public tests."
 
@@ -45,7 +51,8 @@ class CodeContestEnv(ToolEnv):
     def __init__(self, dataset: Any = "mbpp", *, split: str | None = None, partition: str | None = None,
                  limit: int | None = None, reward_mode: str = "fraction", feedback_turns: int = 0, tools: bool = False,
                  max_turns: int | None = None, system_prompt: str | None = None, seed: int = 0,
-                 time_limit_s: float = 2.0, **kwargs: Any) -> None:
+                 time_limit_s: float = 2.0, memory_mb: int | None = None,
+                 source_options: dict[str, Any] | None = None, **kwargs: Any) -> None:
         if reward_mode not in ("fraction", "all"):
             raise ConfigError(f"reward_mode must be 'fraction' or 'all', got {reward_mode!r}")
         if feedback_turns < 0:
@@ -53,28 +60,39 @@ class CodeContestEnv(ToolEnv):
         self.reward_mode = reward_mode
         self.feedback_turns = feedback_turns
         self.time_limit_s = time_limit_s
-        if is_package_source(dataset):  # Kattis packages: parsed here, malformed ones skipped with a warning
+        self.memory_mb = memory_mb  # None: the judge's default (256 MiB)
+        self._warned_je: set[str] = set()
+        if is_package_source(dataset) and not catalog.is_source_string(dataset):  # a plain folder of Kattis packages
             found = package_tasks(dataset, time_limit_s)
             dataset = ListSource(found[:limit] if limit else found, str(dataset))
-        tasks = build_source(dataset, code_adapter, split=split, partition=partition, seed=seed, limit=limit)
+        tasks = build_source(dataset, code_adapter, kind="code", split=split, partition=partition, seed=seed,
+                             limit=limit, options={"time_limit_s": time_limit_s, **(source_options or {})})
         tool_list = [run_tests_tool(limits=kwargs.get("limits"))] if tools else []
         turns = max_turns or (1 + feedback_turns + (3 if tools else 0))
         super().__init__(tasks, tools=tool_list, parser="hermes", rubric=Rubric([self.hidden_tests_reward]),
                          system_prompt=system_prompt or (TOOL_PROMPT if tools else SYSTEM_PROMPT),
                          max_turns=turns, **kwargs)
 
+    def judge_settings(self, task: Task) -> dict[str, Any]:
+        """The `judge` keywords for `task`: this env's time limit and memory, then the task's own (which win).
+        The reward, the public-test feedback and the run_tests tool all judge with these."""
+        return {"time_limit_s": self.time_limit_s, **({"memory_mb": self.memory_mb} if self.memory_mb else {}),
+                **judge_options(task)}
+
     async def hidden_tests_reward(self, completion: str, task: Task, state: dict[str, Any]) -> float:
-        """Judge the last ```python block on the hidden tests."""
-        code = extract_code(completion)
-        if code is None:
-            state.setdefault("info", {})["judge"] = {"passed": 0, "total": 0, "error": "no ```python block in the final message"}
-            return 0.0
+        """Judge the submitted program on the hidden tests."""
         tests = hidden_test_cases(task)
         sb = await self.aget_sandbox()
-        report = await run_judge(sb, assemble_program(code, task), tests, task.ground_truth["mode"], self.time_limit_s,
-                                 judge_options(task))
-        state.setdefault("info", {})["judge"] = {"passed": report.passed, "total": report.total,
-                                                 "statuses": [v.status for v in report.verdicts][:50]}
+        report = await run_judge(sb, submitted_program(completion, task), tests, task.ground_truth["mode"],
+                                 options=self.judge_settings(task))
+        statuses = [v.status for v in report.verdicts]
+        info = {"passed": report.passed, "total": report.total, "statuses": statuses[:50]}
+        if "JE" in statuses:  # the task's own validator failed (not the program): say it, once per task
+            info["error"] = next((n for n in report.notes if n), "judge error")
+            if task.id not in self._warned_je:
+                self._warned_je.add(task.id)
+                log.warning("%s: %s", task.id, info["error"])
+        state.setdefault("info", {})["judge"] = info
         if report.passed < report.total:
             state["info"]["feedback_text"] = judge_feedback(report)
         if report.total == 0:
@@ -84,7 +102,8 @@ class CodeContestEnv(ToolEnv):
         return report.passed / report.total
 
     def final_answer(self, text: str, parsed: ParsedTurn) -> str | None:
-        """The submission is the last ```python block (what the judge runs), not an "Answer:" line."""
+        """The answer is the submitted ```python block, not an "Answer:" line; None when the message has
+        none (it is still judged, as bare code)."""
         return extract_code(text)
 
     async def on_final(self, text: str, parsed: ParsedTurn) -> list[dict[str, Any]] | None:
@@ -93,12 +112,11 @@ class CodeContestEnv(ToolEnv):
         if used >= self.feedback_turns or self._task is None:
             return None
         tests = public_test_cases(self._task)
-        code = extract_code(text)
-        if not tests or code is None:
+        if not tests or extract_code(text) is None:
             return None
         sb = await self.aget_sandbox()
-        report = await run_judge(sb, assemble_program(code, self._task), tests, self._task.ground_truth["mode"],
-                                 self.time_limit_s, judge_options(self._task))
+        report = await run_judge(sb, submitted_program(text, self._task), tests, self._task.ground_truth["mode"],
+                                 options=self.judge_settings(self._task))
         if report.passed == report.total:
             return None
         self._ctx.state["feedback_used"] = used + 1

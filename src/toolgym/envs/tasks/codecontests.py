@@ -8,9 +8,14 @@ cf_rating. All tests are stdio: {"input", "output"} (the sandbox judge's `TestCa
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from toolgym.envs.sources import TaskValidationError, require
+from toolgym.envs.tasks._files import data_files, iter_records
+from toolgym.envs.tasks.code_task import STDIO_HINT, code_task
+from toolgym.envs.tasks.styles import PromptStyle
+from toolgym.envs.types import Task
 
 TEST_GROUPS = ("public_tests", "private_tests", "generated_tests")
 
@@ -58,3 +63,21 @@ def parse_record(row: dict[str, Any], index: int | None = None, *, where: str = 
     return Problem(id=str(name if name is not None else index), text=text, tests=tests,
                    time_limit_s=time_limit_s(row.get("time_limit")),
                    info={"difficulty": row.get("difficulty"), "cf_rating": row.get("cf_rating")})
+
+
+def cc_task(row: dict[str, Any], index: int | None = None, *, style: PromptStyle = "env", where: str = "") -> Task:
+    """A stdio Task: the public tests shown, all groups hidden; the record's time limit is the task's own."""
+    p = parse_record(row, index, where=where)
+    if style == "env":
+        text = f"{p.text}\n\n{STDIO_HINT}"
+    else:
+        text = (p.text.strip() + "\n\nRead the input from stdin and write the answer to stdout. "
+                "Reply with a Python 3 program in one ```python block.")
+    judge = {"time_limit_s": p.time_limit_s} if p.time_limit_s else None
+    return code_task(p.id, text, "stdio", p.tests["public_tests"], p.group_tests(), "codecontests", judge=judge)
+
+
+def load_tasks(path: str | Path, *, style: PromptStyle = "env") -> list[Task]:
+    """Tasks of a CodeContests file or a folder of them."""
+    return [cc_task(row, n, style=style, where=f"CodeContests {row.get('name') or row.get('id') or n}: ")
+            for f in data_files(path) for n, row in enumerate(iter_records(f))]

@@ -1,8 +1,7 @@
-"""HumanEval, MBPP and LeetCode records (the function-mode code datasets of the asset cache), parsed
-once for the environments and the suites: the test code, the entry point and the program prefix.
-
-Each side writes its own prompt from `text` (and `starter`/`shown_tests`); the tests are Python code
-run after the submission in one namespace.
+"""HumanEval, MBPP and LeetCode records (the function-mode code datasets of the asset cache): the test
+code, the entry point, the program prefix, and the prompts of each style (`toolgym.envs.tasks.styles`),
+for the environments and the suites alike. The tests are Python code run after the submission in one
+namespace.
 """
 
 from __future__ import annotations
@@ -13,6 +12,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from toolgym.envs.sources import require
+from toolgym.envs.tasks.code_task import FUNCTION_HINT, code_task
+from toolgym.envs.tasks.styles import PromptStyle
+from toolgym.envs.types import Task
 
 _MBPP_CALL = re.compile(r"assert\s+(?:not\s+)?\(?\s*([A-Za-z_]\w*)\s*\(")
 
@@ -71,3 +73,46 @@ def leetcode(row: dict[str, Any], index: int) -> FunctionProblem:
     return FunctionProblem(id=str(row.get("id", index)), text=prompt, tests=[f"{setup}\n{t}\n" for t in asserts],
                            entry_point=str(row.get("entry_point") or "").rsplit(".", 1)[-1],
                            prefix=(imports + "\n") if imports else "", starter=starter)
+
+
+# ------------------------------------------------------------------------------------ tasks and prompts
+# "env": the environment's prompts; "generate" (and "loglik"): the suites', with which the README's
+# Qwen2.5-Coder HumanEval/MBPP numbers were measured.
+
+
+def humaneval_task(row: dict[str, Any], index: int, style: PromptStyle = "env") -> Task:
+    p = humaneval(row, index)
+    if style == "env":
+        text = f"Complete this Python function.\n```python\n{p.text}```\n{FUNCTION_HINT}"
+    else:
+        text = ("Complete the following Python function. Reply with the complete function in one ```python "
+                f"code block.\n\n```python\n{p.text}```")
+    return code_task(p.id, text, "function", [], [{"code": t} for t in p.tests], "humaneval", p.entry_point,
+                     prefix=p.prefix)
+
+
+def mbpp_task(row: dict[str, Any], index: int, style: PromptStyle = "env") -> Task:
+    """The environment shows one assert (also its public test), the suites all of them."""
+    p = mbpp(row, index)
+    hidden = [{"code": t} for t in p.tests]
+    if style == "env":
+        text = (f"{p.text}\nYour code should pass this test:\n{p.shown_tests[0]}\n{FUNCTION_HINT}" if p.shown_tests
+                else p.text)
+    else:
+        text = (f"{p.text.strip()}\nYour code should pass these tests:\n" + "\n".join(p.shown_tests)
+                + "\nReply with the Python code in one ```python code block.")
+    return code_task(p.id, text, "function", hidden[:1], hidden, "mbpp", p.entry_point or None)
+
+
+def leetcode_task(row: dict[str, Any], index: int, style: PromptStyle = "env") -> Task:
+    p = leetcode(row, index)
+    hidden = [{"code": t} for t in p.tests]
+    if style == "env":
+        text = f"{p.text}\n\nStart from:\n```python\n{p.starter}\n```\n{FUNCTION_HINT}"
+    else:
+        text = (f"{p.text.strip()}\n\nStart from this code:\n```python\n{p.starter.rstrip()}\n```\n"
+                "Reply with the complete Python solution in one ```python code block.")
+    return code_task(p.id, text, "function", hidden[:1], hidden, "leetcode", p.entry_point or None, prefix=p.prefix)
+
+
+TASKS = {"humaneval": humaneval_task, "mbpp": mbpp_task, "leetcode": leetcode_task}

@@ -1,4 +1,5 @@
-"""LiveCodeBench `code_generation_lite` records, parsed once for the environments and the suites.
+"""LiveCodeBench `code_generation_lite` records (test.jsonl, test2.jsonl, ... of its release folder): the
+parser, the prompts of each style and the folder loader, for the environments and the suites alike.
 
 Each row: question_id, question_title, question_content, platform, contest_date, difficulty,
 starter_code, public_test_cases and private_test_cases (JSON strings of
@@ -22,9 +23,14 @@ import json
 import pickle
 import zlib
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from toolgym.envs.sources import TaskValidationError, require
+from toolgym.envs.tasks._files import data_files, iter_records
+from toolgym.envs.tasks.code_task import FUNCTION_HINT, STDIO_HINT, code_task
+from toolgym.envs.tasks.styles import PromptStyle
+from toolgym.envs.types import Task
 
 # names LeetCode's starter code uses without importing them (List, Optional, deque, ...)
 PREFIX = "from typing import *\nfrom collections import *\nimport math, heapq, bisect, itertools, functools\n"
@@ -138,3 +144,38 @@ def parse_record(row: dict[str, Any], index: int | None = None, *, trust_pickle:
     return Problem(id=pid, text=text, starter=str(row.get("starter_code") or ""),
                    mode="function" if functional else "stdio", func=func if functional else None,
                    public=parsed["public_test_cases"], private=parsed["private_test_cases"], info=info)
+
+
+def lcb_task(row: dict[str, Any], index: int | None = None, *, style: PromptStyle = "env", trust_pickle: bool = False,
+             include_private: bool = True, where: str = "") -> Task:
+    """A Task from one record: call-form tests for functional problems, stdin/stdout tests otherwise."""
+    p = parse_record(row, index, trust_pickle=trust_pickle, include_private=include_private, where=where)
+    hidden = p.public + p.private
+    if p.mode == "function":
+        if style == "env":
+            text = f"{p.text}\n\nStart from:\n```python\n{p.starter}\n```\n{FUNCTION_HINT}"
+        else:
+            text = (f"{p.text.strip()}\n\nComplete this code:\n```python\n{p.starter}\n```\n"
+                    "Reply with the complete class in one ```python block.")
+        return code_task(p.id, text, "function", p.public, hidden, "livecodebench", p.func, prefix=p.prefix)
+    if style == "env":
+        text = f"{p.text}\n\n{STDIO_HINT}"
+    else:
+        text = (f"{p.text.strip()}\n\nRead the input from stdin and write the answer to stdout. "
+                "Reply with a Python program in one ```python block.")
+    return code_task(p.id, text, "stdio", p.public, hidden, "livecodebench")
+
+
+def load_tasks(path: str | Path, *, style: PromptStyle = "env", trust_pickle: bool = False, since: str | None = None,
+               until: str | None = None, include_private: bool = True) -> list[Task]:
+    """Tasks of a code_generation_lite folder (all test*.jsonl) or one file; `since`/`until` filter by contest date."""
+    tasks = []
+    for f in data_files(path, "test*"):
+        for row in iter_records(f):
+            date = str(row.get("contest_date") or "")[:10]
+            if (since and date < since) or (until and date > until):
+                continue
+            qid = row.get("question_id") or row.get("id")
+            tasks.append(lcb_task(row, len(tasks), style=style, trust_pickle=trust_pickle,
+                                  include_private=include_private, where=f"LiveCodeBench {qid}: "))
+    return tasks

@@ -1,5 +1,5 @@
-"""Math records (GSM8K, MATH, MATH-500 from the asset cache; AIME-format and other local files), read
-once for the environments and the suites.
+"""Math records (GSM8K, MATH, MATH-500 from the asset cache; AIME-format and other local files) and their
+prompts of each style, for the environments and the suites alike.
 
 Field names are matched without regard to case: the statement is "question" or "problem", the
 reference "answer" or "expected_answer", the id "id", "problem_id" or "url". An integer answer
@@ -8,11 +8,17 @@ written with leading zeros (AIME's "033") becomes "33".
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from toolgym.envs.sources import TaskValidationError, require
+from toolgym.envs.tasks._files import data_files, iter_records
+from toolgym.envs.tasks.styles import PromptStyle
+from toolgym.envs.types import Task
 
 META = ("level", "subject", "source", "year")
+# The suites' generate-mode instruction, under the question.
+INSTRUCTION = "Please reason step by step, and put your final answer within \\boxed{}."
 
 
 def _key(row: dict[str, Any], *names: str) -> str | None:
@@ -49,3 +55,25 @@ def math_record(row: dict[str, Any], index: int, *, default_id: str | None = Non
         if k is not None:
             out[name] = row[k]
     return out
+
+
+def math_task(row: dict[str, Any], index: int, *, style: PromptStyle = "env", default_id: str | None = None,
+              where: str = "") -> Task:
+    """A Task with the answer as a string; the environment's prompt is the question as is (its system prompt
+    asks for \\boxed{}), the generate prompt adds the instruction."""
+    rec = math_record(row, index, default_id=default_id, where=where)
+    text = rec["question"] if style == "env" else f"{rec['question'].strip()}\n\n{INSTRUCTION}"
+    meta = {k: rec[k] for k in META if k in rec}
+    return Task(id=rec["id"], prompt=[{"role": "user", "content": text}], ground_truth=rec["answer"], metadata=meta)
+
+
+def math_adapter(row: dict[str, Any], index: int) -> Task:
+    """A math record (`question`, `answer`) -> the environment's Task."""
+    return math_task(row, index)
+
+
+def load_aime(path: str | Path, *, style: PromptStyle = "env") -> list[Task]:
+    """Tasks of AIME-format files: an id ("id"/"ID"/"problem_id", else FILE-N), the statement
+    ("problem"/"Problem"/"question") and an integer answer ("answer"/"Answer"); "year" optional."""
+    return [math_task(row, n, style=style, default_id=f"{f.stem}-{n}", where=f"{f} record {n}: ")
+            for f in data_files(path) for n, row in enumerate(iter_records(f))]

@@ -1,7 +1,7 @@
 """toolgym/MathTIR-v0: math word problems solved with a Python tool (tool-integrated reasoning).
 
-Tasks: GSM8K, MATH, MATH-500 (cached assets), any file with `question`/`answer`, or a
-reasoning-gym arithmetic/algebra generator (`dataset="rg:basic_arithmetic"`). Reward: 1 when
+Tasks: GSM8K, MATH, MATH-500 (cached assets), an AIME-format file (`dataset="aime:PATH"`), any file with
+`question`/`answer`, or a reasoning-gym arithmetic/algebra generator (`dataset="rg:basic_arithmetic"`). Reward: 1 when
 the final answer (\\boxed{} or "Answer: ...") is mathematically equal to the reference.
 """
 
@@ -13,7 +13,7 @@ from toolgym.envs.builtin_tools import python_tool
 from toolgym.envs.core import ToolEnv
 from toolgym.envs.rubric import Rubric, format_reward
 from toolgym.envs.tasks._common import build_source
-from toolgym.envs.tasks.math_records import math_record
+from toolgym.envs.tasks.math_records import math_adapter
 from toolgym.envs.types import Task
 from toolgym.envs.verifiers import math_equal
 
@@ -23,34 +23,28 @@ SYSTEM_PROMPT = (
 )
 
 
-def math_adapter(row: dict[str, Any], index: int) -> Task:
-    """A math record (`question`, `answer`; read as the suites read it) -> Task; the answer as a string."""
-    rec = math_record(row, index)
-    meta = {k: rec[k] for k in ("level", "subject", "source", "year") if k in rec}
-    return Task(id=rec["id"], prompt=[{"role": "user", "content": rec["question"]}], ground_truth=rec["answer"],
-                metadata=meta)
-
-
 def correct(completion: str, answer: str | None, task: Task) -> float:
     """1.0 when the stated answer (or, failing that, the whole final message) equals the reference."""
     return float(math_equal(answer if answer is not None else completion, task.ground_truth))
 
 
 class MathTIREnv(ToolEnv):
-    """Math with a Python tool. Knobs: dataset, split/partition, stateful python, format weight."""
+    """Math with a Python tool. Knobs: dataset (a source string too, `toolgym.envs.tasks.catalog`; its
+    options in `source_options`), split/partition, stateful python, format weight."""
 
     reward_range = (0.0, 1.0)
 
     def __init__(self, dataset: Any = "gsm8k", *, split: str | None = None, partition: str | None = None,
                  limit: int | None = None, stateful: bool = False, format_weight: float = 0.0,
                  parser: str = "hermes+python", system_prompt: str | None = SYSTEM_PROMPT, max_turns: int = 4,
-                 seed: int = 0, **kwargs: Any) -> None:
+                 seed: int = 0, source_options: dict[str, Any] | None = None, **kwargs: Any) -> None:
         if isinstance(dataset, str) and dataset.startswith("rg:"):
             from toolgym.envs.tasks.reasoning_gym import rg_source
 
             tasks: Any = rg_source(dataset[3:], seed=seed, partition=partition)
         else:
-            tasks = build_source(dataset, math_adapter, split=split, partition=partition, seed=seed, limit=limit)
+            tasks = build_source(dataset, math_adapter, kind="math", split=split, partition=partition, seed=seed,
+                                 limit=limit, options=source_options)
         funcs: list[Any] = [correct]
         if format_weight:
             funcs.append((format_reward, format_weight))

@@ -2,7 +2,8 @@
 
 Tasks: ARC-Challenge (default), ARC-Easy, MMLU (STEM subjects by default), SciQ, OpenBookQA
 from the asset cache, or a GPQA-format local CSV (`Question`, `Correct Answer`,
-`Incorrect Answer 1..3`; options shuffled with a per-question seed). Reward: 1 when the chosen
+`Incorrect Answer 1..3`; options shuffled with a per-question seed), or any source string
+(`toolgym.envs.tasks.catalog`: "gpqa:PATH", "asset:mmlu", ...). Reward: 1 when the chosen
 letter (in any common format, or the option's text) is the correct one.
 """
 
@@ -14,36 +15,17 @@ from typing import Any
 from toolgym.envs.builtin_tools import python_tool
 from toolgym.envs.core import ToolEnv
 from toolgym.envs.rubric import Rubric
-from toolgym.envs.sources import read_records, records_to_source
+from toolgym.envs.sources import ListSource
 from toolgym.envs.tasks import multiple_choice
 from toolgym.envs.tasks._common import build_source
-from toolgym.envs.tasks.gpqa import gpqa_record
-from toolgym.envs.tasks.multiple_choice import mc_record
+from toolgym.envs.tasks.multiple_choice import format_question as format_question
+from toolgym.envs.tasks.multiple_choice import mc_adapter
 from toolgym.envs.types import Task
 from toolgym.envs.verifiers import choice_equal
 
 SYSTEM_PROMPT = "Answer the multiple-choice question. End with the letter of the correct option as \\boxed{LETTER}."
 TOOL_PROMPT = SYSTEM_PROMPT + " You may run Python by writing a ```python code block; its output is returned."
 MMLU_STEM = frozenset(multiple_choice.MMLU_STEM)  # lm-eval's "stem" category, as the suites use it
-
-
-def format_question(question: str, choices: list[str], labels: list[str]) -> str:
-    return question.strip() + "\n\n" + "\n".join(f"{lab}. {str(c).strip()}" for lab, c in zip(labels, choices, strict=False))
-
-
-def mc_adapter(row: dict[str, Any], index: int) -> Task:
-    """A multiple-choice record (`question`, `choices`, `answer` letter, `labels`?) -> Task."""
-    c = mc_record(row, index)
-    meta = {"choices": c.choices, "labels": c.labels}
-    if row.get("subject"):
-        meta["subject"] = row["subject"]
-    return Task(id=c.id, prompt=[{"role": "user", "content": format_question(c.question, c.choices, c.labels)}],
-                ground_truth=c.answer, metadata=meta)
-
-
-def gpqa_adapter(row: dict[str, Any], index: int) -> Task:
-    """A GPQA-format row: the correct answer and three distractors, shuffled as the suites shuffle them."""
-    return mc_adapter(gpqa_record(row, index), index)
 
 
 def choice_correct(answer: str | None, completion: str, task: Task) -> float:
@@ -61,19 +43,14 @@ class ScienceQAEnv(ToolEnv):
     def __init__(self, dataset: Any = "arc_challenge", *, split: str | None = None, partition: str | None = None,
                  subjects: str | list[str] | None = "stem", limit: int | None = None, tools: bool = False,
                  max_turns: int | None = None, system_prompt: str | None = None, parser: str = "hermes+python",
-                 seed: int = 0, **kwargs: Any) -> None:
-        if isinstance(dataset, (str, Path)) and str(dataset).lower().endswith(".csv"):
-            tasks: Any = records_to_source(read_records(dataset), gpqa_adapter, Path(dataset).name)
-        else:
-            tasks = build_source(dataset, mc_adapter, split=split, partition=partition, seed=seed)
-            if dataset == "mmlu" and subjects is not None:
-                keep = MMLU_STEM if subjects == "stem" else set([subjects] if isinstance(subjects, str) else subjects)
-                from toolgym.envs.sources import ListSource
-
-                tasks = ListSource([t for t in tasks if t.metadata.get("subject") in keep], name="mmlu[stem]")
+                 seed: int = 0, source_options: dict[str, Any] | None = None, **kwargs: Any) -> None:
+        if isinstance(dataset, (str, Path)) and str(dataset).lower().endswith(".csv") and ":" not in str(dataset):
+            dataset = f"gpqa:{dataset}"  # options shuffled by this env's seed, as the suites shuffle them
+        elif dataset == "mmlu":
+            dataset = "asset:mmlu"
+        tasks = build_source(dataset, mc_adapter, kind="mc", split=split, partition=partition, seed=seed,
+                             options={"subjects": subjects, **(source_options or {})})
         if limit is not None:
-            from toolgym.envs.sources import ListSource
-
             tasks = ListSource([tasks.get(i) for i in range(min(limit, tasks.size or limit))], name=tasks.name)
         tool_list = [python_tool(limits=kwargs.get("limits"))] if tools else []
         super().__init__(tasks, tools=tool_list, parser=parser, rubric=Rubric([choice_correct]),

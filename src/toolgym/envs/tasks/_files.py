@@ -1,4 +1,5 @@
-"""Reading JSONL / JSON / Parquet record files (one file or a folder of them)."""
+"""Reading benchmark record files kept in their published formats: JSONL / JSON / Parquet (one file or a
+folder of them). A missing path is an AssetError (the data is not there yet), a malformed line a ConfigError."""
 
 from __future__ import annotations
 

@@ -1,1 +1,0 @@
-"""Loaders for benchmark files kept locally in their published formats."""

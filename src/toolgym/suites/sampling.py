@@ -1,0 +1,59 @@
+"""The sampler of a benchmark run (generate and tools modes) and its sampling parameters."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from toolgym.errors import ConfigError
+from toolgym.suites.bench_config import BenchConfig
+
+
+def make_sampler(cfg: BenchConfig) -> tuple[Any, Any]:
+    """(sampler, chat template) for cfg.sampler: "hf", "vllm" or "openai"."""
+    from toolgym.agents import build_sampler
+    from toolgym.agents.chat import ChatTemplate
+    from toolgym.suites.models import resolve_model
+
+    if cfg.sampler not in ("hf", "vllm", "openai"):
+        raise ConfigError(f"--sampler must be hf, vllm or openai, got {cfg.sampler!r}")
+    if cfg.sampler != "hf" and cfg.device != "auto":
+        raise ConfigError(f"--device applies to --sampler hf (and --mode loglik); {cfg.sampler} places the model itself")
+    if cfg.sampler == "openai":  # a served name: only the tokenizer is loaded here
+        path = cfg.model
+        tok_path = resolve_model(cfg.tokenizer or cfg.model, "tokenizer")
+    else:
+        path = resolve_model(cfg.model)
+        tok_path = resolve_model(cfg.tokenizer, "tokenizer") if cfg.tokenizer else path
+    template = ChatTemplate(tok_path, tool_parser=cfg.tool_parser)
+    if cfg.sampler == "hf":
+        # One decode batch per chunk of prompts: two sequential batches of half the size cost
+        # nearly twice as many decode steps on CPU. max_batch_size counts rows (samples), not prompts.
+        options: dict[str, Any] = {"tokenizer": template.tokenizer,
+                                   "max_batch_size": generate_chunk(cfg) * cfg.samples,
+                                   "device": cfg.device}
+    elif cfg.sampler == "vllm":  # the engine's compiled graphs (no eager default) for throughput
+        options = {"seed": cfg.seed, "enforce_eager": False}
+    else:
+        options = {"base_url": cfg.base_url}
+    return build_sampler(cfg.sampler, path, **options), template
+
+
+def shared_sampler(cfg: BenchConfig, state: dict[str, Any]) -> tuple[Any, Any]:
+    """The run's one (sampler, template), made on first use and closed when the run ends."""
+    if "sampler" not in state:
+        sampler, template = make_sampler(cfg)
+        state["closers"].append(sampler.close)
+        state["sampler"] = (sampler, template)
+    return state["sampler"]
+
+
+def generate_chunk(cfg: BenchConfig) -> int:
+    """Prompts generated (and then judged) together in generate mode."""
+    return max(cfg.batch * 2, 8)
+
+
+def sampling_params(cfg: BenchConfig) -> Any:
+    from toolgym.agents.sampling import SamplingParams
+
+    return SamplingParams(n=cfg.samples, temperature=cfg.temperature, top_p=cfg.top_p,
+                          max_tokens=cfg.max_tokens, seed=cfg.seed)
