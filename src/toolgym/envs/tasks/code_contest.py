@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from toolgym.envs.builtin_tools import run_tests_tool, summarize_report
 from toolgym.envs.core import ToolEnv
 from toolgym.envs.kattis import is_package_source, package_tasks
 from toolgym.envs.parsing import ParsedTurn
@@ -29,6 +28,7 @@ from toolgym.envs.tasks._code import (
     run_judge,
 )
 from toolgym.envs.tasks._common import build_source
+from toolgym.envs.tasks.run_tests import run_tests_tool, summarize_report
 from toolgym.envs.types import Task
 from toolgym.envs.verifiers import extract_code
 from toolgym.errors import ConfigError
