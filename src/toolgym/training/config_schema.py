@@ -118,10 +118,11 @@ class RolloutConfig:
     max_response_tokens: int = 8000  # whole response, tool output included
     temperature: float = 1.0
     top_p: float = 1.0
-    sampler: Literal["hf", "vllm", "openai"] = "hf"
-    base_url: str | None = None  # openai sampler
+    sampler: str = "hf"  # a registered sampler (toolgym.agents.samplers: hf, vllm, openai, plug-ins)
+    base_url: str | None = None  # a remote sampler's server (openai)
     sampler_kwargs: dict[str, Any] = field(default_factory=dict)
-    # openai: the server's weights never change during training; true trains on that frozen policy knowingly
+    # a sampler that neither runs the trainer's module nor takes weight pushes (openai: a server) samples the
+    # initial policy throughout; true trains on that frozen policy knowingly
     frozen_policy_ok: bool = False
     # vllm on the trainer's GPU: sleep the engine (free its memory) during each update; null: on when the
     # trainer runs on CUDA (the CPU build has no sleep mode)
@@ -145,16 +146,29 @@ class RolloutConfig:
             require(getattr(self, name) >= 1, f"{p}.{name}", "an integer >= 1", getattr(self, name))
         require(self.temperature > 0, f"{p}.temperature", "a number > 0", self.temperature)
         require(0 < self.top_p <= 1, f"{p}.top_p", "a number in (0, 1]", self.top_p)
-        require(self.sampler != "openai" or bool(self.base_url), f"{p}.base_url", "a URL when sampler is 'openai'", self.base_url)
+        spec = self.sampler_spec(p)
+        require(not spec.remote or bool(self.base_url), f"{p}.base_url", f"a URL when sampler is {self.sampler!r}",
+                self.base_url)
         if self.top_p < 1:  # the trainer scores softmax(logits / temperature): no truncation (docs/algorithms/ctpo.md)
             raise ConfigError(f"{p}.top_p={self.top_p:g} truncates the sampling distribution, so the trainer's log-probs "
                               "would not be the behaviour policy's: use top_p: 1.0 for training (lower "
                               f"{p}.temperature to sharpen sampling; eval.top_p may stay below 1)")
-        if self.sampler == "openai" and not self.frozen_policy_ok:
-            raise ConfigError(f"{p}.sampler=openai cannot receive weight updates during training (the server's weights "
-                              "stay frozen, so every step would sample the initial policy): use sampler: hf or vllm, "
-                              "evaluate with `toolgym bench --sampler openai`, or set "
+        if not spec.follows_training and not self.frozen_policy_ok:
+            from toolgym.agents.samplers import SAMPLERS
+
+            others = " or ".join(n for n, s in SAMPLERS.items() if s.follows_training)
+            whose = "the server's weights" if spec.remote else "its weights"
+            raise ConfigError(f"{p}.sampler={self.sampler} cannot receive weight updates during training ({whose} "
+                              f"stay frozen, so every step would sample the initial policy): use sampler: {others}, "
+                              f"evaluate with `toolgym bench --sampler {self.sampler}`, or set "
                               f"{p}.frozen_policy_ok: true to train on the frozen policy knowingly")
+
+    def sampler_spec(self, p: str = "rollout") -> Any:
+        """The registry entry of ``sampler`` (:mod:`toolgym.agents.samplers`, plug-ins included); an unknown
+        name fails naming the registered ones."""
+        from toolgym.agents.samplers import get_sampler
+
+        return get_sampler(self.sampler, f"{p}.sampler")
 
 
 @dataclass
@@ -330,5 +344,9 @@ class TrainConfig:
         require(self.max_tokens_per_micro_batch is None or self.max_tokens_per_micro_batch >= 1,
                  "max_tokens_per_micro_batch", "null or an integer >= 1", self.max_tokens_per_micro_batch)
         require(bool(self.output_dir), "output_dir", "a folder path", self.output_dir)
-        require(self.distributed != "ray" or self.rollout.sampler == "hf", "rollout.sampler",
-                 "'hf' with distributed: ray (Ray workers run transformers replicas)", self.rollout.sampler)
+        spec = self.rollout.sampler_spec()
+        require(self.distributed != "ray" or spec.in_process, "rollout.sampler",
+                "an in-process sampler ('hf') with distributed: ray (Ray workers run transformers replicas)",
+                self.rollout.sampler)
+        require(not self.loss.mismatch_weight or spec.logprobs, "loss.mismatch_weight",
+                f"false with sampler {self.rollout.sampler!r} (it returns no behaviour log-probs)", True)
