@@ -76,7 +76,7 @@ def rollout(
     from toolgym.agents import build_sampler
     from toolgym.agents.chat import ChatTemplate
     from toolgym.agents.runner import EpisodeLimits, RolloutRunner, TaskSpec
-    from toolgym.agents.samplers import get_sampler
+    from toolgym.agents.samplers import get_sampler, names_where
     from toolgym.agents.sampling import SamplingParams
     from toolgym.agents.storage import RolloutWriter, write_meta
     from toolgym.envs import registry
@@ -93,7 +93,8 @@ def rollout(
 
         device = check_device(device, "--device")
         if not spec.in_process and device != "auto":
-            raise ConfigError(f"--device applies to an in-process sampler such as hf; {sampler} places the model itself")
+            raise ConfigError(f"--device applies to --sampler {names_where('in_process')}; {sampler} places the model "
+                              "itself")
         if spec.in_process:
             device_kwargs["device"] = resolve_device(device, what="--device", local_rank=None)
     try:

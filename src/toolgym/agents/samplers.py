@@ -157,6 +157,12 @@ def list_samplers() -> list[str]:
     return list(SAMPLERS)
 
 
+def names_where(flag: str) -> str:
+    """The registered samplers with ``flag`` set ("in_process", "follows_training", ...), as "a or b" for
+    a message that says which to use."""
+    return " or ".join(n for n in list_samplers() if getattr(SAMPLERS[n], flag))
+
+
 def _register_builtins() -> None:
     f = "toolgym.agents.sampler_factories"
     register_sampler("hf", f"{f}:hf", in_process=True, description="transformers in this process (CPU or CUDA)",

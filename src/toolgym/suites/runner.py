@@ -155,13 +155,13 @@ class SamplerCompleter(Completer):
 def make_sampler(cfg: BenchConfig) -> tuple[Any, Any]:
     """(sampler, chat template) for cfg.sampler, a registered sampler (toolgym.agents.samplers)."""
     from toolgym.agents.chat import ChatTemplate
-    from toolgym.agents.samplers import get_sampler
+    from toolgym.agents.samplers import get_sampler, names_where
     from toolgym.suites.models import resolve_model
 
     spec = get_sampler(cfg.sampler)
     if not spec.in_process and cfg.device != "auto":
-        raise ConfigError(f"--device applies to an in-process sampler such as hf (and --mode loglik); {cfg.sampler} "
-                          "places the model itself")
+        raise ConfigError(f"--device applies to --sampler {names_where('in_process')} (and --mode loglik); "
+                          f"{cfg.sampler} places the model itself")
     if spec.remote:  # a served name: only the tokenizer is loaded here
         path = cfg.model
         tok_path = resolve_model(cfg.tokenizer or cfg.model, "tokenizer")

@@ -154,9 +154,9 @@ class RolloutConfig:
                               "would not be the behaviour policy's: use top_p: 1.0 for training (lower "
                               f"{p}.temperature to sharpen sampling; eval.top_p may stay below 1)")
         if not spec.follows_training and not self.frozen_policy_ok:
-            from toolgym.agents.samplers import SAMPLERS
+            from toolgym.agents.samplers import names_where
 
-            others = " or ".join(n for n, s in SAMPLERS.items() if s.follows_training)
+            others = names_where("follows_training")
             whose = "the server's weights" if spec.remote else "its weights"
             raise ConfigError(f"{p}.sampler={self.sampler} cannot receive weight updates during training ({whose} "
                               f"stay frozen, so every step would sample the initial policy): use sampler: {others}, "

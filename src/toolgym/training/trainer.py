@@ -29,7 +29,7 @@ from typing import Any
 
 import torch
 
-from toolgym.agents.samplers import get_sampler, list_samplers
+from toolgym.agents.samplers import get_sampler, names_where
 from toolgym.agents.trajectory import Trajectory
 from toolgym.errors import ConfigError
 from toolgym.training import data_parallel as D
@@ -62,9 +62,8 @@ class Trainer:
                               f"got {cfg.mini_batches}")
         self.sampler_spec = get_sampler(cfg.rollout.sampler, "rollout.sampler")
         if self.sampler_spec.needs_weight_push and self.dist.world > 1:
-            in_process = [n for n in list_samplers() if get_sampler(n).in_process]
             raise ConfigError(f"rollout.sampler={cfg.rollout.sampler} runs one engine beside a single trainer process; "
-                              f"with torchrun use sampler: {' or '.join(in_process)} (or distributed: ray for "
+                              f"with torchrun use sampler: {names_where('in_process')} (or distributed: ray for "
                               "replicated rollouts)")
         if cfg.model.lora is not None and self.dist.world > 1 and D.parallel_strategy() == "fsdp":
             raise ConfigError("model.lora with FSDP (TOOLGYM_PARALLEL=fsdp) is not supported; LoRA trains under DDP "
