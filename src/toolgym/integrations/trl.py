@@ -52,9 +52,9 @@ _LOGGED = ("clip_frac", "clip_frac_high", "clip_frac_low", "clip_frac_dual", "ap
 class ToolgymLoss:
     """Ratio, clip and aggregation of ``policy_loss`` (defaults: CTPO)."""
 
-    ratio: str = "cumulative"
+    ratio: str = LOSS_PRESETS["ctpo"]["ratio"]
     clip: ClipConfig | None = field(default_factory=ClipConfig.ctpo)
-    agg: str = "token-mean"
+    agg: str = LOSS_PRESETS["ctpo"]["agg"]
 
     @classmethod
     def from_algorithm(cls, name: str) -> ToolgymLoss:
