@@ -14,7 +14,7 @@ import pytest
 
 from tests.requirements import need
 from toolgym._assets import names
-from toolgym.assets import KNOWN_ASSETS, asset_path, load_records, resolve_model
+from toolgym.assets import KNOWN_ASSETS, asset_path, load_records, resolve_model, resolve_name
 from toolgym.errors import AssetError
 
 CLI = [sys.executable, "-c", "from toolgym.cli import main; main()"]
@@ -63,7 +63,7 @@ def test_existing_local_path_wins_even_when_spelled_like_a_hub_id(tmp_path: Path
     (tmp_path / "Qwen" / "Qwen3-4B").mkdir(parents=True)
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    r = names.resolve("Qwen/Qwen3-4B")
+    r = resolve_name("Qwen/Qwen3-4B")
     assert (r.source, r.ref) == ("local", "Qwen/Qwen3-4B")
     assert resolve_model("Qwen/Qwen3-4B") == "Qwen/Qwen3-4B"  # no Hub check for a local folder
     assert resolve_model(tmp_path / "Qwen") == str(tmp_path / "Qwen")
@@ -116,7 +116,7 @@ def test_offline_hub_id_is_one_actionable_line(monkeypatch: pytest.MonkeyPatch) 
 
 def test_hub_dataset_ids_go_to_datasets(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    r = names.resolve("allenai/ai2_arc:ARC-Challenge", "dataset")
+    r = resolve_name("allenai/ai2_arc:ARC-Challenge", "dataset")
     assert (r.source, r.ref, r.config) == ("hub", "allenai/ai2_arc", "ARC-Challenge")
     try:
         import datasets  # noqa: F401

@@ -9,8 +9,8 @@ for models), and a broken entry is rebuilt, never used.
 
 Every function taking a name also takes a local path (a folder with ``<split>.jsonl`` files, a
 ``.jsonl`` file, or a model folder), so users with their own copies skip the cache. Model and dataset
-names given to toolgym's commands and loaders go through one resolver (``toolgym._assets.names``, also
-:func:`resolve_model`): an existing local path wins, then a toolgym asset, then a Hugging Face Hub id
+names given to toolgym's commands and loaders go through one resolver (:func:`resolve_name`, and
+:func:`resolve_model` on top of it): an existing local path wins, then a toolgym asset, then a Hugging Face Hub id
 (``owner/name``), which needs the Hub or the local Hugging Face cache.
 
 Record schemas returned by :func:`load_records` (extra fields may appear):
@@ -60,6 +60,7 @@ from typing import Any
 
 from toolgym._assets import cache as _cache
 from toolgym._assets.download import Archive, Progress
+from toolgym._assets.names import KINDS, Resolved, check_hub_model, looks_like_path, split_hub_id
 from toolgym._assets.qwen_sources import QWEN_CODER_05B, QWEN_CODER_15B
 from toolgym._assets.split import SplitFile, obtain_source
 from toolgym._jsonl import read_jsonl
@@ -68,7 +69,7 @@ from toolgym.errors import AssetError
 log = logging.getLogger(__name__)
 
 __all__ = ["KNOWN_ASSETS", "AssetError", "AssetSpec", "asset_path", "cache_root", "default_assets", "fetch",
-           "list_assets", "load_records", "resolve_model", "verify"]
+           "list_assets", "load_records", "resolve_model", "resolve_name", "verify"]
 
 cache_root = _cache.cache_root
 
@@ -170,8 +171,6 @@ def _as_local_path(name: str | Path) -> Path | None:
     if isinstance(name, Path) or "/" in name or name.startswith(".") or name.endswith((".jsonl", ".json")):
         p = Path(name).expanduser()
         if not p.exists():
-            from toolgym._assets.names import looks_like_path, split_hub_id
-
             if isinstance(name, str) and not looks_like_path(name) and split_hub_id(name) is not None:
                 return None
             raise AssetError(f"no such file or folder: {p}")
@@ -321,10 +320,10 @@ def load_records(name: str | Path, split: str | None = None) -> list[dict]:
     demand. ``name`` may also be a local ``.jsonl``/``.json`` file or a folder of
     ``<split>.jsonl`` files (such as a cache entry copied elsewhere), or a Hugging Face Hub dataset id
     (``owner/name[:config]``, read with ``datasets.load_dataset``: its own fields, no toolgym schema).
-    The order is: an existing local path, a toolgym asset, a Hub id (see ``toolgym._assets.names``)."""
+    The order is: an existing local path, a toolgym asset, a Hub id (see :func:`resolve_name`)."""
     from toolgym._assets import names
 
-    resolved = names.resolve(name, "dataset")
+    resolved = resolve_name(name, "dataset")
     if resolved.source == "hub":
         return names.load_hub_dataset(str(name), resolved.ref, resolved.config, split)
     local = Path(resolved.ref) if resolved.source == "local" else None
@@ -354,9 +353,45 @@ def resolve_model(name: str | Path, kind: str = "model") -> str:
     existing local path, else a toolgym asset's cache folder, else a Hugging Face Hub id that the local
     Hugging Face cache or the Hub has. Raises :class:`AssetError` with one actionable line otherwise
     (e.g. a Hub id with no network or ``HF_HUB_OFFLINE=1``)."""
-    from toolgym._assets.names import resolve_model as _resolve
+    r = resolve_name(name, kind)
+    if r.source == "hub":
+        check_hub_model(r.ref, kind)
+    return r.ref
 
-    return _resolve(name, kind)
+
+def resolve_name(name: str | Path, kind: str = "model") -> Resolved:
+    """Classify ``name`` without touching the network (see :func:`resolve_model` for the Hub check).
+
+    Raises :class:`AssetError` (one line) for a path that does not exist, an asset of the wrong kind
+    or one that is not fetched (models; datasets are fetched on demand by ``load_records``), and a
+    name that is none of path, asset or Hub id. Here, not in ``_assets.names``: it reads the catalog
+    (``KNOWN_ASSETS``), which imports ``_assets``, so ``_assets`` never imports this module.
+    """
+    if kind not in KINDS:
+        raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
+    if isinstance(name, Path):
+        name = str(name)
+    name = name.strip()
+    if not name:
+        raise AssetError(f"empty {kind} name; give a local path, a toolgym asset name or a Hugging Face Hub id")
+    local = Path(name).expanduser()
+    if local.exists():
+        return Resolved(name, kind, "local", str(local))
+    spec = KNOWN_ASSETS.get(name)
+    if spec is not None:
+        wanted = ("dataset",) if kind == "dataset" else ("model", "tokenizer") if kind == "tokenizer" else ("model",)
+        if spec.kind not in wanted:
+            raise AssetError(f"asset {name!r} is a {spec.kind}, not a {kind}; see `toolgym assets list`")
+        if kind == "dataset":
+            return Resolved(name, kind, "asset", name)  # load_records fetches it on demand
+        return Resolved(name, kind, "asset", str(asset_path(name)))  # says how to fetch when absent
+    if looks_like_path(name):
+        raise AssetError(f"no such file or folder: {local}")
+    hub = split_hub_id(name)
+    if hub is None or (hub[1] is not None and kind != "dataset"):
+        raise AssetError(f"unknown asset {name!r}; known: {', '.join(KNOWN_ASSETS)} (a {kind} may also be a "
+                         "local path or a Hugging Face Hub id, owner/name)")
+    return Resolved(name, kind, "hub", hub[0], hub[1])
 
 
 def default_assets() -> list[str]:

@@ -103,10 +103,10 @@ def test_defaults_follow_the_spec() -> None:
 def test_clip_config_bridge() -> None:
     from toolgym.training.losses import ClipConfig
 
-    assert load_config(MODEL).loss.clip_config() == ClipConfig.ctpo()
-    assert load_config({"algorithm": "grpo", **MODEL}).loss.clip_config() == ClipConfig.grpo()
-    assert load_config({"algorithm": "gspo", **MODEL}).loss.clip_config() == ClipConfig.gspo()
-    assert load_config({"loss": {"clip_mode": "none"}, **MODEL}).loss.clip_config() is None
+    assert ClipConfig.from_loss(load_config(MODEL).loss) == ClipConfig.ctpo()
+    assert ClipConfig.from_loss(load_config({"algorithm": "grpo", **MODEL}).loss) == ClipConfig.grpo()
+    assert ClipConfig.from_loss(load_config({"algorithm": "gspo", **MODEL}).loss) == ClipConfig.gspo()
+    assert ClipConfig.from_loss(load_config({"loss": {"clip_mode": "none"}, **MODEL}).loss) is None
 
 
 @pytest.mark.parametrize(("data", "message"), [
@@ -219,6 +219,30 @@ def test_config_import_is_torch_free() -> None:
     assert out.stdout.strip() == "False"
 
 
+def test_config_schema_is_a_leaf_of_training() -> None:
+    """The schema imports no other module of toolgym.training (the algorithms, the losses and the trainer
+    read it; loading and the algorithms' defaults live in toolgym.training.config on top)."""
+    code = ("import sys, toolgym.training.config_schema as s; s.TrainConfig(); "
+            "print(sorted(m for m in sys.modules if m.startswith('toolgym.training.')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "['toolgym.training.config_schema']"
+
+
+def test_builtin_presets_are_the_registered_defaults() -> None:
+    """Each algorithm's loss settings are written once (loss_presets): the registry, ClipConfig's
+    classmethods and a loaded config agree."""
+    from toolgym.training.loss_presets import LOSS_PRESETS
+    from toolgym.training.losses import ClipConfig
+
+    for name, preset in LOSS_PRESETS.items():
+        assert ALGORITHMS[name].loss == preset
+        loss = load_config({"algorithm": name, **MODEL}).loss
+        assert {k: getattr(loss, k) for k in preset} == preset
+    assert ClipConfig.grpo() == ClipConfig.from_loss(LOSS_PRESETS["grpo"])
+    assert ClipConfig.gspo() == ClipConfig(mode="fixed", eps_low=3e-4, eps_high=4e-4, power=0.0, dual=None)
+    assert ALGORITHMS["mopd"].loss == LOSS_PRESETS["ctpo"]
+
+
 def test_lr_schedule_factor() -> None:
     cfg = load_config({**MODEL, "optimizer": {"warmup_steps": 4, "schedule": "cosine", "min_lr_ratio": 0.1}})
     f = [cfg.optimizer.lr_factor(s, 14) for s in range(16)]
@@ -256,7 +280,7 @@ def test_every_loss_name_the_config_accepts_runs_in_policy_loss() -> None:
             for mode in config_mod.CLIP_MODES:
                 cfg = load_config({"model": {"name_or_path": "m"}, "loss": {
                     "ratio": ratio, "agg": agg, "clip_mode": mode, "dual": 3.0 if mode == "fixed" else 0.05}})
-                loss, _ = losses.policy_loss(logp, old, adv, mask, ratio=cfg.loss.ratio, clip=cfg.loss.clip_config(),
+                loss, _ = losses.policy_loss(logp, old, adv, mask, ratio=cfg.loss.ratio, clip=losses.ClipConfig.from_loss(cfg.loss),
                                              agg=cfg.loss.agg)
                 assert torch.isfinite(loss)
 

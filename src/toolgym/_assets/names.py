@@ -1,4 +1,5 @@
-"""One resolver for every model, tokenizer and dataset name that toolgym takes.
+"""The name rules and the Hub half of the one resolver of model, tokenizer and dataset names
+(:func:`toolgym.assets.resolve_name`, which knows the asset catalog; this module does not import it).
 
 Order: an existing local path wins, then a toolgym asset name (``toolgym assets list``), then a
 Hugging Face Hub id (``owner/name``; datasets may add ``:config``) handed to transformers'
@@ -13,7 +14,6 @@ import os
 import re
 import socket
 from dataclasses import dataclass
-from pathlib import Path
 from urllib.parse import urlparse
 
 from toolgym.errors import AssetError
@@ -47,42 +47,6 @@ def split_hub_id(name: str) -> tuple[str, str | None] | None:
     if not _HUB_ID.match(repo) or ".." in repo or "--" in repo or repo.endswith((".", "-")):
         return None
     return repo, (config or None)
-
-
-def resolve(name: str | Path, kind: str = "model") -> Resolved:
-    """Classify ``name`` without touching the network (see :func:`resolve_model` for the Hub check).
-
-    Raises :class:`AssetError` (one line) for a path that does not exist, an asset of the wrong kind
-    or one that is not fetched (models; datasets are fetched on demand by ``load_records``), and a
-    name that is none of path, asset or Hub id.
-    """
-    if kind not in KINDS:
-        raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
-    if isinstance(name, Path):
-        name = str(name)
-    name = name.strip()
-    if not name:
-        raise AssetError(f"empty {kind} name; give a local path, a toolgym asset name or a Hugging Face Hub id")
-    local = Path(name).expanduser()
-    if local.exists():
-        return Resolved(name, kind, "local", str(local))
-    from toolgym.assets import KNOWN_ASSETS, asset_path
-
-    spec = KNOWN_ASSETS.get(name)
-    if spec is not None:
-        wanted = ("dataset",) if kind == "dataset" else ("model", "tokenizer") if kind == "tokenizer" else ("model",)
-        if spec.kind not in wanted:
-            raise AssetError(f"asset {name!r} is a {spec.kind}, not a {kind}; see `toolgym assets list`")
-        if kind == "dataset":
-            return Resolved(name, kind, "asset", name)  # load_records fetches it on demand
-        return Resolved(name, kind, "asset", str(asset_path(name)))  # says how to fetch when absent
-    if looks_like_path(name):
-        raise AssetError(f"no such file or folder: {local}")
-    hub = split_hub_id(name)
-    if hub is None or (hub[1] is not None and kind != "dataset"):
-        raise AssetError(f"unknown asset {name!r}; known: {', '.join(KNOWN_ASSETS)} (a {kind} may also be a "
-                         "local path or a Hugging Face Hub id, owner/name)")
-    return Resolved(name, kind, "hub", hub[0], hub[1])
 
 
 # ----------------------------------------------------------------------------- the Hub
@@ -167,7 +131,7 @@ def hub_error(name: str, kind: str, exc: BaseException) -> AssetError | None:
     return None
 
 
-def _check_hub_model(repo_id: str, kind: str) -> None:
+def check_hub_model(repo_id: str, kind: str) -> None:
     """Make sure ``from_pretrained(repo_id)`` can at least find the repository: its config (or tokenizer
     config) is in the local Hugging Face cache, or the Hub serves it (then it is cached)."""
     try:
@@ -199,15 +163,6 @@ def _check_hub_model(repo_id: str, kind: str) -> None:
                 break
     assert last is not None
     raise last
-
-
-def resolve_model(name: str | Path, kind: str = "model") -> str:
-    """What to hand to ``from_pretrained``: a local folder (a path or a fetched asset) or a Hub id that
-    the local Hugging Face cache or the Hub has. Raises :class:`AssetError` with one line otherwise."""
-    r = resolve(name, kind)
-    if r.source == "hub":
-        _check_hub_model(r.ref, kind)
-    return r.ref
 
 
 def load_error(name: str, kind: str, exc: BaseException) -> AssetError:

@@ -48,9 +48,10 @@ def run(
     temperature: float = typer.Option(0.0, help="0 = greedy"),
     top_p: float = typer.Option(1.0),
     max_tokens: int = typer.Option(512, help="new tokens per completion"),
-    sampler: str = typer.Option("hf", help="hf | vllm | openai"),
-    base_url: str = typer.Option(None, help="OpenAI-compatible server for --sampler openai"),
-    tokenizer: str = typer.Option(None, help="tokenizer for --sampler openai (default: the model's)"),
+    sampler: str = typer.Option("hf", help="hf | vllm | openai | a plug-in's name (entry-point group "
+                                "toolgym.samplers)"),
+    base_url: str = typer.Option(None, help="the server of a remote sampler (openai: OpenAI-compatible)"),
+    tokenizer: str = typer.Option(None, help="tokenizer for a remote sampler such as openai (default: the model's)"),
     batch: int = typer.Option(8, help="questions per loglik forward; generate mode decodes 2x this many prompts at once"),
     concurrency: int = typer.Option(64, help="programs handed to the sandbox pool at once (it micro-batches them; the pool bounds real parallelism)"),
     sandbox: str = typer.Option("auto", help="sandbox backend: auto | docker | local"),

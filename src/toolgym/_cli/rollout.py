@@ -1,6 +1,6 @@
 """`toolgym rollout`: sample groups of episodes from an environment and write them to JSONL.
 
-    toolgym rollout ENV_ID --model M [--sampler hf|vllm|openai] [--base-url URL] --tasks N --group G --out FILE.jsonl
+    toolgym rollout ENV_ID --model M [--sampler hf|vllm|openai|PLUGIN] [--base-url URL] --tasks N --group G --out FILE.jsonl
 
 Each group is appended to the file as soon as it finishes, so an interrupted run keeps what it did; the
 sidecar FILE.jsonl.meta.json says `"complete": true` once every group is written.
@@ -44,10 +44,11 @@ def rollout(
     env_id: str = typer.Argument(..., help="environment id, e.g. toolgym/Arith-v0"),
     model: str = typer.Option(..., "--model", help="local folder, asset name (smollm2-135m-instruct) or Hugging Face "
                                                    "Hub id (openai: the served model name)"),
-    sampler: str = typer.Option("hf", "--sampler", help="hf | vllm | openai"),
-    base_url: str = typer.Option("http://127.0.0.1:8000/v1", "--base-url", help="openai: the server's /v1 URL"),
+    sampler: str = typer.Option("hf", "--sampler", help="hf | vllm | openai | a plug-in's name (entry-point "
+                                "group toolgym.samplers)"),
+    base_url: str = typer.Option("http://127.0.0.1:8000/v1", "--base-url", help="a remote sampler's (openai) /v1 URL"),
     tokenizer: str = typer.Option(None, "--tokenizer", help="tokenizer folder, asset or Hub id (default: the model's)"),
-    device: str = typer.Option(None, "--device", help="hf sampler: auto (CUDA when available, else CPU) | cpu | "
+    device: str = typer.Option(None, "--device", help="in-process sampler (hf): auto (CUDA when available, else CPU) | cpu | "
                                                     "cuda | cuda:N (default auto)"),
     tasks: int = typer.Option(4, "--tasks", min=1, help="number of tasks (task indices 0..N-1)"),
     group: int = typer.Option(4, "--group", min=1, help="episodes per task (G)"),
@@ -75,6 +76,7 @@ def rollout(
     from toolgym.agents import build_sampler
     from toolgym.agents.chat import ChatTemplate
     from toolgym.agents.runner import EpisodeLimits, RolloutRunner, TaskSpec
+    from toolgym.agents.samplers import get_sampler, names_where
     from toolgym.agents.sampling import SamplingParams
     from toolgym.agents.storage import RolloutWriter, write_meta
     from toolgym.envs import registry
@@ -84,28 +86,28 @@ def rollout(
         from toolgym.envs.parsing import get_format
 
         get_format(tool_parser)  # an unknown name fails before any model loads
-    if sampler not in ("hf", "vllm", "openai"):
-        raise ConfigError(f"--sampler must be hf, vllm or openai, got {sampler!r}")
-    hf_kwargs: dict[str, Any] = {}
+    spec = get_sampler(sampler)  # a registered sampler (plug-ins included), else one line naming them
+    device_kwargs: dict[str, Any] = {}
     if device is not None:
         from toolgym.devices import check_device, resolve_device
 
         device = check_device(device, "--device")
-        if sampler != "hf" and device != "auto":
-            raise ConfigError(f"--device applies to --sampler hf; {sampler} places the model itself")
-        hf_kwargs["device"] = resolve_device(device, what="--device", local_rank=None)
+        if not spec.in_process and device != "auto":
+            raise ConfigError(f"--device applies to --sampler {names_where('in_process')}; {sampler} places the model "
+                              "itself")
+        if spec.in_process:
+            device_kwargs["device"] = resolve_device(device, what="--device", local_rank=None)
     try:
         params = SamplingParams(temperature=temperature, top_p=top_p, top_k=top_k, max_tokens=max_tokens, seed=seed)
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
-    if sampler == "openai":  # the served model name; the tokenizer comes from a local copy
-        smp = build_sampler("openai", model, base_url=base_url, max_model_len=max_total_tokens)
+    if spec.remote:  # the served model name; the tokenizer comes from a local copy
+        smp = build_sampler(sampler, model, base_url=base_url, max_model_len=max_total_tokens)
         tok_ref = _resolve_model(tokenizer or model, "tokenizer")
     else:
         model_path = _resolve_model(model)
         tok_ref = _resolve_model(tokenizer, "tokenizer") if tokenizer else model_path
-        smp = build_sampler(sampler, model_path, max_model_len=max_total_tokens,
-                            **(hf_kwargs if sampler == "hf" else {}))
+        smp = build_sampler(sampler, model_path, max_model_len=max_total_tokens, **device_kwargs)
     tpl = ChatTemplate(getattr(smp, "tokenizer", None) or tok_ref, tool_parser=tool_parser)
     runner = RolloutRunner(smp, tpl, env_id, params,
                            EpisodeLimits(max_turns=max_turns, max_total_tokens=max_total_tokens, max_wall_s=max_wall_s),

@@ -1,5 +1,6 @@
-"""toolgym.agents: samplers (transformers, vLLM, OpenAI-compatible), chat rendering that appends token
-ids, the asyncio rollout runner, and trajectories on disk. Heavy backends load only when used."""
+"""toolgym.agents: samplers (transformers, vLLM, OpenAI-compatible, and plug-ins through the registry of
+:mod:`toolgym.agents.samplers`), chat rendering that appends token ids, the asyncio rollout runner, and
+trajectories on disk. Heavy backends load only when used."""
 
 from __future__ import annotations
 
@@ -16,6 +17,10 @@ _LAZY = {
     "HFSampler": "toolgym.agents.hf_sampler",
     "VLLMSampler": "toolgym.agents.vllm_sampler",
     "OpenAISampler": "toolgym.agents.openai_sampler",
+    "SamplerSpec": "toolgym.agents.samplers",
+    "register_sampler": "toolgym.agents.samplers",
+    "get_sampler": "toolgym.agents.samplers",
+    "list_samplers": "toolgym.agents.samplers",
     "ChatTemplate": "toolgym.agents.chat",
     "RolloutRunner": "toolgym.agents.runner",
     "EpisodeLimits": "toolgym.agents.runner",
@@ -43,22 +48,13 @@ def __getattr__(name: str) -> Any:
 
 def build_sampler(kind: str, model: str, *, base_url: str | None = None, max_model_len: int | None = None,
                   **kwargs: Any) -> Any:
-    """A sampler by name: "hf" (transformers, CPU default), "vllm" (in-process engine), "openai" (HTTP)."""
-    from toolgym.errors import ConfigError
+    """A sampler by its registered name (:mod:`toolgym.agents.samplers`: hf, vllm, openai and plug-ins) for
+    ``toolgym rollout`` and scripts; ``base_url`` goes to a remote sampler only."""
+    from toolgym.agents.samplers import get_sampler
 
-    if kind == "hf":
-        from toolgym.agents.hf_sampler import HFSampler
-
-        return HFSampler(model, **kwargs)
-    if kind == "vllm":
-        from toolgym.agents.vllm_sampler import VLLMSampler
-
-        kwargs.setdefault("enforce_eager", True)
-        return VLLMSampler(model, max_model_len=max_model_len, **kwargs)
-    if kind == "openai":
-        from toolgym.agents.openai_sampler import OpenAISampler
-
-        if not base_url:
-            raise ConfigError("--base-url is required with --sampler openai (e.g. http://127.0.0.1:8000/v1)")
-        return OpenAISampler(base_url, model, max_model_len=max_model_len, **kwargs)
-    raise ConfigError(f"unknown sampler {kind!r}; use hf, vllm or openai")
+    spec = get_sampler(kind)
+    if spec.remote:
+        kwargs["base_url"] = base_url
+    if max_model_len is not None:
+        kwargs["max_model_len"] = max_model_len
+    return spec.build(model, **kwargs)

@@ -37,7 +37,7 @@ _LAZY = {
     "read_records": "toolgym.envs.sources",
     "python_tool": "toolgym.envs.builtin_tools",
     "calculator_tool": "toolgym.envs.builtin_tools",
-    "run_tests_tool": "toolgym.envs.builtin_tools",
+    "run_tests_tool": "toolgym.envs.tasks.run_tests",
     "check_env": "toolgym.envs.checker",
 }
 

@@ -36,6 +36,7 @@ from typing import Any
 import torch
 from trl import GRPOTrainer
 
+from toolgym.training.loss_presets import LOSS_PRESETS
 from toolgym.training.losses import AGGS, RATIOS, ClipConfig, policy_loss
 
 __all__ = ["ToolgymLoss", "ToolgymGRPOTrainer", "env_dataset", "env_reward", "env_factory"]
@@ -51,20 +52,19 @@ _LOGGED = ("clip_frac", "clip_frac_high", "clip_frac_low", "clip_frac_dual", "ap
 class ToolgymLoss:
     """Ratio, clip and aggregation of ``policy_loss`` (defaults: CTPO)."""
 
-    ratio: str = "cumulative"
+    ratio: str = LOSS_PRESETS["ctpo"]["ratio"]
     clip: ClipConfig | None = field(default_factory=ClipConfig.ctpo)
-    agg: str = "token-mean"
+    agg: str = LOSS_PRESETS["ctpo"]["agg"]
 
     @classmethod
     def from_algorithm(cls, name: str) -> ToolgymLoss:
         """The loss of ``algorithm: NAME`` in a toolgym config: ``ctpo``, ``grpo`` or ``gspo`` (their default clips)."""
-        presets = {"ctpo": ("cumulative", ClipConfig.ctpo(), "token-mean"),
-                   "grpo": ("token", ClipConfig.grpo(), "token-mean"),
-                   "gspo": ("gspo", ClipConfig.gspo(), "seq-mean-token-mean")}
+        presets = {k: LOSS_PRESETS[k] for k in ("ctpo", "grpo", "gspo")}  # written once, in loss_presets
         if name not in presets:
             raise ValueError(f"algorithm must be one of {', '.join(repr(a) for a in presets)} "
                              f"(or pass a ToolgymLoss); got {name!r}")
-        return cls(*presets[name])
+        p = presets[name]
+        return cls(p["ratio"], ClipConfig.from_loss(p), p["agg"])
 
     def __post_init__(self) -> None:
         if self.ratio not in RATIOS:

@@ -25,6 +25,7 @@ from typing import Any
 import torch
 from verl.trainer.ppo.core_algos import POLICY_LOSS_REGISTRY, register_policy_loss
 
+from toolgym.training.loss_presets import LOSS_PRESETS
 from toolgym.training.losses import RATIOS, ClipConfig, policy_loss
 
 __all__ = ["LOSSES", "register_loss", "compute_score", "code_score", "math_score", "set_reward_sandbox"]
@@ -108,10 +109,10 @@ def register_loss(name: str, ratio: str, clip: ClipConfig | None) -> Callable[..
     return register_policy_loss(name)(fn)
 
 
+# the presets' ratio and clip, written once in toolgym.training.loss_presets
 LOSSES: dict[str, Callable[..., Any]] = {
-    "ctpo": register_loss("ctpo", "cumulative", ClipConfig.ctpo()),
-    "toolgym_grpo": register_loss("toolgym_grpo", "token", ClipConfig.grpo()),
-    "toolgym_gspo": register_loss("toolgym_gspo", "gspo", ClipConfig.gspo()),
+    name: register_loss(name, LOSS_PRESETS[algo]["ratio"], ClipConfig.from_loss(LOSS_PRESETS[algo]))
+    for name, algo in (("ctpo", "ctpo"), ("toolgym_grpo", "grpo"), ("toolgym_gspo", "gspo"))
 }
 
 

@@ -9,33 +9,33 @@ from toolgym.suites.bench_config import BenchConfig
 
 
 def make_sampler(cfg: BenchConfig) -> tuple[Any, Any]:
-    """(sampler, chat template) for cfg.sampler: "hf", "vllm" or "openai"."""
-    from toolgym.agents import build_sampler
+    """(sampler, chat template) for cfg.sampler, a registered sampler (toolgym.agents.samplers)."""
     from toolgym.agents.chat import ChatTemplate
+    from toolgym.agents.samplers import get_sampler, names_where
     from toolgym.suites.models import resolve_model
 
-    if cfg.sampler not in ("hf", "vllm", "openai"):
-        raise ConfigError(f"--sampler must be hf, vllm or openai, got {cfg.sampler!r}")
-    if cfg.sampler != "hf" and cfg.device != "auto":
-        raise ConfigError(f"--device applies to --sampler hf (and --mode loglik); {cfg.sampler} places the model itself")
-    if cfg.sampler == "openai":  # a served name: only the tokenizer is loaded here
+    spec = get_sampler(cfg.sampler)
+    if not spec.in_process and cfg.device != "auto":
+        raise ConfigError(f"--device applies to --sampler {names_where('in_process')} (and --mode loglik); "
+                          f"{cfg.sampler} places the model itself")
+    if spec.remote:  # a served name: only the tokenizer is loaded here
         path = cfg.model
         tok_path = resolve_model(cfg.tokenizer or cfg.model, "tokenizer")
     else:
         path = resolve_model(cfg.model)
         tok_path = resolve_model(cfg.tokenizer, "tokenizer") if cfg.tokenizer else path
     template = ChatTemplate(tok_path, tool_parser=cfg.tool_parser)
-    if cfg.sampler == "hf":
+    if spec.in_process:
         # One decode batch per chunk of prompts: two sequential batches of half the size cost
         # nearly twice as many decode steps on CPU. max_batch_size counts rows (samples), not prompts.
         options: dict[str, Any] = {"tokenizer": template.tokenizer,
                                    "max_batch_size": generate_chunk(cfg) * cfg.samples,
                                    "device": cfg.device}
-    elif cfg.sampler == "vllm":  # the engine's compiled graphs (no eager default) for throughput
-        options = {"seed": cfg.seed, "enforce_eager": False}
-    else:
+    elif spec.remote:
         options = {"base_url": cfg.base_url}
-    return build_sampler(cfg.sampler, path, **options), template
+    else:  # an engine of its own (vllm: its compiled graphs, the "bench" default, for throughput)
+        options = {"seed": cfg.seed}
+    return spec.build(path, purpose="bench", **options), template
 
 
 def shared_sampler(cfg: BenchConfig, state: dict[str, Any]) -> tuple[Any, Any]:

@@ -25,7 +25,12 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from toolgym.training.config_schema import RATIOS
+
+# the kernel's code of each ratio the config accepts (>= 2: sequence-level, the row's total first)
 RATIO_CODES = {"token": 0, "cumulative": 1, "sequence": 2, "gspo": 3}
+if set(RATIO_CODES) != set(RATIOS):  # a ratio added to the config without a kernel branch fails here, not mid-run
+    raise ImportError(f"fused_loss.RATIO_CODES covers {sorted(RATIO_CODES)}, the config's ratios are {sorted(RATIOS)}")
 # per-row sums written by the kernel, in this order
 STAT_KEYS = ("clipped_loss", "tokens", "clip_high", "clip_low", "clip_dual", "delta", "scale", "bad")
 

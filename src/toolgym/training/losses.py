@@ -31,21 +31,17 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 import torch
 from torch import Tensor
 
-from toolgym.training.config import AGGS, RATIOS, LossConfig
-from toolgym.training.config import CLIP_MODES as _CONFIG_CLIP_MODES
+from toolgym.training.config_schema import AGGS, RATIOS, LossConfig
+from toolgym.training.config_schema import CLIP_MODES as _CONFIG_CLIP_MODES
 from toolgym.training.loss_metrics import finish_metrics, to_floats
+from toolgym.training.loss_presets import CTPO, GRPO, GSPO
 
-_CTPO = LossConfig()  # its defaults are CTPO's
-
-RatioType = Literal["cumulative", "token", "sequence", "gspo"]
-AggType = Literal["token-mean", "seq-mean-token-mean", "seq-mean-token-sum"]
-
-# the names the config accepts (toolgym.training.config, torch-free); clip_mode "none" is clip=None here
+# the names the config accepts (toolgym.training.config_schema, torch-free); clip_mode "none" is clip=None here
 CLIP_MODES: tuple[str, ...] = tuple(m for m in _CONFIG_CLIP_MODES if m != "none")
 
 DELTA_CLAMP = 20.0  # |log π - log π_b| per token is clamped to this (values only)
@@ -73,11 +69,11 @@ class ClipConfig:
     """
 
     # CTPO's, read from the one place they are written: LossConfig's defaults (docs/algorithms/ctpo.md)
-    mode: str = _CTPO.clip_mode
-    eps_low: float = _CTPO.eps_low
-    eps_high: float = _CTPO.eps_high
-    power: float = _CTPO.power
-    dual: float | None = _CTPO.dual
+    mode: str = CTPO["clip_mode"]
+    eps_low: float = CTPO["eps_low"]
+    eps_high: float = CTPO["eps_high"]
+    power: float = CTPO["power"]
+    dual: float | None = CTPO["dual"]
 
     def __post_init__(self) -> None:
         if self.mode not in CLIP_MODES:
@@ -101,6 +97,17 @@ class ClipConfig:
                 raise ValueError(f"ClipConfig.dual must be None or > 0 in adaptive mode; got {d!r}")
 
     @classmethod
+    def from_loss(cls, loss: LossConfig | dict[str, Any]) -> ClipConfig | None:
+        """The clip of a config's ``loss`` section (or a preset of :mod:`toolgym.training.loss_presets`);
+        None when ``clip_mode`` is ``none``. Adaptive mode uses ``power``; fixed mode has none."""
+        get = loss.get if isinstance(loss, dict) else lambda k: getattr(loss, k)
+        mode = get("clip_mode")
+        if mode == "none":
+            return None
+        power = get("power") if mode == "adaptive" else 0.0
+        return cls(mode=mode, eps_low=get("eps_low"), eps_high=get("eps_high"), power=power, dual=get("dual"))
+
+    @classmethod
     def ctpo(cls) -> ClipConfig:
         """CTPO defaults: adaptive 0.025/0.05, p=0.5, dual 0.05 (docs/algorithms/ctpo.md, "Clipping")."""
         return cls()
@@ -108,12 +115,12 @@ class ClipConfig:
     @classmethod
     def grpo(cls) -> ClipConfig:
         """GRPO defaults: ratio window [0.8, 1.2], dual clip 3."""
-        return cls("fixed", 0.2, 0.2, 0.0, 3.0)
+        return cls.from_loss(GRPO)  # type: ignore[return-value]
 
     @classmethod
     def gspo(cls) -> ClipConfig:
         """GSPO defaults: ratio window [1-3e-4, 1+4e-4], no dual clip."""
-        return cls("fixed", 3e-4, 4e-4, 0.0, None)
+        return cls.from_loss(GSPO)  # type: ignore[return-value]
 
 
 def log_window(t: Tensor | float, clip: ClipConfig) -> tuple[Tensor, Tensor]:

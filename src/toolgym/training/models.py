@@ -13,7 +13,7 @@ from typing import Any
 import torch
 
 from toolgym.errors import ConfigError
-from toolgym.training.config import TrainConfig
+from toolgym.training.config_schema import TrainConfig
 
 
 def load_policy(cfg: TrainConfig, out_dir: Path, demos: list[dict[str, Any]] | None = None) -> tuple[Any, Any]:

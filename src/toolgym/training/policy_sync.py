@@ -1,11 +1,13 @@
 """One policy for sampling and training: the rollout engine gets the trainer's weights whenever they change.
 
-The HF sampler runs the trainer's own module, so there is nothing to copy. A vLLM engine holds its own
-copy: it gets the full weights (FSDP shards gathered, LoRA adapters merged, in the checkpoint layout that
-``save_pretrained`` writes) after the SFT warm start or a resume, before the first rollouts and evaluation,
-and after every update. On a GPU shared with the trainer the engine sleeps through the update (its weights
-and KV cache freed: sleep level 2, since new weights follow anyway) and wakes before the push, after
-PyTorch's CUDA cache is emptied; CUDA graphs are on there, the CPU build runs eagerly.
+Which samplers get weights is their registry entry's ``needs_weight_push`` (:mod:`toolgym.agents.samplers`).
+An in-process sampler (hf) runs the trainer's own module, so there is nothing to copy. A sampler with its own
+copy (vLLM) gets the full weights (FSDP shards gathered, LoRA adapters merged, in the checkpoint layout that
+``save_pretrained`` writes when it asks for ``weight_names = "checkpoint"``) after the SFT warm start or a
+resume, before the first rollouts and evaluation, and after every update. On a GPU shared with the trainer
+the engine sleeps through the update (its weights and KV cache freed: sleep level 2, since new weights
+follow anyway) and wakes before the push, after PyTorch's CUDA cache is emptied; CUDA graphs are on there,
+the CPU build runs eagerly.
 """
 
 from __future__ import annotations
@@ -15,13 +17,17 @@ from typing import Any
 
 import torch
 
+from toolgym.agents import sampler_factories
+from toolgym.agents.sampler_factories import SHARED_GPU_MEMORY_SHARE
+from toolgym.agents.sampler_factories import vllm_train_options as vllm_engine_kwargs
+from toolgym.agents.samplers import get_sampler
+from toolgym.errors import ConfigError
 from toolgym.training import data_parallel as D
 from toolgym.training.checkpoint_format import checkpoint_weights
 from toolgym.training.lora import base_model, merged_state_dict
 
-#: vLLM's share of a GPU that the trainer also uses, unless rollout.sampler_kwargs says otherwise: the
-#: engine sleeps during updates, but during rollouts both hold memory (trainer weights + optimizer state).
-SHARED_GPU_MEMORY_SHARE = 0.45
+__all__ = ["SHARED_GPU_MEMORY_SHARE", "PolicySync", "engine_sleeps", "on_cuda", "policy_weights",
+           "vllm_engine_kwargs"]
 
 
 def on_cuda(device: str) -> bool:
@@ -29,29 +35,11 @@ def on_cuda(device: str) -> bool:
 
 
 def engine_sleeps(cfg: Any, device: str) -> bool:
-    """``rollout.vllm_sleep``, or (null) whether the engine shares the trainer's GPU."""
-    if cfg.rollout.sampler != "vllm":
+    """Whether the rollout engine sleeps through updates: only a sampler with its own copy of the weights
+    has memory to free; then ``rollout.vllm_sleep``, or (null) whether it shares the trainer's GPU."""
+    if not get_sampler(cfg.rollout.sampler, "rollout.sampler").needs_weight_push:
         return False
-    if cfg.rollout.vllm_sleep is not None:
-        return bool(cfg.rollout.vllm_sleep)
-    return on_cuda(device)
-
-
-def vllm_engine_kwargs(cfg: Any, device: str) -> dict[str, Any]:
-    """``vllm.LLM`` arguments for the trainer's engine; ``rollout.sampler_kwargs`` override each default.
-
-    dtype follows ``model.dtype`` (the trainer scores in fp32 or under bf16 autocast: the engine samples
-    in the same precision); CUDA graphs on GPUs (``enforce_eager`` only on the CPU build); sleep mode and a
-    bounded memory share when the engine shares the trainer's GPU."""
-    kw = dict(cfg.rollout.sampler_kwargs)
-    kw.setdefault("dtype", "bfloat16" if cfg.model.dtype == "bf16" else "float32")
-    kw.setdefault("enforce_eager", not on_cuda(device))
-    if cfg.model.tokenizer:
-        kw.setdefault("tokenizer", cfg.model.tokenizer)
-    if engine_sleeps(cfg, device):
-        kw.setdefault("enable_sleep_mode", True)
-        kw.setdefault("gpu_memory_utilization", SHARED_GPU_MEMORY_SHARE)
-    return kw
+    return sampler_factories.engine_sleeps(cfg, device)
 
 
 def policy_weights(module: torch.nn.Module) -> dict[str, torch.Tensor]:
@@ -65,7 +53,10 @@ class PolicySync:
     """Keeps ``sampler`` (and Ray rollout workers) on the trainer's current weights."""
 
     def __init__(self, sampler: Any, module: torch.nn.Module, *, sleep: bool, ray_rollouts: Any = None,
-                 device: str = "cpu", say: Callable[[str], None] | None = None) -> None:
+                 device: str = "cpu", say: Callable[[str], None] | None = None,
+                 needs_weight_push: bool | None = None) -> None:
+        """``needs_weight_push``: the sampler's registry flag (the trainer passes it); None, for a sampler
+        built by hand: it takes pushes when it has ``update_weights`` and does not run ``module`` itself."""
         self.sampler = sampler
         self.module = module
         self.device = device
@@ -74,6 +65,10 @@ class PolicySync:
         self.sleep = sleep and hasattr(sampler, "sleep")
         self.ray_rollouts = ray_rollouts
         self.pushes = 0
+        if needs_weight_push and not hasattr(sampler, "update_weights"):
+            raise ConfigError(f"sampler {getattr(sampler, 'name', type(sampler).__name__)!r} is registered with "
+                              "needs_weight_push but has no update_weights(state_dict) method")
+        self._push = needs_weight_push
 
     @property
     def _sampler_runs_module(self) -> bool:
@@ -87,7 +82,10 @@ class PolicySync:
 
     @property
     def copies_weights(self) -> bool:
-        """False for a sampler that runs the trainer's module itself (HF)."""
+        """The sampler holds its own copy of the weights, so pushes go to it (never to one that runs the
+        trainer's module itself, such as hf)."""
+        if self._push is not None:
+            return self._push
         return hasattr(self.sampler, "update_weights") and not self._sampler_runs_module
 
     def push(self) -> None:

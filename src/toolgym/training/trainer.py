@@ -29,6 +29,7 @@ from typing import Any
 
 import torch
 
+from toolgym.agents.samplers import get_sampler, names_where
 from toolgym.agents.trajectory import Trajectory
 from toolgym.errors import ConfigError
 from toolgym.training import data_parallel as D
@@ -59,9 +60,11 @@ class Trainer:
         if (per // self.dist.world) % cfg.mini_batches:
             raise ConfigError(f"mini_batches: must divide the {per // self.dist.world} prompts each process gets per step; "
                               f"got {cfg.mini_batches}")
-        if cfg.rollout.sampler == "vllm" and self.dist.world > 1:
-            raise ConfigError("rollout.sampler=vllm runs one engine beside a single trainer process; with torchrun use "
-                              "sampler: hf (or distributed: ray for replicated rollouts)")
+        self.sampler_spec = get_sampler(cfg.rollout.sampler, "rollout.sampler")
+        if self.sampler_spec.needs_weight_push and self.dist.world > 1:
+            raise ConfigError(f"rollout.sampler={cfg.rollout.sampler} runs one engine beside a single trainer process; "
+                              f"with torchrun use sampler: {names_where('in_process')} (or distributed: ray for "
+                              "replicated rollouts)")
         if cfg.model.lora is not None and self.dist.world > 1 and D.parallel_strategy() == "fsdp":
             raise ConfigError("model.lora with FSDP (TOOLGYM_PARALLEL=fsdp) is not supported; LoRA trains under DDP "
                               "(the default) or in one process")
@@ -152,27 +155,26 @@ class Trainer:
             from toolgym.sandbox import open_sandbox
 
             self.sandbox = open_sandbox(backend=r.sandbox, pool_size=r.sandbox_pool or None)
-        from toolgym.training.policy_sync import PolicySync, engine_sleeps, policy_weights, vllm_engine_kwargs
+        from toolgym.training.policy_sync import PolicySync, engine_sleeps, policy_weights
 
-        if r.sampler == "hf":
-            from toolgym.agents.hf_sampler import HFSampler
-
-            kw = {"max_batch_size": 64, **r.sampler_kwargs}
-            self.sampler = HFSampler(self.module, self.tokenizer, **kw)  # on the module's device
-        elif r.sampler == "vllm":
-            from toolgym.agents.vllm_sampler import VLLMSampler
-
-            # the engine loads the configured model; PolicySync.push replaces its weights before the first rollout
-            self.sampler = VLLMSampler(self._engine_model(), seed=cfg.seed,
-                                       **vllm_engine_kwargs(cfg, self.dist.device))
+        spec = self.sampler_spec
+        if spec.in_process:  # the trainer's own module, on its device: nothing to copy
+            self.sampler = spec.build(self.module, purpose="train", tokenizer=self.tokenizer, **r.sampler_kwargs)
         else:
-            from toolgym.agents import build_sampler
-
-            self.sampler = build_sampler(r.sampler, cfg.model.name_or_path, base_url=r.base_url, **r.sampler_kwargs)
-            if r.sampler == "openai":  # only with rollout.frozen_policy_ok (the config refuses it otherwise)
+            options = spec.options_for_training(cfg, self.dist.device)
+            if spec.remote:
+                options.setdefault("base_url", r.base_url)
+            else:  # an engine of its own
+                options.setdefault("seed", cfg.seed)
+            # an engine with its own copy loads the configured model; PolicySync.push replaces its weights
+            # before the first rollout
+            model = self._engine_model() if spec.needs_weight_push else cfg.model.name_or_path
+            self.sampler = spec.build(model, purpose="train", **options)
+            if not spec.follows_training:  # only with rollout.frozen_policy_ok (the config refuses it otherwise)
                 import warnings
 
-                msg = (f"rollout.sampler=openai: the server at {r.base_url} gets no weight updates, so every step "
+                where = f"the server at {r.base_url}" if spec.remote else "the sampler"
+                msg = (f"rollout.sampler={r.sampler}: {where} gets no weight updates, so every step "
                        "samples the initial policy (rollout.frozen_policy_ok: true)")
                 warnings.warn(msg, stacklevel=2)
                 self.logger.say(f"warning: {msg}")
@@ -182,7 +184,7 @@ class Trainer:
             self.ray_rollouts = RayRollouts(self, policy_weights(self.module))
         self.policy_sync = PolicySync(self.sampler, self.module, sleep=engine_sleeps(cfg, self.dist.device),
                                       ray_rollouts=self.ray_rollouts, device=self.dist.device,
-                                      say=self.logger.say)
+                                      say=self.logger.say, needs_weight_push=spec.needs_weight_push)
 
     def _engine_model(self) -> str:
         """What a separate engine loads at start (its weights are replaced before use): the demo model's saved

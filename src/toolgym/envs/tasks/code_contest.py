@@ -18,7 +18,6 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from toolgym.envs.builtin_tools import run_tests_tool, summarize_report
 from toolgym.envs.core import ToolEnv
 from toolgym.envs.kattis import is_package_source, package_tasks
 from toolgym.envs.parsing import ParsedTurn
@@ -34,6 +33,7 @@ from toolgym.envs.tasks.code_task import (
     run_judge,
     submitted_program,
 )
+from toolgym.envs.tasks.run_tests import run_tests_tool, summarize_report
 from toolgym.envs.types import Task
 from toolgym.envs.verifiers import extract_code
 from toolgym.errors import ConfigError

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 
     from toolgym.agents.trajectory import Trajectory
     from toolgym.training.batch import TokenBatch
-    from toolgym.training.config import TrainConfig
+    from toolgym.training.config_schema import TrainConfig
     from toolgym.training.data_parallel import DistInfo
 
 

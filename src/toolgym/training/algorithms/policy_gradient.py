@@ -8,9 +8,9 @@ import torch
 from toolgym.agents.trajectory import Trajectory
 from toolgym.training.advantages import group_advantages
 from toolgym.training.algorithms.base import Objective, RolloutBatch, StepContext, scored_rewards
-from toolgym.training.config import TrainConfig
+from toolgym.training.config_schema import TrainConfig
 from toolgym.training.logprobs import response_logprobs
-from toolgym.training.losses import finite_rows, mismatch_weight, per_token_loss, policy_loss
+from toolgym.training.losses import ClipConfig, finite_rows, mismatch_weight, per_token_loss, policy_loss
 
 
 def normalisers(agg: str, token_count: float, seq_count: float) -> dict[str, float]:
@@ -46,7 +46,7 @@ class PolicyGradient(Objective):
 
     def __init__(self, cfg: TrainConfig) -> None:
         self.cfg = cfg
-        self.clip = cfg.loss.clip_config()
+        self.clip = ClipConfig.from_loss(cfg.loss)
 
     def prepare(self, ctx: StepContext, groups: list[list[Trajectory]]) -> tuple[RolloutBatch, dict[str, float]]:
         batch, metrics = group_batch(ctx, groups, self.cfg.advantage.estimator, self.cfg.advantage.eps)

@@ -3,7 +3,7 @@
 One call, :func:`register_algorithm`, makes an algorithm trainable: its config defaults (the ``loss:``
 section and top-level keys such as ``mini_batches``), the dataclass of its ``options:`` section, and the
 factory of its :class:`~toolgym.training.algorithms.base.Objective`. This module stays torch-free (the
-config loader reads it); factories import their torch code when called.
+config loader reads it) and imports only the config schema; factories import their torch code when called.
 """
 
 from __future__ import annotations
@@ -13,9 +13,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from toolgym.errors import ConfigError
+from toolgym.training.config_schema import LossConfig, TrainConfig
+
 if TYPE_CHECKING:
     from toolgym.training.algorithms.base import Objective
-    from toolgym.training.config import TrainConfig
 
 
 @dataclass(frozen=True)
@@ -37,8 +39,6 @@ ALGORITHMS: dict[str, Algorithm] = {}
 def register_algorithm(name: str, defaults: dict[str, Any], options: type | None,
                        objective: Callable[[TrainConfig], Objective], *, description: str = "") -> Algorithm:
     """Make ``algorithm: NAME`` valid and trainable (a later registration of the same name replaces it)."""
-    from toolgym.training.config import LossConfig, TrainConfig
-
     loss = defaults.get("loss") or {}
     unknown = set(loss) - {f.name for f in dataclasses.fields(LossConfig)}
     if unknown:
@@ -57,8 +57,6 @@ def register_algorithm(name: str, defaults: dict[str, Any], options: type | None
 
 
 def get_algorithm(name: str) -> Algorithm:
-    from toolgym.errors import ConfigError
-
     if name not in ALGORITHMS:
         raise ConfigError(f"algorithm: must be one of {', '.join(repr(a) for a in ALGORITHMS)}; got {name!r}")
     return ALGORITHMS[name]

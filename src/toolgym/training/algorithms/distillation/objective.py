@@ -30,7 +30,7 @@ from toolgym.training.algorithms.distillation.ema import EMATeacher
 from toolgym.training.algorithms.distillation.options import MOPDOptions
 from toolgym.training.algorithms.distillation.step import MOPDBatch, build_mopd_batch, mopd_forward_loss
 from toolgym.training.algorithms.policy_gradient import PolicyGradient, group_batch
-from toolgym.training.config import TrainConfig
+from toolgym.training.config_schema import TrainConfig
 
 
 class DistillationObjective(Objective):
