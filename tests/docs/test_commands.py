@@ -39,9 +39,8 @@ SHORT_FORMS = {
     "toolgym bench code --subset kattis --model smollm2-135m-instruct":
         "toolgym bench code --subset kattis --model smollm2-135m-instruct --limit 1 --max-tokens 32",
     '"steps=2", "sft.demos=500"': '"steps=1", "sft.demos=300"',
-    "benchmarks/ctpo_regime.py --out runs/ctpo_regime":
-        "benchmarks/ctpo_regime.py --algorithms grpo ctpo --lrs 5e-4 --tuning-seeds 0 --extra-seeds --ablation-seeds 0 "
-        "--set steps=1 sft.demos=300 eval.tasks=8 --out runs/ctpo_regime",
+    '["steps=2", "output_dir=runs/from_script"]': '["steps=1", "sft.demos=300", "eval.tasks=8", "output_dir=runs/from_script"]',
+    'subset="arc_easy", limit=20)': 'subset="arc_easy", limit=4)',
 }
 
 

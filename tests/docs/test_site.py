@@ -7,6 +7,7 @@ import dataclasses
 import functools
 import http.server
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -65,6 +66,14 @@ def test_config_reference_lists_every_field_of_every_section(site: Path) -> None
             todo += [s for s in (hints[f.name], *typing.get_args(hints[f.name])) if dataclasses.is_dataclass(s)]
     assert {"ModelConfig", "LoraConfig", "RolloutConfig", "RayConfig"} <= seen
     assert "MOPDOptions" in html  # the algorithms' options sections are listed too
+
+
+def test_readme_links_resolve_and_it_stays_short() -> None:
+    text = (ROOT / "README.md").read_text()
+    assert len(text.splitlines()) <= 250, "README.md is for a first look: longer material goes into docs/"
+    for target in re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", text):
+        if "://" not in target:
+            assert (ROOT / target).exists(), f"README.md links to {target}, which does not exist"
 
 
 class _Quiet(http.server.SimpleHTTPRequestHandler):
