@@ -21,6 +21,8 @@ from pathlib import Path
 
 import pytest
 
+from ..requirements import need
+
 ROOT = Path(__file__).resolve().parents[2]
 RUN_LANGS = {"bash": "bash", "sh": "bash", "shell": "bash", "python": "python", "py": "python"}
 DIRECTIVE = re.compile(r"^<!--\s*docs-test:\s*(skip|slow)\s*(?::\s*(.*?))?\s*-->$")
@@ -133,6 +135,8 @@ def _workdir(tmp: Path) -> Path:
 @pytest.mark.parametrize("page", pages())
 def test_page_runs_as_written(page: Path, tmp_path: Path) -> None:
     todo = [b for b in blocks_of(page) if b.skip is None]
+    if any(".venv-vllm/" in b.code for b in todo):
+        need((ROOT / ".venv-vllm" / "bin" / "python").exists(), "no .venv-vllm (scripts/setup.sh --vllm makes it)")
     for b in todo:
         b.code = short_form(b.code)
     work = _workdir(tmp_path / "work")
