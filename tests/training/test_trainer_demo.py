@@ -1,8 +1,8 @@
-"""End to end: the README's main job (examples/arith_ctpo.yaml) through the real CLI, shortened.
+"""End to end: the quickstart's main job (examples/arith_ctpo.yaml) through the real CLI, shortened.
 
 Checks the whole pipeline (demo model + tokenizer, SFT warm start on demonstrations, RL with the
 sandboxed Python tool, evals, checkpoints, table and plot), not the size of the improvement: that is
-measured by examples/arith_sft_ctpo.py and reported in the README.
+measured by examples/arith_sft_ctpo.py and reported in docs/results/cpu-demo.md.
 """
 
 from __future__ import annotations
