@@ -159,6 +159,22 @@ def _harden():
     return None
 
 
+def _own_workroot():
+    """The work root belongs to root and no untrusted uid may write there (mode 0711): a call writes only
+    in its own dir below it, which goes with the call, so nothing a job leaves at the top reaches the next
+    one. None when that holds, else why not (the sandbox then refuses to serve)."""
+    try:
+        os.makedirs(WORKROOT, exist_ok=True)
+        os.chown(WORKROOT, 0, 0)
+        os.chmod(WORKROOT, 0o711)
+        st = os.stat(WORKROOT)
+    except OSError as exc:
+        return f"the work root {WORKROOT} cannot be made root's own: {exc}"
+    if st.st_uid != 0 or st.st_mode & 0o7777 != 0o711:
+        return f"the work root {WORKROOT} stays writable by others (mode {st.st_mode & 0o7777:o})"
+    return None
+
+
 # ----------------------------------------------------------------------------- helpers
 def _oom_count():
     for path in OOM_FILES:
@@ -961,7 +977,8 @@ def main(argv):
     for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT, signal.SIGUSR1, signal.SIGUSR2):
         signal.signal(sig, signal.SIG_IGN)
     if _REFUSED is None:
-        os.makedirs(WORKROOT, exist_ok=True)
+        _REFUSED = _own_workroot()
+    if _REFUSED is None:
         try:  # before any request is read, and while no untrusted process exists
             for uid in UNTRUSTED_UIDS:
                 _CLEANERS[uid] = Cleaner.start(uid)

@@ -1,0 +1,156 @@
+"""Red-team attacks, round 5: reward integrity, second red team (issue 25). Each route was first run
+against the tree before its fix, where it failed, on both backends.
+
+- A01 SysV IPC objects whose owner a program set to uid 0 (IPC_SET) survived the per-job cleanup, which
+  looked for objects by owner: they kept the sandbox's memory full and a batch-mate got MLE. Objects are
+  now removed by creator (which IPC_SET cannot change), and a job after which any is left is the one that
+  pays; the sandbox's memory is checked per job too (an OOM kill in a job stops the batch there).
+- A02/A05 the work root (/work, mode 1777) was not wiped between the jobs of one judge call: a wrong
+  program copied a solver batch-mate's answers (AC). No untrusted uid can write there any more; everything
+  a job can write is wiped before the next job, and that wipe is charged to the job (A08).
+- A04 a micro-batch over the 64 MiB a call carries failed every job in it: batches are packed to fit, and
+  a job that does not fit alone gets an outcome of its own (the task's tests: a JudgeConfigError; the
+  program: RE), which reaches no batch-mate.
+- A07 a per-test memory limit above the sandbox's own: a correct program got MLE for memory the sandbox
+  never had. Refused (JudgeConfigError naming both) instead.
+- A lone surrogate in a program's text crashed the harness: now it is the program's verdict.
+- R03 a session cell that writes part of a control frame stalled the executor (a blocking read); the
+  control run that decides whose fault a failure is could not get a worker while the session held it.
+  The executor reads and writes the session's channel within the cell's deadline; the control run uses a
+  sandbox of its own.
+- R02 a session held its worker while the model sampled, and another episode waited 300 s and was masked:
+  a worker held by a session no longer counts against the pool's size (the pool starts another).
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from tests.sandbox.judging import MEM, RIGHT, assert_all_ac, statuses
+from tests.sandbox.test_attacks import assert_clean, gather_batch
+from toolgym.sandbox.judging import TestCase, ajudge
+
+AB_TESTS = [TestCase(input=f"{a} {b}\n", output=f"{a + b}\n") for a, b in ((1, 2), (5, 7), (100, 23))]
+AB = "a, b = map(int, input().split())\nprint(a + b)\n"
+ADD_TESTS = [TestCase(call="add", args=[a, b], expected=a + b) for a, b in ((1, 2), (5, 7))]
+
+
+def stdio_job(sb, program: str, tests=AB_TESTS, **kw):
+    return ajudge(sb, program, tests, mode="stdio", memory_mb=MEM, **kw)
+
+
+async def gather_outcomes(sb, *coros):
+    """`gather_batch` (one micro-batch after a warm-up job), each job's report or exception."""
+    warm = ajudge(sb, RIGHT, ADD_TESTS[:1], mode="function")
+    out = await asyncio.gather(warm, *coros, return_exceptions=True)
+    assert not isinstance(out[0], BaseException) and out[0].all_passed, out[0]
+    return out[1:]
+
+
+# ================================================================ A02/A05/A08: what a job leaves in writable places
+PLACES = r'''
+import os
+TAG = "tgplant-6b1f"
+
+
+def _rw_mounts():
+    out = []
+    for line in open("/proc/self/mountinfo"):
+        f = line.split()
+        if f[5].split(",")[0] == "rw" and not f[4].startswith(("/proc", "/sys")):
+            out.append(f[4])
+    return out
+
+
+def _places():
+    dirs = ["/", "/tmp", "/var/tmp", "/dev", "/dev/shm", "/dev/mqueue", "/run", "/work", "/home", "/opt", "/var",
+            os.getcwd(), os.path.dirname(os.getcwd()), os.path.dirname(os.path.dirname(os.getcwd())),
+            os.path.expanduser("~"), *_rw_mounts()]
+    return [d for d in dict.fromkeys(dirs) if os.path.isdir(d)]
+'''
+PLANT = PLACES + r'''
+made = []
+for d in _places():
+    for make in (lambda p: open(p, "w").close(), os.mkdir):
+        p = os.path.join(d, TAG + ("d" if make is os.mkdir else "f"))
+        try:
+            make(p)
+            made.append(p)
+        except OSError:
+            pass
+print(len(made), *made)
+'''
+FIND = PLACES + r'''
+found = [os.path.join(d, TAG + k) for d in _places() for k in "fd" if os.path.lexists(os.path.join(d, TAG + k))]
+for top in _rw_mounts():
+    for root, dirs, files in os.walk(top):
+        found += [os.path.join(root, n) for n in dirs + files if n.startswith(TAG)]
+print(" ".join(sorted(set(found))) or "clean")
+'''
+
+
+async def test_nothing_a_job_writes_reaches_the_next_job(sb):
+    plant, find = await gather_batch(sb, stdio_job(sb, PLANT, [TestCase(input="", output="never\n")]),
+                                     stdio_job(sb, FIND, [TestCase(input="", output="clean\n")]))
+    assert "/tmp/" + "tgplant" in plant.verdicts[0].got, plant.verdicts  # the control: /tmp is writable
+    assert_all_ac(find, "a batch-mate looking for what the planter left")
+
+
+SHARE = r'''
+import hashlib, os, sys
+data = sys.stdin.read()
+key = None
+for d in ("/work", "/tmp", "/dev/shm", os.path.dirname(os.getcwd())):
+    for name in os.listdir(d) if os.access(d, os.R_OK) else []:
+        if name == ".answers-" + hashlib.sha1(data.encode()).hexdigest():
+            sys.stdout.write(open(os.path.join(d, name)).read())
+            raise SystemExit
+'''
+SOLVER = SHARE + r'''
+a, b = map(int, data.split())
+out = f"{a + b}\n"
+for d in ("/work", "/tmp", "/dev/shm", os.path.dirname(os.getcwd())):
+    try:
+        with open(os.path.join(d, ".answers-" + hashlib.sha1(data.encode()).hexdigest()), "w") as fh:
+            fh.write(out)
+    except OSError:
+        pass
+sys.stdout.write(out)
+'''
+COPIER = SHARE + "print(42)  # cannot solve it\n"
+
+
+async def test_a_wrong_program_cannot_copy_a_solver_batch_mates_answers(sb):
+    solver, copier = await gather_batch(sb, stdio_job(sb, SOLVER), stdio_job(sb, COPIER))
+    assert_all_ac(solver, "the solver")
+    assert statuses(copier) == ["WA"] * 3, copier.verdicts
+
+
+DEEP = r'''
+import os, time
+for where in ("/work", "/tmp"):
+    try:
+        os.chdir(where)
+        os.mkdir("deep%d" % os.getpid())
+        break
+    except OSError:
+        continue
+os.chdir("deep%d" % os.getpid())
+end = time.monotonic() + 0.8
+while time.monotonic() < end:
+    for _ in range(200):
+        os.mkdir("a")
+        os.chdir("a")
+print(-1)
+'''
+
+
+async def test_the_wipe_after_a_job_is_charged_to_that_job(sb):
+    deep, honest = await gather_batch(sb, stdio_job(sb, DEEP, AB_TESTS[:1]), stdio_job(sb, AB, AB_TESTS[:1]))
+    assert_all_ac(honest, "the deep-tree builder's batch-mate")
+    # before: the executor wiped the tree after the harness had reported, charged to no job (most of the call)
+    uncharged = deep.duration_s - deep.own_s - honest.own_s
+    assert uncharged < deep.own_s, (deep.duration_s, deep.own_s, honest.own_s)
+    assert_clean(sb)
+
+
