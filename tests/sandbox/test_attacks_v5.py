@@ -47,6 +47,101 @@ async def gather_outcomes(sb, *coros):
     return out[1:]
 
 
+# ================================================================ A01: IPC objects given to root
+IPC = r'''
+import ctypes
+_libc = ctypes.CDLL(None, use_errno=True)
+_libc.shmat.restype = ctypes.c_void_p
+_libc.shmat.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_int]
+_libc.shmdt.argtypes = [ctypes.c_void_p]
+IPC_PRIVATE, IPC_CREAT, IPC_SET, IPC_STAT = 0, 0o1000, 1, 2
+
+
+def _give_to_root(ctl, ident, *pre):
+    """Its owner may hand an object to any uid (IPC_SET); its creator stays the program's uid."""
+    buf = ctypes.create_string_buffer(512)
+    ctl(ident, *pre, IPC_STAT, buf)
+    ctypes.c_uint32.from_buffer(buf, 4).value = 0  # struct ipc_perm: key, then the owner's uid
+    return ctl(ident, *pre, IPC_SET, buf)
+
+
+def _shm(nbytes):
+    ident = _libc.shmget(IPC_PRIVATE, nbytes, IPC_CREAT | 0o600)
+    addr = _libc.shmat(ident, None, 0)
+    ctypes.memset(addr, 1, nbytes)  # charged to the sandbox's memory, and it stays when we detach
+    _libc.shmdt(ctypes.c_void_p(addr))
+    _give_to_root(_libc.shmctl, ident)
+
+
+def _owners():
+    out = []
+    for kind, col in (("shm", 7), ("msg", 7), ("sem", 4)):
+        out += [row.split()[col] for row in open("/proc/sysvipc/" + kind).read().splitlines()[1:]]
+    return out
+
+
+def _plant():
+    """One object of each kind, each given to root."""
+    _shm(1 << 20)
+    _give_to_root(_libc.msgctl, _libc.msgget(IPC_PRIVATE, IPC_CREAT | 0o600))
+    _give_to_root(_libc.semctl, _libc.semget(IPC_PRIVATE, 1, IPC_CREAT | 0o600), 0)
+
+
+def _fill(headroom_mb):
+    """Shared memory given to root until the sandbox's memory cgroup has `headroom_mb` left."""
+    cg = "/sys/fs/cgroup/memory/"
+    limit = int(open(cg + "memory.limit_in_bytes").read())
+    while limit - int(open(cg + "memory.usage_in_bytes").read()) > (headroom_mb + 16) << 20:
+        _shm(16 << 20)
+'''
+IPC_PLANTER = IPC + "_plant()\nprint('owners', *_owners())\n"
+IPC_LOOK = IPC + "print(len(_owners()))\n"
+IPC_FILLER = IPC + "_fill(100)\nprint('filled', len(_owners()))\n"
+NEEDS_160_MB = "b = bytes([1]) * (160 << 20)\n" + AB  # well inside its 256 MiB, more than 100 MiB
+
+
+async def test_ipc_objects_given_to_root_do_not_survive_the_job(sb):
+    planter, look = await gather_batch(sb, stdio_job(sb, IPC_PLANTER, [TestCase(input="", output="never\n")]),
+                                       stdio_job(sb, IPC_LOOK, [TestCase(input="", output="0\n")]))
+    assert planter.verdicts[0].got.split() == ["owners", "0", "0", "0"], planter.verdicts  # the attack took
+    assert_all_ac(look, "a batch-mate of the IPC planter sees no IPC object")
+    assert_clean(sb)
+
+
+async def test_shared_memory_given_to_root_does_not_starve_a_batch_mate(sb):
+    filler, honest = await gather_batch(sb, stdio_job(sb, IPC_FILLER, [TestCase(input="", output="never\n")]),
+                                        stdio_job(sb, NEEDS_160_MB))
+    assert filler.verdicts[0].got.startswith("filled"), filler.verdicts  # it did fill the sandbox
+    assert_all_ac(honest, "a batch-mate of the shared-memory filler")
+    assert_all_ac(await stdio_job(sb, NEEDS_160_MB), "control: alone")
+
+
+# ================================================================ OOM in a job: no further job runs there
+OOM_HOG = r'''
+import os, time
+kids = []
+for _ in range(8):  # each well inside its own address-space limit; together more than the sandbox has
+    pid = os.fork()
+    if pid == 0:
+        b = bytes([1]) * (150 << 20)
+        time.sleep(3)
+        os._exit(0)
+    kids.append(pid)
+for pid in kids:
+    os.waitpid(pid, 0)
+print("done")
+'''
+OOM_LOOK = "print(open('/sys/fs/cgroup/memory/memory.oom_control').read().split('oom_kill ')[1].split()[0])\n"
+
+
+async def test_a_job_that_runs_its_sandbox_out_of_memory_is_the_last_there(sb):
+    hog, look = await gather_batch(sb, stdio_job(sb, OOM_HOG, [TestCase(input="", output="done\n")]),
+                                   stdio_job(sb, OOM_LOOK, [TestCase(input="", output="0\n")]))
+    assert statuses(hog) == ["MLE"], (hog.verdicts, hog.notes)
+    # the job after it ran on a sandbox where no OOM kill ever happened (before: the same one)
+    assert_all_ac(look, "the batch-mate after an OOM kill")
+
+
 # ================================================================ A02/A05/A08: what a job leaves in writable places
 PLACES = r'''
 import os

@@ -45,6 +45,7 @@ import sys
 import time
 
 from common import (
+    OOM_FILES,
     PR_GET_DUMPABLE,
     PR_SET_CHILD_SUBREAPER,
     PR_SET_DUMPABLE,
@@ -59,6 +60,7 @@ from common import (
     ipc_objects,
     listing,
     live,
+    oom_count,
     other_pids,
     prctl,
     print_exc,
@@ -73,7 +75,6 @@ from common import (
 MAX_FRAME = 256 << 20
 WORKROOT = "/work"
 WIPE_TMP = False
-OOM_FILES = ("/sys/fs/cgroup/memory/memory.oom_control", "/sys/fs/cgroup/memory.events")
 PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 # CAP_CHOWN, CAP_DAC_OVERRIDE, CAP_FOWNER, CAP_KILL, CAP_SETGID, CAP_SETUID
 CAPS = (1 << 0) | (1 << 1) | (1 << 3) | (1 << 5) | (1 << 6) | (1 << 7)
@@ -176,19 +177,6 @@ def _own_workroot():
 
 
 # ----------------------------------------------------------------------------- helpers
-def _oom_count():
-    for path in OOM_FILES:
-        try:
-            with open(path) as fh:
-                for line in fh:
-                    key, _, val = line.partition(" ")
-                    if key == "oom_kill":
-                        return int(val)
-        except (OSError, ValueError):
-            continue
-    return 0
-
-
 def _keep():
     keep = {_TEMPLATE[0]} if _TEMPLATE else set()
     keep |= {c.pid for c in _CLEANERS.values()}
@@ -525,7 +513,7 @@ def _classify(res, oom_before):
         elif os.WIFSIGNALED(wstatus):
             sig = os.WTERMSIG(wstatus)
             exit_code = -sig
-    oom = _oom_count() > oom_before
+    oom = oom_count() > oom_before
     err = res["err"][-4096:]
     if oom:  # the kernel's OOM killer struck during the call: that is why it failed
         status = "oom"
@@ -574,7 +562,8 @@ def _run_one(desc, stdin_fd, lim, oom_before):
     extra = ()
     if desc["uid"] == 0 and desc["kind"] == "python":  # the judge harness: it cleans up through our cleaners
         extra = [_CLEANERS[uid].sock.fileno() for uid in UNTRUSTED_UIDS]
-        desc = dict(desc, env={"TG_CLEANERS": ",".join(str(_CLEANERS[uid].pid) for uid in UNTRUSTED_UIDS)})
+        desc = dict(desc, env={"TG_CLEANERS": ",".join(str(_CLEANERS[uid].pid) for uid in UNTRUSTED_UIDS),
+                               "TG_OOM_FILES": ":".join(OOM_FILES)})
     pid, out_r, err_r = _spawn(dict(desc, lim=lim), stdin_fd, extra)
     try:
         res = _supervise(pid, (out_r, err_r), t0 + lim["timeout_s"], lim["output_bytes"])
@@ -667,7 +656,7 @@ def op_run(req):
     cwd = os.path.join(WORKROOT, f"call-{_SEQ[0]}")
     os.mkdir(cwd, 0o700)
     os.chown(cwd, uid, uid)
-    oom_before = _oom_count()
+    oom_before = oom_count()
     base = {"uid": uid, "cwd": cwd}
     res = None
     uids = UNTRUSTED_UIDS if trusted else (RUN_UID,)
@@ -891,7 +880,7 @@ def op_session_run(req):
         _session_kill()
         _SESSION = _session_start(lim)
     s = _SESSION
-    oom_before = _oom_count()
+    oom_before = oom_count()
     t0 = time.monotonic()
     write_frame(s["ctl"], {"code": code, "stdin": req.get("stdin") or "", "cpu_s": lim["cpu_s"]})
     res = _supervise(s["pid"], (s["out"], s["err"]), t0 + lim["timeout_s"], lim["output_bytes"], ctl=s["ctl"])
@@ -952,7 +941,7 @@ def main(argv):
         elif a == "--wipe-tmp":
             WIPE_TMP = True
         elif a == "--oom-file":
-            globals()["OOM_FILES"] = (args.pop(0),)
+            OOM_FILES[:] = [args.pop(0)]
         elif a == "--site":  # the packages programs may import beyond the standard library
             sys.path.append(args.pop(0))
     resource.setrlimit(resource.RLIMIT_NOFILE, (1024, 1024))

@@ -37,6 +37,7 @@ import time
 import kattis
 from common import (
     EVAL_UID,
+    OOM_FILES,
     PR_GET_DUMPABLE,
     PR_SET_CHILD_SUBREAPER,
     PR_SET_DUMPABLE,
@@ -46,6 +47,7 @@ from common import (
     Cleaner,
     ipc_objects,
     listing,
+    oom_count,
     prctl,
     protector,
     reap,
@@ -299,10 +301,12 @@ class Harness:
         are as they started (Unclean otherwise)."""
         self.clear_processes()
         for uid in UNTRUSTED_UIDS:
-            if ipc_objects(uid) and not self.cleaners[uid].sweep():  # only the owner may remove them
+            if ipc_objects(uid) and not self.cleaners[uid].sweep():  # only the owner or creator may remove them
                 raise Unclean(f"IPC objects of uid {uid} could not be removed")
             if not self.cleaners[uid].intact():
                 raise Unclean("a cleaner's scheduling was changed")
+        if ipc_objects():  # whoever owns it now: memory a batch-mate would miss
+            raise Unclean("IPC objects are left")
         protected = protector(os.path.dirname(os.path.abspath(".")))
         reap()
         for d in (*WIPE_DIRS, self.root):
@@ -404,7 +408,7 @@ class Harness:
         if lang == "python":
             path = os.path.join(d, "main.py")
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o444)
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
+            with os.fdopen(fd, "w", encoding="utf-8", ) as f:
                 f.write(prog)
             return ("py", path), None
         src, exe = os.path.join(d, "main.cpp"), os.path.join(d, "main")
@@ -531,18 +535,23 @@ class Harness:
         self.checker_errors = []
         self.dirs = {}
         start = time.monotonic()
+        oom_before = oom_count()
         dirty = None
         try:
             self.run_tests(j, job)
-            self.clear_all()
+            self.clear_all()  # its time (a deep tree to wipe) is this job's
         except Unclean as exc:
             dirty = str(exc)
         done = {"done": True, "j": j, "elapsed_s": round(time.monotonic() - start, 4),
                 "checker_errors": self.checker_errors[:3]}
         if dirty:
             done["dirty"] = dirty
+        elif oom_count() > oom_before:
+            # its verdicts stand (MLE where the kill struck), but what else the OOM killer took cannot be
+            # known: no further job runs here (the host judges them on a fresh sandbox)
+            done["last"] = "the sandbox ran out of memory"
         self.emit(done)
-        return dirty is None
+        return dirty is None and "last" not in done
 
     def run_tests(self, j, job):
         how, ce = self.prepare() if job["mode"] == "stdio" else (None, None)
@@ -566,7 +575,15 @@ class Harness:
             self.emit(v)
 
     def run_test(self, how, test):
-        """One test's verdict; RE when the harness cannot check its result (never a crash)."""
+        """One test's verdict: MLE when the sandbox's OOM killer struck during it (whatever the program
+        printed), RE when the harness cannot check its result (never a crash)."""
+        before = oom_count()
+        v = self._run_test(how, test)
+        if oom_count() > before and v["status"] in ("AC", "WA", "TLE", "RE", "OLE"):
+            v["status"], v["message"] = "MLE", "killed: the sandbox ran out of memory during this test"
+        return v
+
+    def _run_test(self, how, test):
         try:
             if self.spec.get("validator") and self.spec["validator"]["interactive"]:
                 return kattis.interact(self, how, self.validator, test)
@@ -630,6 +647,7 @@ def main():
             cleaners = _cleaners()
         except (OSError, ValueError) as exc:
             why = str(exc)
+    OOM_FILES[:] = [p for p in os.environ.get("TG_OOM_FILES", "").split(":") if p] or OOM_FILES
     zygote = Zygote() if why is None else None  # before the spec is read
     spec = load_spec(sys.argv[1] if len(sys.argv) > 1 else SPEC_FILE)
     nonce = spec["nonce"]
