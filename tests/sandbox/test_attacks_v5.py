@@ -25,9 +25,15 @@ against the tree before its fix, where it failed, on both backends.
 from __future__ import annotations
 
 import asyncio
+import time
+
+import pytest
 
 from tests.sandbox.judging import MEM, RIGHT, assert_all_ac, statuses
-from tests.sandbox.test_attacks import assert_clean, gather_batch
+from tests.sandbox.test_attacks import CALL, assert_clean, gather_batch
+from tests.sandbox.test_attacks_v4 import SandboxKiller
+from toolgym.sandbox import Limits
+from toolgym.sandbox.api import SANDBOX_FAILED
 from toolgym.sandbox.judging import TestCase, ajudge
 
 AB_TESTS = [TestCase(input=f"{a} {b}\n", output=f"{a + b}\n") for a, b in ((1, 2), (5, 7), (100, 23))]
@@ -247,5 +253,60 @@ async def test_the_wipe_after_a_job_is_charged_to_that_job(sb):
     uncharged = deep.duration_s - deep.own_s - honest.own_s
     assert uncharged < deep.own_s, (deep.duration_s, deep.own_s, honest.own_s)
     assert_clean(sb)
+
+
+# ================================================================ R03: a session's control channel
+FRAME = "import json, os, struct\ndef _frame(obj):\n    b = json.dumps(obj).encode()\n    return struct.pack('>I', len(b)) + b\n"
+CELLS = {
+    "part of a frame": "import os, struct\nos.write(3, struct.pack('>I', 100))\nprint(1)\n",
+    "a frame no cell could send": "import os\nos.write(3, b'\\xff\\xff\\xff\\xff')\nprint(1)\n",
+    "a reply that is not a status": FRAME + "os.write(3, _frame({'rc': 'zero'}))\nimport time\ntime.sleep(30)\n",
+}
+SHORT = Limits(timeout_s=2, memory_mb=256, pids=64, output_bytes=1 << 16)
+
+
+@pytest.mark.parametrize("cell", list(CELLS))
+def test_a_cell_that_writes_on_the_control_channel_is_its_own_failure(sb, cell):
+    before = sb.stats()["discarded"]
+    t0 = time.monotonic()
+    with sb.session() as s:
+        s.run("x = 41")
+        r = s.run(CELLS[cell], limits=SHORT)
+        # before: the executor blocked in a read, the host gave up on it (fault), twice, and the control run
+        # waited for a worker the session held: SandboxUnavailable after minutes
+        assert r.status in ("timeout", "killed", "error") and SANDBOX_FAILED not in r.stderr, r
+        assert s.state_lost
+        assert s.run("print(6 * 7)").stdout == "42\n"
+    assert time.monotonic() - t0 < 30 + SHORT.timeout_s  # generous: the host's own deadline is 32 s
+    assert sb.stats()["discarded"] == before, sb.stats()
+
+
+def test_a_cell_that_stops_reading_its_channel_cannot_stall_the_executor(sb):
+    before = sb.stats()["discarded"]
+    with sb.session() as s:
+        # the cell answers for itself and goes on sleeping: the interpreter reads no further cell
+        r = s.run(FRAME + "os.write(3, _frame({'rc': 0}))\nimport time\ntime.sleep(60)\n", limits=SHORT)
+        assert r.status == "ok", r
+        t0 = time.monotonic()
+        r = s.run("x = 1\n" + "#" * (4 << 20) + "\n", limits=SHORT)  # more than the channel buffers
+        assert r.status == "timeout" and s.state_lost, r
+        assert time.monotonic() - t0 < 30  # before: blocked in a write until the host's deadline, then a fault
+        assert s.run("print(6 * 7)").stdout == "42\n"
+    assert sb.stats()["discarded"] == before, sb.stats()
+
+
+MARKED_CELL = "import ctypes, time\nctypes.CDLL(None).prctl(15, b'tgfault', 0, 0, 0)\ntime.sleep(5)\n"
+
+
+def test_a_session_cell_whose_sandbox_fails_gets_its_own_verdict(sb):
+    """The control run that decides whose fault a failure is needs no worker of the pool (the session holds
+    the only one here). FAULT INJECTION, a real one: the host kills the cell's sandbox (SandboxKiller)."""
+    with sb.session() as s, SandboxKiller("tgfault") as killer:
+        s.run("x = 1")
+        r = s.run(MARKED_CELL, limits=CALL)
+        assert killer.kills >= 2
+        assert r.status == "killed" and SANDBOX_FAILED in r.stderr and s.state_lost, r
+    with sb.session() as s:
+        assert s.run("print(6 * 7)").stdout == "42\n"
 
 

@@ -421,21 +421,48 @@ def _template_wait(pid):
 
 
 # ----------------------------------------------------------------------------- supervision
-def _supervise(pid, fds, deadline, cap, ctl=None):
+CTL_MAX = 4096  # the largest answer a session interpreter sends on its control channel ({"rc": N})
+
+
+def _ctl_answer(buf):
+    """The session interpreter's answer, once `buf` holds a whole frame: {"rc": int}, or {"bad": True}
+    for anything else (a cell may write on the channel itself); None while incomplete."""
+    if len(buf) < 4:
+        return None
+    (n,) = struct.unpack(">I", bytes(buf[:4]))
+    if n > CTL_MAX:
+        return {"bad": True}
+    if len(buf) < 4 + n:
+        return None
+    try:
+        obj = json.loads(bytes(buf[4:4 + n]).decode("utf-8"))
+    except ValueError:
+        return {"bad": True}
+    rc = obj.get("rc") if isinstance(obj, dict) else None
+    if not isinstance(rc, int) or isinstance(rc, bool):
+        return {"bad": True}
+    return {"rc": rc}
+
+
+def _supervise(pid, fds, deadline, cap, ctl=None, send=b""):
     """Read `fds` (stdout, stderr) under a byte cap until `pid` exits (or `ctl` answers).
 
-    Returns dict(out, err, status, truncated flags, wait status, ctl message)."""
+    `ctl` (a session's control socket, non-blocking) is written (`send`: the cell) and read in this
+    same loop, within the deadline: an interpreter that stops reading, or writes part of a frame, can
+    only run into the deadline. Returns dict(out, err, status, truncated flags, wait status, ctl message)."""
     bufs = {fd: bytearray() for fd in fds}
     trunc = {fd: False for fd in fds}
     poller = select.poll()
     for fd in fds:
         poller.register(fd, select.POLLIN | select.POLLHUP | select.POLLERR)
     pidfd = real_pidfd = None
+    pending = memoryview(send)
+    ctl_buf = bytearray()
     if ctl is None:
         pidfd = real_pidfd = os.pidfd_open(pid)  # the call is the template's child, not ours
         poller.register(pidfd, select.POLLIN)
     else:
-        poller.register(ctl, select.POLLIN | select.POLLHUP)
+        poller.register(ctl, select.POLLIN | select.POLLHUP | (select.POLLOUT if pending else 0))
     open_fds = set(fds)
     reason = None
     wstatus = None
@@ -448,15 +475,34 @@ def _supervise(pid, fds, deadline, cap, ctl=None):
                 break
             wait_ms = left * 1000
             events = poller.poll(max(1, int(wait_ms)))
-            for fd, _ev in events:
+            for fd, ev in events:
                 if fd == pidfd:
                     poller.unregister(pidfd)
                     pidfd = -2
                 elif fd == ctl:
-                    ctl_msg = read_frame(ctl)
-                    if ctl_msg is None:
-                        ctl_msg = {"dead": True}
-                    poller.unregister(ctl)
+                    if pending and ev & select.POLLOUT:
+                        try:
+                            pending = pending[os.write(ctl, pending):]
+                        except BlockingIOError:
+                            pass
+                        except OSError:
+                            ctl_msg = {"dead": True}
+                        if not pending:
+                            poller.modify(ctl, select.POLLIN | select.POLLHUP)
+                    if ctl_msg is None and ev & (select.POLLIN | select.POLLHUP | select.POLLERR):
+                        try:
+                            chunk = os.read(ctl, 65536)
+                        except BlockingIOError:
+                            chunk = None
+                        except OSError:
+                            chunk = b""
+                        if chunk == b"":
+                            ctl_msg = {"dead": True}
+                        elif chunk:
+                            ctl_buf += chunk
+                            ctl_msg = _ctl_answer(ctl_buf)
+                    if ctl_msg is not None:
+                        poller.unregister(ctl)
                 elif fd in open_fds:
                     data = os.read(fd, 65536)
                     if not data:
@@ -841,6 +887,7 @@ def _session_start(lim):
         child.close()
         for fd in (null, out_w, err_w):
             os.close(fd)
+    parent.setblocking(False)  # written and read only within a cell's deadline (see _supervise)
     return {"pid": pid, "ctl": parent.detach(), "out": out_r, "err": err_r, "lim": lim}
 
 
@@ -882,8 +929,10 @@ def op_session_run(req):
     s = _SESSION
     oom_before = oom_count()
     t0 = time.monotonic()
-    write_frame(s["ctl"], {"code": code, "stdin": req.get("stdin") or "", "cpu_s": lim["cpu_s"]})
-    res = _supervise(s["pid"], (s["out"], s["err"]), t0 + lim["timeout_s"], lim["output_bytes"], ctl=s["ctl"])
+    body = json.dumps({"code": code, "stdin": req.get("stdin") or "", "cpu_s": lim["cpu_s"]},
+                      ensure_ascii=False).encode("utf-8", "surrogatepass")
+    res = _supervise(s["pid"], (s["out"], s["err"]), t0 + lim["timeout_s"], lim["output_bytes"], ctl=s["ctl"],
+                     send=struct.pack(">I", len(body)) + body)
     msg = res["ctl"]
     alive = msg is not None and "rc" in msg and res["reason"] is None
     if alive:
