@@ -25,6 +25,7 @@ against the tree before its fix, where it failed, on both backends.
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 
 import pytest
@@ -309,4 +310,32 @@ def test_a_session_cell_whose_sandbox_fails_gets_its_own_verdict(sb):
     with sb.session() as s:
         assert s.run("print(6 * 7)").stdout == "42\n"
 
+
+# ================================================================ R02: sessions and the pool
+def test_a_held_session_never_makes_another_call_wait(sb):
+    """The fixture's pool has one worker; a session holds it. Before: a call waited 300 s, then
+    SandboxUnavailable (masked in training)."""
+    out: dict[str, object] = {}
+
+    def other() -> None:
+        try:
+            out["run"] = sb.run("print(6 * 7)", limits=CALL)
+            with sb.session() as s2:
+                out["session"] = s2.run("print(7 * 6)")
+        except Exception as exc:  # noqa: BLE001 - reported below
+            out["error"] = exc
+
+    with sb.session() as s:
+        s.run("x = 1")
+        t = threading.Thread(target=other, daemon=True)
+        t.start()
+        t.join(150)  # generous: two sandboxes to start on a loaded machine
+        assert not t.is_alive(), "a call waited for a worker a session held"
+        assert s.run("print(x)").stdout == "1\n"
+    assert "error" not in out, out
+    assert out["run"].stdout == "42\n" and out["session"].stdout == "42\n", out
+    deadline = time.monotonic() + 60
+    while sb.stats()["live"] > 1 and time.monotonic() < deadline:  # back to its size once the sessions end
+        time.sleep(0.2)
+    assert sb.stats()["live"] == 1, sb.stats()
 
