@@ -30,12 +30,14 @@ import time
 
 import pytest
 
+from tests.sandbox.conftest import LIMITS
 from tests.sandbox.judging import MEM, RIGHT, assert_all_ac, statuses
 from tests.sandbox.test_attacks import CALL, assert_clean, gather_batch
 from tests.sandbox.test_attacks_v4 import SandboxKiller
+from toolgym.errors import ConfigError, InfrastructureError
 from toolgym.sandbox import Limits
-from toolgym.sandbox.api import SANDBOX_FAILED
-from toolgym.sandbox.judging import TestCase, ajudge
+from toolgym.sandbox.api import MAX_INPUT_BYTES, SANDBOX_FAILED
+from toolgym.sandbox.judging import JudgeConfigError, TestCase, ajudge, judge
 
 AB_TESTS = [TestCase(input=f"{a} {b}\n", output=f"{a + b}\n") for a, b in ((1, 2), (5, 7), (100, 23))]
 AB = "a, b = map(int, input().split())\nprint(a + b)\n"
@@ -254,6 +256,48 @@ async def test_the_wipe_after_a_job_is_charged_to_that_job(sb):
     uncharged = deep.duration_s - deep.own_s - honest.own_s
     assert uncharged < deep.own_s, (deep.duration_s, deep.own_s, honest.own_s)
     assert_clean(sb)
+
+
+# ================================================================ A04: a batch larger than a call carries
+PAD = "#" * (1 << 20)
+
+
+def big_tests(n: int) -> list[TestCase]:
+    return [TestCase(input=f"{i} {i}\n{PAD}\n", output=f"{2 * i}\n") for i in range(n)]
+
+
+async def test_jobs_that_fit_alone_but_not_together_are_each_judged(sb):
+    half = big_tests((MAX_INPUT_BYTES >> 20) // 2 + 1)  # 33 MiB each: two do not fit one call
+    a, b = await gather_batch(sb, stdio_job(sb, AB, half), stdio_job(sb, AB, half))
+    for r in (a, b):
+        assert_all_ac(r, "a correct program with big tests")
+
+
+async def test_a_job_too_large_alone_fails_only_itself(sb):
+    too_big = big_tests((MAX_INPUT_BYTES >> 20) + 1)
+    huge_program = "#" * MAX_INPUT_BYTES + "\n" + AB
+    tests_too_big, right, program_too_big = await gather_outcomes(
+        sb, stdio_job(sb, AB, too_big), stdio_job(sb, AB), stdio_job(sb, huge_program))
+    # the task's tests: no program can do anything about it, so an infrastructure-like refusal (masked)
+    assert isinstance(tests_too_big, JudgeConfigError) and isinstance(tests_too_big, InfrastructureError)
+    assert "64 MiB" in str(tests_too_big), tests_too_big
+    # the program's own size: its verdict, scored 0
+    assert statuses(program_too_big) == ["RE"] * 3 and "too large" in program_too_big.verdicts[0].message
+    assert_all_ac(right, "a batch-mate of the oversized jobs")
+
+
+# ================================================================ A07: a memory limit the sandbox does not have
+USES_200_MB = "b = bytes([1]) * (200 << 20)\n" + AB
+
+
+def test_a_memory_limit_above_the_sandboxes_is_refused(sb):
+    over = LIMITS.memory_mb * 2
+    with pytest.raises(JudgeConfigError) as err:  # before: MLE for a correct program using 200 MiB of 512
+        judge(sb, USES_200_MB, AB_TESTS[:1], memory_mb=over)
+    assert isinstance(err.value, ConfigError) and isinstance(err.value, InfrastructureError)
+    assert f"memory_mb={over}" in str(err.value) and f"{LIMITS.memory_mb} MiB" in str(err.value), err.value
+    r = judge(sb, USES_200_MB.replace("200", "160"), AB_TESTS[:1], memory_mb=LIMITS.memory_mb)
+    assert_all_ac(r, "control: a limit the sandbox has")
 
 
 # ================================================================ R03: a session's control channel
