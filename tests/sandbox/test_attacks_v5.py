@@ -300,6 +300,18 @@ def test_a_memory_limit_above_the_sandboxes_is_refused(sb):
     assert_all_ac(r, "control: a limit the sandbox has")
 
 
+# ================================================================ text no encoder takes
+async def test_a_lone_surrogate_in_a_program_is_its_verdict(sb):
+    stdio_bad = "s = '\ud800'\n" + AB
+    fn_bad = "s = '\ud800'\n" + RIGHT
+    r1, r2, mate = await gather_batch(sb, stdio_job(sb, stdio_bad),
+                                      ajudge(sb, fn_bad, ADD_TESTS, mode="function"), stdio_job(sb, AB))
+    for r in (r1, r2):
+        assert r.notes == [] and set(statuses(r)) <= {"RE", "AC"}, (r.verdicts, r.notes)  # no harness crash
+    assert statuses(r1) == ["RE"] * 3 and "SyntaxError" in r1.verdicts[0].message, r1.verdicts
+    assert_all_ac(mate, "a batch-mate of the surrogate")
+
+
 # ================================================================ R03: a session's control channel
 FRAME = "import json, os, struct\ndef _frame(obj):\n    b = json.dumps(obj).encode()\n    return struct.pack('>I', len(b)) + b\n"
 CELLS = {

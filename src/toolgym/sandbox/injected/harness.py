@@ -105,7 +105,7 @@ class Harness:
 
     # ---- output channel ------------------------------------------------------------
     def emit(self, obj):
-        data = (self.nonce + " " + json.dumps(obj) + "\n").encode()
+        data = (self.nonce + " " + json.dumps(obj) + "\n").encode()  # ASCII: json escapes the rest
         while data:
             data = data[os.write(1, data):]
 
@@ -408,12 +408,12 @@ class Harness:
         if lang == "python":
             path = os.path.join(d, "main.py")
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o444)
-            with os.fdopen(fd, "w", encoding="utf-8", ) as f:
-                f.write(prog)
+            with os.fdopen(fd, "w", encoding="utf-8", errors="surrogatepass") as f:
+                f.write(prog)  # text no encoder takes (a lone surrogate) is the program's SyntaxError
             return ("py", path), None
         src, exe = os.path.join(d, "main.cpp"), os.path.join(d, "main")
         fd = os.open(src, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o444)
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
+        with os.fdopen(fd, "w", encoding="utf-8", errors="surrogatepass") as f:
             f.write(prog)
         # compiled as the untrusted uid: an #include of a secret file only finds nothing
         run = Run()
@@ -435,7 +435,7 @@ class Harness:
         kind, target = how
         run = Run()
         d = self.make_dir(RUN_UID, run)
-        self.start(run, kind, RUN_UID, d, self.limit_s, self.memory_mb, stdin=test["input"].encode("utf-8"),
+        self.start(run, kind, RUN_UID, d, self.limit_s, self.memory_mb, stdin=test["input"].encode("utf-8", "surrogatepass"),
                    path=target, argv=[target])
         (pid,) = self.started(run)
         start = time.monotonic()
@@ -458,7 +458,7 @@ class Harness:
         """One test: candidate (uid 65534) and evaluator (uid 65533) joined by a socket."""
         run = Run()
         cand_end, eval_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        prog = self.spec["program"].encode("utf-8")
+        prog = self.spec["program"].encode("utf-8", "surrogatepass")
         payload = {k: test[k] for k in ("kind", "code", "call", "args", "kwargs") if k in test}
         start = time.monotonic()
         # the evaluator first: the zygote's last fork of a test is the program's, so a program that
