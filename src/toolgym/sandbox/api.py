@@ -7,7 +7,8 @@ this side only validates requests and turns replies into ExecResults.
 Whose fault a failed sandbox is: when a call's sandbox fails (the executor dies, stalls past
 its deadline, or reports a fault), the worker is replaced and the call runs once more on a
 fresh sandbox (a sandbox may die under a call for reasons of its own: a killed container).
-If it fails there too, a control run on another sandbox decides. If the control run works,
+If it fails there too, a control run on a sandbox of its own (started for it, outside the pool)
+decides. If the control run works,
 the failure is the call's own: it gets a result (status `killed`, or `timeout` for a stall),
 like any program that crashed. If the control run fails too, no program caused it:
 `SandboxUnavailable` (an InfrastructureError) is raised.

@@ -42,8 +42,12 @@ identity across the boundary (``is``), and aliasing inside arguments that the ca
 mutates (top-level containers are copied back whole).
 
 Isolation: jobs of one call run one after the other; after each job every process of the
-untrusted uids is killed at once, their IPC objects removed and the temporary dirs
-wiped, so a submission cannot see, signal or outlive into its batch-mates. The sandbox
+untrusted uids is killed at once, the IPC objects they own or created removed and every
+place they can write wiped (charged to that job), so a submission cannot see, signal or
+outlive into its batch-mates. A call carries at most MAX_INPUT_BYTES of specs: batches are
+packed to fit, and a job too large alone is refused (its tests: JudgeConfigError) or gets RE
+(its program) without a call. A per-test memory_mb above the sandbox's Limits.memory_mb is
+refused (JudgeConfigError): the sandbox never had that memory. The sandbox
 itself is cleaned the same way after every call (see injected/executor.py).
 
 One job's fault is that job's: a job after which the sandbox cannot be proven clean gets RE

@@ -12,7 +12,11 @@ non-dumpable executor and exactly the expected capabilities, it answers every re
 with an error and runs nothing.
 
 Protocol: frames on fd 0 (requests) and fd 1 (responses), each a 4-byte big-endian
-length and a UTF-8 JSON object. One request at a time.
+length and a UTF-8 JSON object. One request at a time. A session's interpreter gets its cells
+on a socket of the same framing, written and read within each cell's deadline.
+
+The work root is root's own (mode 0711): untrusted code writes only in its call's dir below
+it (and in /tmp and the like, wiped after every call).
 
 Every call starts clean:
 - Processes of a call are forked from a TEMPLATE process that the executor forked at
@@ -22,8 +26,8 @@ Every call starts clean:
   Python calls run in that forked interpreter (much cheaper than a new one); C++ and
   bash calls exec.
 - After a call, the standing cleaner of the call's uid sends SIGKILL to every process of
-  that uid at once (`kill(-1)`: no fork chain outruns it) and removes the uid's SysV IPC
-  objects; the executor wipes /tmp, /var/tmp, /dev/shm, /dev/mqueue and the work dir
+  that uid at once (`kill(-1)`: no fork chain outruns it) and removes the SysV IPC objects
+  the uid owns or created; the executor wipes /tmp, /var/tmp, /dev/shm, /dev/mqueue and the work dir
   through directory descriptors (no path length limit, no symlink is followed). The
   cleaners (one per untrusted uid, see common.Cleaner) are forked at start-up, before any
   request: cleaning up never forks, so a program that fills the process table cannot stop

@@ -15,11 +15,14 @@ value, a test's code or the verdict stream:
 
 Jobs (submissions) of one call run strictly one after the other. After each job every
 process of uids 65534 and 65533 is killed at once (kill(-1) by the executor's standing
-cleaners, whose sockets the harness gets as fds 3 and 4: cleaning never forks), their IPC
-objects are removed and /tmp, /var/tmp, /dev/shm, /dev/mqueue are wiped; after each test
-of a job its processes are killed. So nothing of one job reaches the next. A job after
-which the sandbox cannot be proven clean pays for it: its done line says "dirty" (the host
-fails it) and no further job runs here (the host judges them elsewhere).
+cleaners, whose sockets the harness gets as fds 3 and 4: cleaning never forks), the IPC
+objects they own or created are removed and /tmp, /var/tmp, /dev/shm, /dev/mqueue and the
+harness's own dir are wiped (every place a program can write: the work root is root's), all
+within the job's own time; after each test of a job its processes are killed. So nothing of
+one job reaches the next. A job after which the sandbox cannot be proven clean (an IPC object
+left included) pays for it: its done line says "dirty" (the host fails it) and no further job
+runs here (the host judges them elsewhere). A test during which the OOM killer struck is MLE,
+and no job runs after that one here either (its done line says "last").
 Verdicts go to the harness's own stdout, one JSON line per test prefixed by the nonce,
 then a done line per job and an all_done line. A test whose result the harness cannot
 check (a value no checker can hold, a process that cannot be started) gets RE: the
