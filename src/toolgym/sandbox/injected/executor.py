@@ -15,8 +15,8 @@ Protocol: frames on fd 0 (requests) and fd 1 (responses), each a 4-byte big-endi
 length and a UTF-8 JSON object. One request at a time. A session's interpreter gets its cells
 on a socket of the same framing, written and read within each cell's deadline.
 
-The work root is root's own (mode 0711): untrusted code writes only in its call's dir below
-it (and in /tmp and the like, wiped after every call).
+The work root is root's own (mode 0755: a call can see that it is alone there, but write only in
+its own dir below it, and in /tmp and the like, wiped after every call).
 
 Every call starts clean:
 - Processes of a call are forked from a TEMPLATE process that the executor forked at
@@ -165,17 +165,17 @@ def _harden():
 
 
 def _own_workroot():
-    """The work root belongs to root and no untrusted uid may write there (mode 0711): a call writes only
+    """The work root belongs to root and no untrusted uid may write there (mode 0755): a call writes only
     in its own dir below it, which goes with the call, so nothing a job leaves at the top reaches the next
     one. None when that holds, else why not (the sandbox then refuses to serve)."""
     try:
         os.makedirs(WORKROOT, exist_ok=True)
         os.chown(WORKROOT, 0, 0)
-        os.chmod(WORKROOT, 0o711)
+        os.chmod(WORKROOT, 0o755)
         st = os.stat(WORKROOT)
     except OSError as exc:
         return f"the work root {WORKROOT} cannot be made root's own: {exc}"
-    if st.st_uid != 0 or st.st_mode & 0o7777 != 0o711:
+    if st.st_uid != 0 or st.st_mode & 0o7777 != 0o755:
         return f"the work root {WORKROOT} stays writable by others (mode {st.st_mode & 0o7777:o})"
     return None
 
