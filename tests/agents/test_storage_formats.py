@@ -152,6 +152,20 @@ def test_writer_appends_whole_groups(tmp_path):
     assert read_jsonl(path) == _mixed() and read_header(path)["meta"] == {"run": 1}
 
 
+def test_a_lone_surrogate_in_a_trajectory_is_written_and_reads_back(tmp_path):
+    """A program's text (or its output) may hold a lone surrogate, which UTF-8 cannot encode: before, both
+    writers raised UnicodeEncodeError and the run lost the group."""
+    odd = Trajectory(task_id="t\ud800", group_id="g0", prompt_ids=[1], response_ids=[2], loss_mask=[1],
+                     behavior_logprobs=[-0.5], reward=0.0,
+                     turns=[{"role": "assistant", "content": "s = '\ud800' \U0001f600 \udfff"}])
+    path = tmp_path / "r.jsonl"
+    assert write_jsonl(path, [odd]) == 1
+    assert read_jsonl(path) == [odd]
+    with RolloutWriter(tmp_path / "w.jsonl") as w:
+        w.write([odd, *_mixed()])
+    assert read_jsonl(tmp_path / "w.jsonl") == [odd, *_mixed()]
+
+
 def test_killed_rollout_keeps_the_groups_it_finished(tiny_dir, tmp_path):
     """A real crash: SIGKILL `toolgym rollout` once its first group is on disk; every line written is a whole
     trajectory and the sidecar says the run did not complete."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -45,10 +46,19 @@ def _write_atomic(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
 def _line(t: Trajectory) -> str:
     """One JSONL record. U+2028/U+2029 are escaped: tools that split lines the way str.splitlines does
-    would otherwise cut a record in two."""
-    return t.to_json().replace("\u2028", "\\u2028").replace("\u2029", "\\u2029") + "\n"
+    would otherwise cut a record in two. So is a lone surrogate (a program's text or output may hold one,
+    which UTF-8 cannot encode): as a JSON escape it reads back as the same string."""
+    text = t.to_json().replace("\u2028", "\\u2028").replace("\u2029", "\\u2029") + "\n"
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        text = _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+    return text
 
 
 def write_meta(path: str | os.PathLike, meta: dict[str, Any] | None = None) -> Path:

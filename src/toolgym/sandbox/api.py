@@ -7,7 +7,8 @@ this side only validates requests and turns replies into ExecResults.
 Whose fault a failed sandbox is: when a call's sandbox fails (the executor dies, stalls past
 its deadline, or reports a fault), the worker is replaced and the call runs once more on a
 fresh sandbox (a sandbox may die under a call for reasons of its own: a killed container).
-If it fails there too, a control run on another sandbox decides. If the control run works,
+If it fails there too, a control run on a sandbox of its own (started for it, outside the pool)
+decides. If the control run works,
 the failure is the call's own: it gets a result (status `killed`, or `timeout` for a stall),
 like any program that crashed. If the control run fails too, no program caused it:
 `SandboxUnavailable` (an InfrastructureError) is raised.
@@ -222,18 +223,36 @@ class Sandbox:
         return _result(resp, t0)
 
     def _blame(self, resp: dict[str, Any], t0: float, clock: waiting.WaitClock | None) -> ExecResult:
-        """A call's sandbox failed twice (each was replaced): a control run on another sandbox says whose
-        fault that was. Works: the call's own (status killed, or timeout for a stall). Fails: raise."""
+        """A call's sandbox failed twice (each was replaced): a control run on a sandbox of its own (started
+        for it, outside the pool: it never waits for a worker, e.g. one a session holds) says whose fault
+        that was. Works: the call's own (status killed, or timeout for a stall). Fails: raise."""
         why = str(resp.get("error") or "sandbox fault")
-        control = self._pool.call({"op": "run", "language": "python", "code": "print('ok')", "stdin": "",
-                                   "files": {}, "limits": _limits_dict(self.limits), "return_files": [],
-                                   "argv": [], "trusted": False}, self.limits.timeout_s + 60.0, clock)
+        control = self._control_run(clock)
         if control.get("fault") or not control.get("ok") or (control.get("result") or {}).get("stdout") != "ok\n":
             raise SandboxUnavailable(f"the sandbox failed ({why}), and so did a control run on another one "
                                      f"({control.get('error') or (control.get('result') or {}).get('status')})")
         stalled = "did not answer in time" in why
         return ExecResult(stderr=f"{SANDBOX_FAILED} ({why}); it was replaced", status="timeout" if stalled else "killed",
                           duration_s=time.monotonic() - t0)
+
+    def _control_run(self, clock: waiting.WaitClock | None) -> dict[str, Any]:
+        """print('ok') on a fresh sandbox of this backend, closed afterwards; its start and run are waiting
+        (no episode's own time). A sandbox that cannot start is a failed control run."""
+        from toolgym.sandbox.protocol import ChannelClosed
+
+        req = {"op": "run", "language": "python", "code": "print('ok')", "stdin": "", "files": {},
+               "limits": _limits_dict(self.limits), "return_files": [], "argv": [], "trusted": False}
+        with waiting.waiting(clock):
+            try:
+                worker = self.backend_impl.new_worker()
+            except Exception as exc:  # noqa: BLE001 - the engine or host failed: reported as such
+                return {"ok": False, "fault": True, "error": f"cannot start a sandbox: {type(exc).__name__}: {exc}"}
+            try:
+                return worker.call(req, self.limits.timeout_s + 60.0)
+            except ChannelClosed as exc:
+                return {"ok": False, "fault": True, "error": f"sandbox died: {exc}"}
+            finally:
+                threading.Thread(target=worker.close, daemon=True, name="toolgym-control-close").start()
 
     async def _in_thread(self, fn: Any) -> Any:
         """fn(clock) on a worker thread: the asyncio loop is never blocked; the wait for a free thread,

@@ -101,7 +101,7 @@ class DockerWorker:
             security_opt=["no-new-privileges"],
             log_config={"Type": "none", "Config": {}},
             read_only=True,
-            tmpfs={"/work": f"rw,exec,size={work_mb}m,mode=1777,nosuid,nodev",
+            tmpfs={"/work": f"rw,exec,size={work_mb}m,mode=755,nosuid,nodev",
                    "/tmp": f"rw,size={tmp_mb}m,mode=1777,nosuid,nodev"},
             mem_limit=mem,
             memswap_limit=mem,

@@ -42,8 +42,12 @@ identity across the boundary (``is``), and aliasing inside arguments that the ca
 mutates (top-level containers are copied back whole).
 
 Isolation: jobs of one call run one after the other; after each job every process of the
-untrusted uids is killed at once, their IPC objects removed and the temporary dirs
-wiped, so a submission cannot see, signal or outlive into its batch-mates. The sandbox
+untrusted uids is killed at once, the IPC objects they own or created removed and every
+place they can write wiped (charged to that job), so a submission cannot see, signal or
+outlive into its batch-mates. A call carries at most MAX_INPUT_BYTES of specs: batches are
+packed to fit, and a job too large alone is refused (its tests: JudgeConfigError) or gets RE
+(its program) without a call. A per-test memory_mb above the sandbox's Limits.memory_mb is
+refused (JudgeConfigError): the sandbox never had that memory. The sandbox
 itself is cleaned the same way after every call (see injected/executor.py).
 
 One job's fault is that job's: a job after which the sandbox cannot be proven clean gets RE
@@ -66,9 +70,9 @@ import weakref
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from toolgym.errors import InfrastructureError, ToolgymError
+from toolgym.errors import ConfigError, InfrastructureError, ToolgymError
 from toolgym.sandbox import waiting
-from toolgym.sandbox.api import SANDBOX_FAILED, Sandbox
+from toolgym.sandbox.api import MAX_INPUT_BYTES, SANDBOX_FAILED, Sandbox
 from toolgym.sandbox.scripts import program
 from toolgym.sandbox.types import ExecResult, Limits, from_fields
 
@@ -87,6 +91,11 @@ class JudgeInputError(ToolgymError, ValueError):
 class JudgeError(InfrastructureError):
     """The sandbox itself failed while judging, in a way no submission could have caused (it refused to
     start, or a control run failed too)."""
+
+
+class JudgeConfigError(ConfigError, InfrastructureError):
+    """The task cannot be judged on this sandbox, whatever the program: its tests are larger than a sandbox
+    call carries, or its memory limit is more than the sandbox has. No program caused it (not scored)."""
 
 
 class _Unset:
@@ -215,14 +224,24 @@ def _test_payload(t: TestCase, i: int, mode: str) -> dict[str, Any]:
             "expected": _json_value(t.expected, f"{where}.expected")}
 
 
+# what a call's spec holds beside its jobs' specs (the nonce, the brackets), and each job's comma
+_CALL_OVERHEAD = 256
+
+
 @dataclass
 class _Job:
-    """One validated submission: its spec for the harness, its tests, and its time budget."""
+    """One validated submission: its spec for the harness (and that spec as JSON, whose length is the
+    bytes it adds to a call), its tests, and its time budget."""
 
     spec: dict[str, Any]
     cases: list[TestCase]
     budget_s: float
     memory_mb: int
+    text: str = ""
+
+    @property
+    def size(self) -> int:
+        return len(self.text) + 1
 
 
 def build_job(program: str, tests: Any, mode: str, *, language: str = "python", checker: str = "tokens",
@@ -290,20 +309,41 @@ def build_job(program: str, tests: Any, mode: str, *, language: str = "python", 
     per_test = time_limit_s + 1.0 + (10.0 if checker in ("custom", "validator") else 0.0)
     compiles = (language == "cpp") + (vspec is not None and vspec["language"] == "cpp")
     budget = 2.0 + len(cases) * per_test + 60.0 * compiles
-    return _Job(spec, cases, budget, memory_mb)
+    return _Job(spec, cases, budget, memory_mb, json.dumps(spec))  # ASCII: its length is its bytes
+
+
+def _refusal(sb: Any, job: _Job) -> JudgeReport | None:
+    """What a job gets without a sandbox call: JudgeConfigError when no program could pass on this sandbox
+    (tests over what a call carries, a memory limit over the sandbox's own), RE on every test when the
+    program alone is too large to carry; None when it can be judged."""
+    limits = getattr(sb, "limits", None)
+    if isinstance(limits, Limits) and job.memory_mb > limits.memory_mb:
+        raise JudgeConfigError(f"memory_mb={job.memory_mb} per test is more than the sandbox has ({limits.memory_mb} "
+                               f"MiB, its Limits.memory_mb): open the sandbox with Limits(memory_mb={job.memory_mb}) "
+                               "or judge with a lower memory_mb")
+    room = MAX_INPUT_BYTES - _CALL_OVERHEAD
+    if job.size <= room:
+        return None
+    program_bytes = len(json.dumps(job.spec["program"]))
+    if job.size - program_bytes > room:
+        raise JudgeConfigError(f"the task's tests take {job.size - program_bytes >> 20} MiB, more than one sandbox "
+                               f"call carries ({MAX_INPUT_BYTES >> 20} MiB): split them over several tasks")
+    why = f"the program is too large to judge ({program_bytes >> 20} MiB; a call carries {MAX_INPUT_BYTES >> 20} MiB)"
+    return JudgeReport([Verdict(i, "RE", 0.0, why, name=c.name) for i, c in enumerate(job.cases)], job.spec["mode"])
 
 
 def _call(jobs: list[_Job], base: Limits | None) -> tuple[str, dict[str, str], Limits]:
     """The nonce, files and limits of one sandbox call that judges `jobs`."""
     base = base or Limits()
     nonce = secrets.token_hex(16)
-    spec = {"nonce": nonce, "jobs": [j.spec for j in jobs]}
+    # the jobs' JSON as built once by build_job (the same text json.dumps of the whole would give)
+    spec = '{"nonce": "' + nonce + '", "jobs": [' + ", ".join(j.text or json.dumps(j.spec) for j in jobs) + "]}"
     budget = 10.0 + sum(j.budget_s for j in jobs)
     ntests = sum(len(j.cases) for j in jobs)
     limits = Limits(timeout_s=budget, cpu_s=budget, memory_mb=max(base.memory_mb, max(j.memory_mb for j in jobs) + 128),
                     pids=max(base.pids, 32), output_bytes=max(base.output_bytes, 8192 + 2048 * ntests),
                     file_bytes=base.file_bytes)
-    return nonce, {SPEC_FILE: json.dumps(spec)}, limits
+    return nonce, {SPEC_FILE: spec}, limits
 
 
 def _parse(res: ExecResult, nonce: str, jobs: list[_Job], duration_s: float) -> list[JudgeReport | None]:
@@ -412,7 +452,8 @@ def judge(sb: Any, program: str, tests: Any, mode: str = "stdio", *, language: s
                     checker_program=checker_program, time_limit_s=time_limit_s, memory_mb=memory_mb,
                     output_bytes=output_bytes, stop_at_first_failure=stop_at_first_failure,
                     checker_args=checker_args, validator=validator)
-    return judge_many(sb, [job])[0]
+    refused = _refusal(sb, job)
+    return refused if refused is not None else judge_many(sb, [job])[0]
 
 
 async def ajudge(sb: Any, program: str, tests: Any, mode: str = "stdio", *, language: str = "python",
@@ -427,7 +468,8 @@ async def ajudge(sb: Any, program: str, tests: Any, mode: str = "stdio", *, lang
                     checker_program=checker_program, time_limit_s=time_limit_s, memory_mb=memory_mb,
                     output_bytes=output_bytes, stop_at_first_failure=stop_at_first_failure,
                     checker_args=checker_args, validator=validator)
-    return await _batcher(sb).submit(job)
+    refused = _refusal(sb, job)
+    return refused if refused is not None else await _batcher(sb).submit(job)
 
 
 # ------------------------------------------------------------------------------ micro-batching
@@ -464,10 +506,16 @@ class _Batcher:
 
     def _pump(self) -> None:
         while self.queue and self.busy < self.slots:
-            # Share the queue fairly among free slots, at most MAX_BATCH per call.
+            # Share the queue fairly among free slots, at most MAX_BATCH per call, and no more than one call
+            # carries (each job alone fits: see _refusal).
             free = self.slots - self.busy
             n = max(1, min(MAX_BATCH, -(-len(self.queue) // free)))
-            batch, self.queue = self.queue[:n], self.queue[n:]
+            room = MAX_INPUT_BYTES - _CALL_OVERHEAD - self.queue[0][0].size
+            k = 1
+            while k < n and self.queue[k][0].size <= room:
+                room -= self.queue[k][0].size
+                k += 1
+            batch, self.queue = self.queue[:k], self.queue[k:]
             self.busy += 1
             # in a context of its own: the call's time is no one episode's (each is charged its own share)
             asyncio.get_running_loop().create_task(self._run(batch), context=contextvars.Context())

@@ -201,7 +201,7 @@ def bwrap_prefix(bwrap: str, setpriv: str, keep: list[str], workroot: str, tmp_m
                 made.add(str(p))
         return out
 
-    cmd += parents(workroot) + ["--size", str(work_mb << 20), "--perms", "1777", "--tmpfs", workroot]
+    cmd += parents(workroot) + ["--size", str(work_mb << 20), "--perms", "0755", "--tmpfs", workroot]
     made.add(workroot)
     for k in keep:  # after /tmp and the work root: an interpreter under /tmp stays visible
         cmd += parents(k) + ["--ro-bind", k, k]

@@ -4,7 +4,9 @@ Each worker serves one call at a time. A worker that misbehaves (OOM, dead execu
 leftover processes, full disk) is discarded and a fresh one is started in the
 background, so the pool keeps its size. Waiting for a free worker never fails while some
 worker serves a call (each call ends within its deadline): a slow pool-mate delays an
-episode, it never fails it.
+episode, it never fails it. A worker that a session holds (for as long as its episode lasts,
+sampling included) does not count against the pool's size: the pool starts another, so no
+call ever waits for a session to end; once the session ends, the pool shrinks back.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ class Pool:
         self._held: set[int] = set()  # busy workers that sessions keep (they come free only when it closes)
         self._all: list[Worker] = []
         self._starting = 0
+        self._waiting = 0  # callers of acquire waiting for a worker
         self._cond = threading.Condition()
         self._closed = False
         self.last_error: str | None = None
@@ -47,9 +50,13 @@ class Pool:
                 self._start_async()
 
     # --------------------------------------------------------------- lifecycle of workers
+    def _counted(self) -> int:
+        """Workers that count against the size: live ones not held by a session, and those starting."""
+        return len(self._all) - len(self._held) + self._starting
+
     def _start_async(self) -> None:
         with self._cond:
-            if self._closed or len(self._all) + self._starting >= self.size:
+            if self._closed or self._counted() >= self.size:
                 return
             self._starting += 1
         threading.Thread(target=self._start_one, daemon=True, name="toolgym-pool-start").start()
@@ -102,33 +109,42 @@ class Pool:
         """An idle worker (started if the pool has room). Waits while any worker serves a call, however
         long: a call ends within its own deadline, and no episode may fail for its pool-mates' slowness.
         SandboxUnavailable after `timeout` only when no worker can come free: none start, and all are
-        held for sessions (`hold=True`: a session keeps its worker until it closes)."""
+        held for sessions (`hold=True`: a session keeps its worker until it closes; the pool then starts
+        another, see the module docstring)."""
         deadline = time.monotonic() + timeout
         with self._cond:
-            while True:
-                if self._closed:
-                    raise SandboxUnavailable("the sandbox is closed")
-                if self._idle:
-                    w = self._idle.popleft()
-                    self._busy.add(id(w))
-                    if hold:
-                        self._held.add(id(w))
-                    return w
-                if len(self._all) + self._starting < self.size:
-                    self._cond.release()
-                    try:
-                        self._start_async()
-                    finally:
-                        self._cond.acquire()
-                elif self._starting == 0 and self.last_error and not self._all:
-                    raise SandboxUnavailable(f"cannot start a sandbox: {self.last_error}")
-                left = deadline - time.monotonic()
-                if left <= 0 and not (self._busy - self._held) and not self._starting:
-                    raise SandboxUnavailable(f"no sandbox became free in {timeout:.0f}s (every one is held by a "
-                                             f"session): {self.last_error}")
-                self._cond.wait(min(left, 1.0) if left > 0 else 1.0)
-                if self.last_error and self._starting == 0 and not self._all and not self._idle:
-                    raise SandboxUnavailable(f"cannot start a sandbox: {self.last_error}")
+            self._waiting += 1
+            try:
+                return self._acquire(deadline, timeout, hold)
+            finally:
+                self._waiting -= 1
+
+    def _acquire(self, deadline: float, timeout: float, hold: bool) -> Worker:
+        """`acquire`, under the pool's lock."""
+        while True:
+            if self._closed:
+                raise SandboxUnavailable("the sandbox is closed")
+            if self._idle:
+                w = self._idle.popleft()
+                self._busy.add(id(w))
+                if hold:
+                    self._held.add(id(w))
+                return w
+            if self._counted() < self.size:
+                self._cond.release()
+                try:
+                    self._start_async()
+                finally:
+                    self._cond.acquire()
+            elif self._starting == 0 and self.last_error and not self._all:
+                raise SandboxUnavailable(f"cannot start a sandbox: {self.last_error}")
+            left = deadline - time.monotonic()
+            if left <= 0 and not (self._busy - self._held) and not self._starting:
+                raise SandboxUnavailable(f"no sandbox became free in {timeout:.0f}s (every one is held by a "
+                                         f"session): {self.last_error}")
+            self._cond.wait(min(left, 1.0) if left > 0 else 1.0)
+            if self.last_error and self._starting == 0 and not self._all and not self._idle:
+                raise SandboxUnavailable(f"cannot start a sandbox: {self.last_error}")
 
     def release(self, worker: Worker, healthy: bool = True, reason: str = "") -> None:
         with self._cond:
@@ -137,13 +153,15 @@ class Pool:
                 self.discard_reasons[key] = self.discard_reasons.get(key, 0) + 1
             self._busy.discard(id(worker))
             self._held.discard(id(worker))
-            if healthy and not self._closed:
+            # beyond the pool's size (it grew while sessions held workers), and no caller waits: shrink back
+            surplus = healthy and self._counted() > self.size and not self._waiting
+            if healthy and not self._closed and not surplus:
                 self._idle.append(worker)
                 self._cond.notify()
                 return
             if worker in self._all:
                 self._all.remove(worker)
-            self.discarded += int(not self._closed)
+            self.discarded += int(not self._closed and not surplus)
             self._cond.notify_all()
         threading.Thread(target=worker.close, daemon=True, name="toolgym-pool-discard").start()
         self._start_async()
@@ -169,7 +187,7 @@ class Pool:
     def stats(self) -> dict[str, Any]:
         with self._cond:
             return {"size": self.size, "live": len(self._all), "idle": len(self._idle),
-                    "busy": len(self._busy), "starting": self._starting, "discarded": self.discarded,
+                    "busy": len(self._busy), "held": len(self._held), "starting": self._starting, "discarded": self.discarded,
                     "discard_reasons": dict(self.discard_reasons)}
 
     def close(self) -> None:

@@ -96,9 +96,11 @@ def tasks():
 
 
 def ipc_objects(uid=None):
-    """(kind, id) of the SysV IPC objects in this IPC namespace (of `uid`, if given)."""
+    """(kind, id) of the SysV IPC objects in this IPC namespace (if `uid` is given: those it owns OR
+    created; an owner may hand an object to any uid with IPC_SET, root included, but its creator stays,
+    and the creator may still remove it)."""
     out = []
-    for kind, uid_col in (("shm", 7), ("msg", 7), ("sem", 4)):
+    for kind, uid_col, cuid_col in (("shm", 7, 9), ("msg", 7, 9), ("sem", 4, 6)):
         try:
             with open(f"/proc/sysvipc/{kind}") as fh:
                 rows = fh.read().splitlines()[1:]
@@ -107,11 +109,30 @@ def ipc_objects(uid=None):
         for row in rows:
             cols = row.split()
             try:
-                if uid is None or int(cols[uid_col]) == uid:
+                if uid is None or int(cols[uid_col]) == uid or int(cols[cuid_col]) == uid:
                     out.append((kind, int(cols[1])))
             except (IndexError, ValueError):
                 continue
     return out
+
+
+# the sandbox's memory cgroup: its count of OOM kills (Docker: cgroup v1, v2; the local backend sets
+# its own file, see executor.py --oom-file, and hands it to the judge harness in TG_OOM_FILE)
+OOM_FILES = ["/sys/fs/cgroup/memory/memory.oom_control", "/sys/fs/cgroup/memory.events"]
+
+
+def oom_count():
+    """OOM kills in this sandbox's memory cgroup so far (0 where no count can be read)."""
+    for path in OOM_FILES:
+        try:
+            with open(path) as fh:
+                for line in fh:
+                    key, _, val = line.partition(" ")
+                    if key == "oom_kill":
+                        return int(val)
+        except (OSError, ValueError):
+            continue
+    return 0
 
 
 def remove_ipc(uid):

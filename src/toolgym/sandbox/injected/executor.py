@@ -12,7 +12,11 @@ non-dumpable executor and exactly the expected capabilities, it answers every re
 with an error and runs nothing.
 
 Protocol: frames on fd 0 (requests) and fd 1 (responses), each a 4-byte big-endian
-length and a UTF-8 JSON object. One request at a time.
+length and a UTF-8 JSON object. One request at a time. A session's interpreter gets its cells
+on a socket of the same framing, written and read within each cell's deadline.
+
+The work root is root's own (mode 0755: a call can see that it is alone there, but write only in
+its own dir below it, and in /tmp and the like, wiped after every call).
 
 Every call starts clean:
 - Processes of a call are forked from a TEMPLATE process that the executor forked at
@@ -22,8 +26,8 @@ Every call starts clean:
   Python calls run in that forked interpreter (much cheaper than a new one); C++ and
   bash calls exec.
 - After a call, the standing cleaner of the call's uid sends SIGKILL to every process of
-  that uid at once (`kill(-1)`: no fork chain outruns it) and removes the uid's SysV IPC
-  objects; the executor wipes /tmp, /var/tmp, /dev/shm, /dev/mqueue and the work dir
+  that uid at once (`kill(-1)`: no fork chain outruns it) and removes the SysV IPC objects
+  the uid owns or created; the executor wipes /tmp, /var/tmp, /dev/shm, /dev/mqueue and the work dir
   through directory descriptors (no path length limit, no symlink is followed). The
   cleaners (one per untrusted uid, see common.Cleaner) are forked at start-up, before any
   request: cleaning up never forks, so a program that fills the process table cannot stop
@@ -45,6 +49,7 @@ import sys
 import time
 
 from common import (
+    OOM_FILES,
     PR_GET_DUMPABLE,
     PR_SET_CHILD_SUBREAPER,
     PR_SET_DUMPABLE,
@@ -59,6 +64,7 @@ from common import (
     ipc_objects,
     listing,
     live,
+    oom_count,
     other_pids,
     prctl,
     print_exc,
@@ -73,7 +79,6 @@ from common import (
 MAX_FRAME = 256 << 20
 WORKROOT = "/work"
 WIPE_TMP = False
-OOM_FILES = ("/sys/fs/cgroup/memory/memory.oom_control", "/sys/fs/cgroup/memory.events")
 PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 # CAP_CHOWN, CAP_DAC_OVERRIDE, CAP_FOWNER, CAP_KILL, CAP_SETGID, CAP_SETUID
 CAPS = (1 << 0) | (1 << 1) | (1 << 3) | (1 << 5) | (1 << 6) | (1 << 7)
@@ -159,20 +164,23 @@ def _harden():
     return None
 
 
+def _own_workroot():
+    """The work root belongs to root and no untrusted uid may write there (mode 0755): a call writes only
+    in its own dir below it, which goes with the call, so nothing a job leaves at the top reaches the next
+    one. None when that holds, else why not (the sandbox then refuses to serve)."""
+    try:
+        os.makedirs(WORKROOT, exist_ok=True)
+        os.chown(WORKROOT, 0, 0)
+        os.chmod(WORKROOT, 0o755)
+        st = os.stat(WORKROOT)
+    except OSError as exc:
+        return f"the work root {WORKROOT} cannot be made root's own: {exc}"
+    if st.st_uid != 0 or st.st_mode & 0o7777 != 0o755:
+        return f"the work root {WORKROOT} stays writable by others (mode {st.st_mode & 0o7777:o})"
+    return None
+
+
 # ----------------------------------------------------------------------------- helpers
-def _oom_count():
-    for path in OOM_FILES:
-        try:
-            with open(path) as fh:
-                for line in fh:
-                    key, _, val = line.partition(" ")
-                    if key == "oom_kill":
-                        return int(val)
-        except (OSError, ValueError):
-            continue
-    return 0
-
-
 def _keep():
     keep = {_TEMPLATE[0]} if _TEMPLATE else set()
     keep |= {c.pid for c in _CLEANERS.values()}
@@ -417,21 +425,48 @@ def _template_wait(pid):
 
 
 # ----------------------------------------------------------------------------- supervision
-def _supervise(pid, fds, deadline, cap, ctl=None):
+CTL_MAX = 4096  # the largest answer a session interpreter sends on its control channel ({"rc": N})
+
+
+def _ctl_answer(buf):
+    """The session interpreter's answer, once `buf` holds a whole frame: {"rc": int}, or {"bad": True}
+    for anything else (a cell may write on the channel itself); None while incomplete."""
+    if len(buf) < 4:
+        return None
+    (n,) = struct.unpack(">I", bytes(buf[:4]))
+    if n > CTL_MAX:
+        return {"bad": True}
+    if len(buf) < 4 + n:
+        return None
+    try:
+        obj = json.loads(bytes(buf[4:4 + n]).decode("utf-8"))
+    except ValueError:
+        return {"bad": True}
+    rc = obj.get("rc") if isinstance(obj, dict) else None
+    if not isinstance(rc, int) or isinstance(rc, bool):
+        return {"bad": True}
+    return {"rc": rc}
+
+
+def _supervise(pid, fds, deadline, cap, ctl=None, send=b""):
     """Read `fds` (stdout, stderr) under a byte cap until `pid` exits (or `ctl` answers).
 
-    Returns dict(out, err, status, truncated flags, wait status, ctl message)."""
+    `ctl` (a session's control socket, non-blocking) is written (`send`: the cell) and read in this
+    same loop, within the deadline: an interpreter that stops reading, or writes part of a frame, can
+    only run into the deadline. Returns dict(out, err, status, truncated flags, wait status, ctl message)."""
     bufs = {fd: bytearray() for fd in fds}
     trunc = {fd: False for fd in fds}
     poller = select.poll()
     for fd in fds:
         poller.register(fd, select.POLLIN | select.POLLHUP | select.POLLERR)
     pidfd = real_pidfd = None
+    pending = memoryview(send)
+    ctl_buf = bytearray()
     if ctl is None:
         pidfd = real_pidfd = os.pidfd_open(pid)  # the call is the template's child, not ours
         poller.register(pidfd, select.POLLIN)
     else:
-        poller.register(ctl, select.POLLIN | select.POLLHUP)
+        poller.register(ctl, select.POLLIN | select.POLLHUP | (select.POLLOUT if pending else 0))
     open_fds = set(fds)
     reason = None
     wstatus = None
@@ -444,15 +479,34 @@ def _supervise(pid, fds, deadline, cap, ctl=None):
                 break
             wait_ms = left * 1000
             events = poller.poll(max(1, int(wait_ms)))
-            for fd, _ev in events:
+            for fd, ev in events:
                 if fd == pidfd:
                     poller.unregister(pidfd)
                     pidfd = -2
                 elif fd == ctl:
-                    ctl_msg = read_frame(ctl)
-                    if ctl_msg is None:
-                        ctl_msg = {"dead": True}
-                    poller.unregister(ctl)
+                    if pending and ev & select.POLLOUT:
+                        try:
+                            pending = pending[os.write(ctl, pending):]
+                        except BlockingIOError:
+                            pass
+                        except OSError:
+                            ctl_msg = {"dead": True}
+                        if not pending:
+                            poller.modify(ctl, select.POLLIN | select.POLLHUP)
+                    if ctl_msg is None and ev & (select.POLLIN | select.POLLHUP | select.POLLERR):
+                        try:
+                            chunk = os.read(ctl, 65536)
+                        except BlockingIOError:
+                            chunk = None
+                        except OSError:
+                            chunk = b""
+                        if chunk == b"":
+                            ctl_msg = {"dead": True}
+                        elif chunk:
+                            ctl_buf += chunk
+                            ctl_msg = _ctl_answer(ctl_buf)
+                    if ctl_msg is not None:
+                        poller.unregister(ctl)
                 elif fd in open_fds:
                     data = os.read(fd, 65536)
                     if not data:
@@ -509,7 +563,7 @@ def _classify(res, oom_before):
         elif os.WIFSIGNALED(wstatus):
             sig = os.WTERMSIG(wstatus)
             exit_code = -sig
-    oom = _oom_count() > oom_before
+    oom = oom_count() > oom_before
     err = res["err"][-4096:]
     if oom:  # the kernel's OOM killer struck during the call: that is why it failed
         status = "oom"
@@ -558,7 +612,8 @@ def _run_one(desc, stdin_fd, lim, oom_before):
     extra = ()
     if desc["uid"] == 0 and desc["kind"] == "python":  # the judge harness: it cleans up through our cleaners
         extra = [_CLEANERS[uid].sock.fileno() for uid in UNTRUSTED_UIDS]
-        desc = dict(desc, env={"TG_CLEANERS": ",".join(str(_CLEANERS[uid].pid) for uid in UNTRUSTED_UIDS)})
+        desc = dict(desc, env={"TG_CLEANERS": ",".join(str(_CLEANERS[uid].pid) for uid in UNTRUSTED_UIDS),
+                               "TG_OOM_FILES": ":".join(OOM_FILES)})
     pid, out_r, err_r = _spawn(dict(desc, lim=lim), stdin_fd, extra)
     try:
         res = _supervise(pid, (out_r, err_r), t0 + lim["timeout_s"], lim["output_bytes"])
@@ -651,7 +706,7 @@ def op_run(req):
     cwd = os.path.join(WORKROOT, f"call-{_SEQ[0]}")
     os.mkdir(cwd, 0o700)
     os.chown(cwd, uid, uid)
-    oom_before = _oom_count()
+    oom_before = oom_count()
     base = {"uid": uid, "cwd": cwd}
     res = None
     uids = UNTRUSTED_UIDS if trusted else (RUN_UID,)
@@ -836,6 +891,7 @@ def _session_start(lim):
         child.close()
         for fd in (null, out_w, err_w):
             os.close(fd)
+    parent.setblocking(False)  # written and read only within a cell's deadline (see _supervise)
     return {"pid": pid, "ctl": parent.detach(), "out": out_r, "err": err_r, "lim": lim}
 
 
@@ -875,10 +931,12 @@ def op_session_run(req):
         _session_kill()
         _SESSION = _session_start(lim)
     s = _SESSION
-    oom_before = _oom_count()
+    oom_before = oom_count()
     t0 = time.monotonic()
-    write_frame(s["ctl"], {"code": code, "stdin": req.get("stdin") or "", "cpu_s": lim["cpu_s"]})
-    res = _supervise(s["pid"], (s["out"], s["err"]), t0 + lim["timeout_s"], lim["output_bytes"], ctl=s["ctl"])
+    body = json.dumps({"code": code, "stdin": req.get("stdin") or "", "cpu_s": lim["cpu_s"]},
+                      ensure_ascii=False).encode("utf-8", "surrogatepass")
+    res = _supervise(s["pid"], (s["out"], s["err"]), t0 + lim["timeout_s"], lim["output_bytes"], ctl=s["ctl"],
+                     send=struct.pack(">I", len(body)) + body)
     msg = res["ctl"]
     alive = msg is not None and "rc" in msg and res["reason"] is None
     if alive:
@@ -936,7 +994,7 @@ def main(argv):
         elif a == "--wipe-tmp":
             WIPE_TMP = True
         elif a == "--oom-file":
-            globals()["OOM_FILES"] = (args.pop(0),)
+            OOM_FILES[:] = [args.pop(0)]
         elif a == "--site":  # the packages programs may import beyond the standard library
             sys.path.append(args.pop(0))
     resource.setrlimit(resource.RLIMIT_NOFILE, (1024, 1024))
@@ -961,7 +1019,8 @@ def main(argv):
     for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT, signal.SIGUSR1, signal.SIGUSR2):
         signal.signal(sig, signal.SIG_IGN)
     if _REFUSED is None:
-        os.makedirs(WORKROOT, exist_ok=True)
+        _REFUSED = _own_workroot()
+    if _REFUSED is None:
         try:  # before any request is read, and while no untrusted process exists
             for uid in UNTRUSTED_UIDS:
                 _CLEANERS[uid] = Cleaner.start(uid)

@@ -15,11 +15,14 @@ value, a test's code or the verdict stream:
 
 Jobs (submissions) of one call run strictly one after the other. After each job every
 process of uids 65534 and 65533 is killed at once (kill(-1) by the executor's standing
-cleaners, whose sockets the harness gets as fds 3 and 4: cleaning never forks), their IPC
-objects are removed and /tmp, /var/tmp, /dev/shm, /dev/mqueue are wiped; after each test
-of a job its processes are killed. So nothing of one job reaches the next. A job after
-which the sandbox cannot be proven clean pays for it: its done line says "dirty" (the host
-fails it) and no further job runs here (the host judges them elsewhere).
+cleaners, whose sockets the harness gets as fds 3 and 4: cleaning never forks), the IPC
+objects they own or created are removed and /tmp, /var/tmp, /dev/shm, /dev/mqueue and the
+harness's own dir are wiped (every place a program can write: the work root is root's), all
+within the job's own time; after each test of a job its processes are killed. So nothing of
+one job reaches the next. A job after which the sandbox cannot be proven clean (an IPC object
+left included) pays for it: its done line says "dirty" (the host fails it) and no further job
+runs here (the host judges them elsewhere). A test during which the OOM killer struck is MLE,
+and no job runs after that one here either (its done line says "last").
 Verdicts go to the harness's own stdout, one JSON line per test prefixed by the nonce,
 then a done line per job and an all_done line. A test whose result the harness cannot
 check (a value no checker can hold, a process that cannot be started) gets RE: the
@@ -37,6 +40,7 @@ import time
 import kattis
 from common import (
     EVAL_UID,
+    OOM_FILES,
     PR_GET_DUMPABLE,
     PR_SET_CHILD_SUBREAPER,
     PR_SET_DUMPABLE,
@@ -46,6 +50,7 @@ from common import (
     Cleaner,
     ipc_objects,
     listing,
+    oom_count,
     prctl,
     protector,
     reap,
@@ -103,7 +108,7 @@ class Harness:
 
     # ---- output channel ------------------------------------------------------------
     def emit(self, obj):
-        data = (self.nonce + " " + json.dumps(obj) + "\n").encode()
+        data = (self.nonce + " " + json.dumps(obj) + "\n").encode()  # ASCII: json escapes the rest
         while data:
             data = data[os.write(1, data):]
 
@@ -299,10 +304,12 @@ class Harness:
         are as they started (Unclean otherwise)."""
         self.clear_processes()
         for uid in UNTRUSTED_UIDS:
-            if ipc_objects(uid) and not self.cleaners[uid].sweep():  # only the owner may remove them
+            if ipc_objects(uid) and not self.cleaners[uid].sweep():  # only the owner or creator may remove them
                 raise Unclean(f"IPC objects of uid {uid} could not be removed")
             if not self.cleaners[uid].intact():
                 raise Unclean("a cleaner's scheduling was changed")
+        if ipc_objects():  # whoever owns it now: memory a batch-mate would miss
+            raise Unclean("IPC objects are left")
         protected = protector(os.path.dirname(os.path.abspath(".")))
         reap()
         for d in (*WIPE_DIRS, self.root):
@@ -404,12 +411,12 @@ class Harness:
         if lang == "python":
             path = os.path.join(d, "main.py")
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o444)
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                f.write(prog)
+            with os.fdopen(fd, "w", encoding="utf-8", errors="surrogatepass") as f:
+                f.write(prog)  # text no encoder takes (a lone surrogate) is the program's SyntaxError
             return ("py", path), None
         src, exe = os.path.join(d, "main.cpp"), os.path.join(d, "main")
         fd = os.open(src, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o444)
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
+        with os.fdopen(fd, "w", encoding="utf-8", errors="surrogatepass") as f:
             f.write(prog)
         # compiled as the untrusted uid: an #include of a secret file only finds nothing
         run = Run()
@@ -431,7 +438,7 @@ class Harness:
         kind, target = how
         run = Run()
         d = self.make_dir(RUN_UID, run)
-        self.start(run, kind, RUN_UID, d, self.limit_s, self.memory_mb, stdin=test["input"].encode("utf-8"),
+        self.start(run, kind, RUN_UID, d, self.limit_s, self.memory_mb, stdin=test["input"].encode("utf-8", "surrogatepass"),
                    path=target, argv=[target])
         (pid,) = self.started(run)
         start = time.monotonic()
@@ -454,7 +461,7 @@ class Harness:
         """One test: candidate (uid 65534) and evaluator (uid 65533) joined by a socket."""
         run = Run()
         cand_end, eval_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        prog = self.spec["program"].encode("utf-8")
+        prog = self.spec["program"].encode("utf-8", "surrogatepass")
         payload = {k: test[k] for k in ("kind", "code", "call", "args", "kwargs") if k in test}
         start = time.monotonic()
         # the evaluator first: the zygote's last fork of a test is the program's, so a program that
@@ -531,18 +538,23 @@ class Harness:
         self.checker_errors = []
         self.dirs = {}
         start = time.monotonic()
+        oom_before = oom_count()
         dirty = None
         try:
             self.run_tests(j, job)
-            self.clear_all()
+            self.clear_all()  # its time (a deep tree to wipe) is this job's
         except Unclean as exc:
             dirty = str(exc)
         done = {"done": True, "j": j, "elapsed_s": round(time.monotonic() - start, 4),
                 "checker_errors": self.checker_errors[:3]}
         if dirty:
             done["dirty"] = dirty
+        elif oom_count() > oom_before:
+            # its verdicts stand (MLE where the kill struck), but what else the OOM killer took cannot be
+            # known: no further job runs here (the host judges them on a fresh sandbox)
+            done["last"] = "the sandbox ran out of memory"
         self.emit(done)
-        return dirty is None
+        return dirty is None and "last" not in done
 
     def run_tests(self, j, job):
         how, ce = self.prepare() if job["mode"] == "stdio" else (None, None)
@@ -566,7 +578,15 @@ class Harness:
             self.emit(v)
 
     def run_test(self, how, test):
-        """One test's verdict; RE when the harness cannot check its result (never a crash)."""
+        """One test's verdict: MLE when the sandbox's OOM killer struck during it (whatever the program
+        printed), RE when the harness cannot check its result (never a crash)."""
+        before = oom_count()
+        v = self._run_test(how, test)
+        if oom_count() > before and v["status"] in ("AC", "WA", "TLE", "RE", "OLE"):
+            v["status"], v["message"] = "MLE", "killed: the sandbox ran out of memory during this test"
+        return v
+
+    def _run_test(self, how, test):
         try:
             if self.spec.get("validator") and self.spec["validator"]["interactive"]:
                 return kattis.interact(self, how, self.validator, test)
@@ -630,6 +650,7 @@ def main():
             cleaners = _cleaners()
         except (OSError, ValueError) as exc:
             why = str(exc)
+    OOM_FILES[:] = [p for p in os.environ.get("TG_OOM_FILES", "").split(":") if p] or OOM_FILES
     zygote = Zygote() if why is None else None  # before the spec is read
     spec = load_spec(sys.argv[1] if len(sys.argv) > 1 else SPEC_FILE)
     nonce = spec["nonce"]
