@@ -58,10 +58,16 @@ def in_process(jobs: list[tuple[str, list[str]]]) -> list[list[bool]]:
     return json.loads(r.stdout)
 
 
+# Per test, sized for a loaded 2-core machine: mbpp-123's reference needs 4.7 s on a quiet one, so a 5 s limit
+# made its verdict depend on how busy the machine was. No reference or wrong variant loops (in_process runs
+# them with no limit), so a longer limit changes no verdict, only how long a slow one may take.
+TIME_LIMIT_S = 30
+
+
 def judged(sb, jobs: list[tuple[str, list[str]]]) -> list[list[bool]]:
     async def go():
         return await asyncio.gather(*(ajudge(sb, p, [TestCase(code=t) for t in tests], mode="function",
-                                             time_limit_s=5) for p, tests in jobs))
+                                             time_limit_s=TIME_LIMIT_S) for p, tests in jobs))
     return [[v.passed for v in r.verdicts] for r in asyncio.run(go())]
 
 

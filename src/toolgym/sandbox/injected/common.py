@@ -4,6 +4,7 @@ Prepended to the executor's and the judge harness's source (see `sandbox/scripts
 each of them runs as one self-contained `python -c` program.
 """
 
+import errno
 import os
 import signal
 import sys
@@ -236,13 +237,37 @@ def _serve_cleaner(sock, uid):
             os._exit(0)
 
 
+_SCHED_GETATTR = {"x86_64": 315, "aarch64": 275}
+
+
+def _sched_attr(pid):
+    """The whole `struct sched_attr` of a process (policy, flags, nice, priority, the custom time slice,
+    deadline/period, util-clamp), as bytes; None where the kernel has no sched_getattr. A program may
+    rewrite fields /proc does not show (the slice: a channel to a later job), so all of it is compared."""
+    import ctypes
+    import platform
+
+    nr = _SCHED_GETATTR.get(platform.machine())
+    if nr is None:
+        return None
+    buf = ctypes.create_string_buffer(56)
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.syscall(nr, ctypes.c_int(pid), buf, ctypes.c_uint(56), ctypes.c_uint(0)) != 0:
+        err = ctypes.get_errno()
+        if err in (errno.ENOSYS, errno.EPERM):
+            return None
+        raise OSError(err, "sched_getattr of the cleaner failed")
+    return buf.raw
+
+
 def _sched(pid):
-    """(nice, scheduling policy, CPUs) of a process: what a program could lower for a cleaner."""
+    """(nice, scheduling policy, CPUs, the whole sched_attr) of a process: what a program could change
+    for a cleaner."""
     with open(f"/proc/{pid}/stat") as fh:
         fields = fh.read().rsplit(")", 1)[1].split()
     if fields[0] in ("Z", "X"):
         raise OSError("the cleaner is dead")
-    return int(fields[16]), int(fields[38]), frozenset(os.sched_getaffinity(pid))
+    return int(fields[16]), int(fields[38]), frozenset(os.sched_getaffinity(pid)), _sched_attr(pid)
 
 
 class Cleaner:
