@@ -3,7 +3,8 @@
 One step (docs/algorithms/ctpo.md): pick ``rollout.prompts_per_step`` prompts at the data cursor, sample
 ``group_size`` episodes per prompt with the RolloutRunner (sandboxed tools), compute group-relative
 advantages, recompute the behaviour log-probs with the trainer (no grad, pre-update weights; the
-sampler's own log-probs only enter the optional mismatch weight), then ``mini_batches`` optimizer
+sampler's own log-probs only enter the optional mismatch weight; an exactly on-policy first mini-batch takes
+them from the update's own forward instead, detached), then ``mini_batches`` optimizer
 steps over consecutive slices of the batch (the first is on-policy, later ones are off-policy: that
 is where the ratio and the clip matter). Micro-batches (``grad_accum``, ``max_tokens_per_micro_batch``:
 docs/memory.md) accumulate gradients; the token-mean divides by the mini-batch's global policy-token
@@ -141,7 +142,8 @@ class Trainer:
                                separate_sampler=self.policy_sync is not None and self.policy_sync.samples_elsewhere)
         o = cfg.optimizer
         params = [p for p in self.module.parameters() if p.requires_grad]
-        self.optimizer = torch.optim.AdamW(params, lr=o.lr, betas=o.betas, eps=o.eps, weight_decay=o.weight_decay)
+        self.optimizer = torch.optim.AdamW(params, lr=o.lr, betas=o.betas, eps=o.eps, weight_decay=o.weight_decay,
+                                           **adamw_path(params, sharded=D.is_fsdp(self.module)))
         total = cfg.steps * cfg.mini_batches * cfg.update_epochs
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, lambda s: o.lr_factor(s, total))
 
@@ -230,7 +232,9 @@ class Trainer:
         """Trainer log-probs of every response token at the sampling temperature, before any update of this step
         (float32, on CPU)."""
         out: list[torch.Tensor] = [torch.zeros(0)] * len(trajs)
-        mb = max(1, len(trajs) // (self.cfg.mini_batches * self.cfg.grad_accum))
+        c = self.cfg  # the update's micro-batch rows (a mini-batch's rows / grad_accum), whatever the subset
+        per_mini = c.rollout.prompts_per_step // self.dist.world // c.mini_batches * c.rollout.group_size
+        mb = max(1, math.ceil(per_mini / c.grad_accum))
         self.module.eval()
         for rows in self.micro_batches(trajs, list(range(len(trajs))), mb):
             with self.autocast():
@@ -619,15 +623,29 @@ class Trainer:
         return out
 
 
+def adamw_path(params: Sequence[torch.Tensor], sharded: bool = False) -> dict[str, bool]:
+    """AdamW's multi-tensor implementation: ``fused`` (one kernel for every parameter) where all of them are
+    floating-point CUDA tensors, else ``foreach`` (a few vectorised ops over the whole list, not a Python loop
+    per tensor, which is what torch picks on the CPU by default). FSDP's sharded parameters keep torch's own
+    choice."""
+    if sharded:
+        return {}
+    if params and all(p.is_cuda and p.is_floating_point() for p in params):
+        return {"fused": True}
+    return {"foreach": True}
+
+
 def behaviour_gap(batch: RolloutBatch) -> dict[str, float]:
     """|sampler log-prob - trainer log-prob| over the batch's policy tokens, before any update: 0 up to
     numerics when the engine samples the trainer's policy (a weight push that did not happen shows here).
-    Nothing when the objective did not compute the trainer's log-probs (on-policy MOPD with the hf sampler)."""
+    Nothing when the objective did not compute the trainer's log-probs (on-policy MOPD with the hf sampler), and
+    only the rows it computed them for (the first mini-batch of an exactly on-policy update takes them from the
+    update's own forward)."""
     if not batch.old_logp_computed:
         return {}
     diffs = []
-    for t, old in zip(batch.trajectories, batch.old_logp, strict=True):
-        if t.loss_mask and t.behavior_logprobs:
+    for i, (t, old) in enumerate(zip(batch.trajectories, batch.old_logp, strict=True)):
+        if t.loss_mask and t.behavior_logprobs and i not in batch.own_old_rows:
             mask = torch.tensor(t.loss_mask, dtype=torch.bool)
             gap = (torch.tensor(t.behavior_logprobs, dtype=torch.float32) - old.float()).abs()[mask]
             diffs.append(gap[torch.isfinite(gap)])

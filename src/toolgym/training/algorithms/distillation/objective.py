@@ -39,7 +39,7 @@ class DistillationObjective(Objective):
     def __init__(self, cfg: TrainConfig) -> None:
         self.cfg = cfg
         self.opt: MOPDOptions = cfg.options if cfg.options is not None else MOPDOptions()
-        self.pg = PolicyGradient(cfg) if self.opt.rl_coef > 0 else None
+        self.pg = PolicyGradient(cfg, reuse_update_logp=False) if self.opt.rl_coef > 0 else None
         self.teacher: EMATeacher | None = None
         self.steps = 0  # prepared steps: seeds the peer choice (restored on resume)
         self._pending: dict[str, Any] | None = None
