@@ -16,8 +16,11 @@ from toolgym.training.trainer import Trainer, adamw_path
 
 from .trainer_util import tiny_config
 
-MODEL = {"name_or_path": "demo", "model_kwargs": {"layers": 1, "hidden": 32, "heads": 2, "intermediate": 64,
-                                                  "max_positions": 512, "vocab_size": 300}}
+# share_prompt off: the forwards counted here are the model's own, one per micro-batch (test_shared_prompt.py
+# counts the shared path's)
+MODEL = {"name_or_path": "demo", "share_prompt": "off",
+         "model_kwargs": {"layers": 1, "hidden": 32, "heads": 2, "intermediate": 64, "max_positions": 512,
+                          "vocab_size": 300}}
 
 
 def _trainer(tmp_path: Path, algorithm: str, mini_batches: int, **over) -> Trainer:

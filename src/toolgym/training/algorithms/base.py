@@ -79,6 +79,7 @@ class StepContext:
     autocast: Callable[[], AbstractContextManager[Any]]
     grad_norms: list[float] = field(default_factory=list)
     separate_sampler: bool = False  # rollouts come from other weights than ``module`` (PolicySync.samples_elsewhere)
+    share_prompt: bool = False  # one prompt forward per group (model.share_prompt, where the run allows it)
 
 
 class Objective:

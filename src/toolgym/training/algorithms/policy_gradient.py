@@ -91,7 +91,9 @@ class PolicyGradient(Objective):
     def loss(self, ctx: StepContext, batch: RolloutBatch, rows: list[int], token_count: float,
              seq_count: float) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         tb = ctx.collate([batch.trajectories[i] for i in rows])
-        logp, _ = response_logprobs(ctx.model, tb, temperature=ctx.temperature, head=ctx.cfg.model.logprob_head)
+        shared: dict[str, float] = {}
+        logp, _ = response_logprobs(ctx.model, tb, temperature=ctx.temperature, head=ctx.cfg.model.logprob_head,
+                                    share_prompt=ctx.share_prompt, stats=shared)
         dev = logp.device  # the batch's per-step tensors live on the CPU: each micro-batch's slice moves once
         T = tb.loss_mask.shape[1]
         old = torch.stack([torch.nn.functional.pad(batch.old_logp[i], (0, T - len(batch.old_logp[i]))) for i in rows])
@@ -111,6 +113,7 @@ class PolicyGradient(Objective):
                               seq_weight=w, metrics_on_device=True,
                               **normalisers(self.cfg.loss.agg, token_count, seq_count))
         m["rows_skipped_nonfinite"] = skipped
+        m.update(shared)  # prompt tokens per row and forwarded (totals over the update)
         record = batch.extra.get("update_record")
         if record is not None:  # logging.save_rollouts: the tokens this pass clipped, by the loss's own rule
             terms = per_token_loss(logp.detach(), old, adv, mask, ratio=self.cfg.loss.ratio, clip=self.clip)
