@@ -5,7 +5,7 @@
 
 The batch is what ``benchmarks/vs_trl.py`` trains on (SmolLM2-135M-Instruct fp32, ARC-Easy prompts of
 ``toolgym/ScienceQA-v0``, ``--group`` completions of exactly ``--response`` tokens, sampled once by the ``hf``
-sampler). Each round runs the same update (prepare + optimizer step, one mini-batch) once with the prompt
+sampler, or with ``--synthetic`` random token ids: the update's cost does not depend on them). Each round runs the same update (prepare + optimizer step, one mini-batch) once with the prompt
 forwarded once per group (``share_prompt`` on) and once per row (off), the order alternating between rounds,
 after one warm-up of each. Prints each run, the medians, the ratio off/on of the update time (median of the
 per-round ratios), the prompt tokens each side forwarded, and the 1-minute load average around every run.
@@ -21,10 +21,32 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import torch  # noqa: E402
+
+
+def synthetic_groups(tr: Any, a: argparse.Namespace) -> list[list[Any]]:
+    """The step's prompts as the sampler would get them, each with ``--group`` responses of ``--response``
+    random token ids (log-probs and rewards made up: only the update's cost is measured)."""
+    import toolgym
+    from toolgym.agents.trajectory import Trajectory
+
+    g = torch.Generator().manual_seed(0)
+    vocab = len(tr.tokenizer)
+    out = []
+    env = toolgym.make(tr.cfg.rollout.env, **tr.cfg.rollout.env_kwargs)
+    for k, i in enumerate(tr.task_indices(0, a.prompts)):
+        obs, _ = env.reset(seed=i, options={"index": i})
+        prompt = tr.template.prompt_ids(obs, tools=list(env.unwrapped.tool_schemas) or None)
+        out.append([Trajectory(task_id=str(i), group_id=f"g{k}", prompt_ids=prompt,
+                               response_ids=torch.randint(0, vocab, (a.response,), generator=g).tolist(),
+                               loss_mask=[1] * a.response, behavior_logprobs=[-1.0] * a.response,
+                               reward=float(j % 2), turns=list(obs)) for j in range(a.group)])
+    env.close()
+    return out
 
 
 def main() -> None:
@@ -35,6 +57,9 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--grad-accum", type=int, default=1)
+    ap.add_argument("--synthetic", action="store_true",
+                    help="responses of random token ids instead of sampled ones (the update's cost does not depend "
+                         "on their values; skips the sampling)")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
@@ -47,7 +72,7 @@ def main() -> None:
     if not tr.ctx.share_prompt:
         raise SystemExit("model.share_prompt is not available for this run (see the line above)")
     t0 = time.perf_counter()
-    groups = tr.rollouts(0, 0)
+    groups = synthetic_groups(tr, a) if a.synthetic else tr.rollouts(0, 0)
     sample_s = time.perf_counter() - t0
     trajs = [x for g in groups for x in g]
     prompt = sum(len(x.prompt_ids) for x in trajs)
@@ -83,7 +108,8 @@ def main() -> None:
     if a.json:
         print(json.dumps(res))
         return
-    print(f"GRPO update, SmolLM2-135M fp32, {a.prompts} prompts x {a.group} completions x {a.response} tokens "
+    print(f"GRPO update, SmolLM2-135M fp32, {a.prompts} prompts x {a.group} "
+          f"{'synthetic ' if a.synthetic else ''}completions x {a.response} tokens "
           f"({prompt} prompt + {sampled} sampled tokens), grad_accum {a.grad_accum}, {torch.get_num_threads()} "
           f"thread(s); median of {a.rounds} paired rounds after a warm-up; {res['date']}")
     print(f"{'':22s} {'update s':>9s} {'prompt tokens forwarded':>24s}")
