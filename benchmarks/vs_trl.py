@@ -224,6 +224,10 @@ def main() -> None:
             toolgym_step(i)
             next(trl_steps)
         loads.append(os.getloadavg()[0])
+        for name, t in (("trl", trl_t), ("toolgym", tg_t)):  # as it goes: a run cut short still says something
+            print(f"step {i}{' (warm-up)' if i == 0 else ''} {name}: gen {t['gen'][-1]:.2f} s, step {t['step'][-1]:.2f} s, "
+                  f"{t['tokens'][-1]:.0f} sampled tokens, {t['tool_calls'][-1]:.0f} tool calls; load {loads[-1]:.1f}",
+                  flush=True)
 
     res: dict[str, Any] = {"prompts": a.prompts, "group": a.group, "response": a.response, "steps": a.steps,
                            "threads": torch.get_num_threads(), "multi_turn": a.multi_turn, "grad_accum": a.grad_accum,
