@@ -10,7 +10,17 @@ side, the median seconds of generation (sampling + reward), of the update (every
 toolgym recomputes the behaviour log-probs, TRL skips them on-policy) and of the whole step, policy
 tokens per second for each part (counted from the actual completions), and the throughput ratio.
 
+``--multi-turn``: ``toolgym/Arith-v0`` with its Python tool (local sandbox on both sides, up to ``--max-turns``
+turns, ``--response`` tokens per turn), TRL through its ``environment_factory`` (toolgym's TRL integration:
+``env_factory``, ``env_dataset(single_turn=False)``, ``env_reward``; TRL's ChatML tool template, as
+SmolLM2's own drops tool calls) against toolgym's own multi-turn rollouts. Completions end where the model ends
+them, so the sides sample different numbers of tokens and turns: compare tokens/s, and the tool-call counts
+printed beside them. ``--grad-accum N``: N micro-batches per optimizer step on both sides (TRL
+``gradient_accumulation_steps``, toolgym ``grad_accum``). ``--share-prompt``: toolgym's ``model.share_prompt``.
+The 1-minute load average is printed before and after each step.
+
     .venv/bin/python benchmarks/vs_trl.py [--prompts 2] [--group 4] [--response 16] [--steps 2] [--threads N]
+        [--grad-accum 1] [--share-prompt auto|off] [--multi-turn [--max-turns 3]]
 """
 
 from __future__ import annotations
@@ -33,32 +43,70 @@ import torch  # noqa: E402
 # toolgym's prompt, which a plain TRL dataset prompt does not carry)
 ENV = "toolgym/ScienceQA-v0"
 ENV_KW = {"dataset": "arc_easy", "system_prompt": "Reply with the letter of the correct option only."}
+# --multi-turn: a tool environment; the local sandbox on both sides (TRL's environments run the tool in-process)
+MT_ENV = "toolgym/Arith-v0"
+MT_KW = {"min_digits": 2, "max_digits": 3, "ops": "*"}
 
 
 def trl_side(a: argparse.Namespace, model_dir: str, out: str, indices: list[int]) -> tuple[Any, dict[str, list[float]]]:
     """TRL's stock GRPOTrainer (its own loss), instrumented: generation+scoring vs the rest of each step."""
     from trl import GRPOConfig, GRPOTrainer
 
-    from toolgym.integrations.trl import env_dataset, env_reward
+    from toolgym.integrations.trl import env_dataset, env_factory, env_reward
 
-    args = GRPOConfig(output_dir=out, per_device_train_batch_size=a.prompts * a.group, num_generations=a.group,
-                      gradient_accumulation_steps=1, num_iterations=1, max_completion_length=a.response,
-                      generation_kwargs={"min_new_tokens": a.response}, temperature=1.0, top_p=1.0, beta=0.0,
-                      learning_rate=1e-6, weight_decay=0.01, max_grad_norm=1.0, lr_scheduler_type="constant",
-                      max_steps=a.steps + 1, bf16=False, gradient_checkpointing=False, use_cpu=True,
-                      report_to=[], save_strategy="no", logging_steps=1, seed=0, shuffle_dataset=False,
-                      disable_tqdm=True)
-    tr = GRPOTrainer(model_dir, args=args, reward_funcs=env_reward(ENV, **ENV_KW),
-                     train_dataset=env_dataset(ENV, indices=indices, **ENV_KW))
-    t: dict[str, list[float]] = {"gen": [], "step": [], "tokens": [], "prompt_tokens": []}
+    rows = a.prompts * a.group
+    if rows % a.grad_accum:
+        raise SystemExit(f"--grad-accum must divide prompts x group ({rows}); got {a.grad_accum}")
+    common = dict(output_dir=out, per_device_train_batch_size=rows // a.grad_accum, num_generations=a.group,
+                  gradient_accumulation_steps=a.grad_accum, num_iterations=1, temperature=1.0, top_p=1.0, beta=0.0,
+                  learning_rate=1e-6, weight_decay=0.01, max_grad_norm=1.0, lr_scheduler_type="constant",
+                  max_steps=a.steps + 1, bf16=False, gradient_checkpointing=False, use_cpu=True,
+                  report_to=[], save_strategy="no", logging_steps=1, seed=0, shuffle_dataset=False,
+                  disable_tqdm=True)
+    t: dict[str, list[float]] = {"gen": [], "step": [], "tokens": [], "prompt_tokens": [], "tool_calls": []}
+    if a.multi_turn:
+        import trl
+        from transformers import AutoTokenizer
+
+        kw = {**MT_KW, "sandbox": "local", "max_turns": a.max_turns}
+        tok = AutoTokenizer.from_pretrained(model_dir)
+        # SmolLM2's own template drops tool calls; TRL ships a ChatML one that renders them (same special tokens)
+        tok.chat_template = (Path(trl.__file__).parent / "chat_templates" / "qwen2_5.jinja").read_text()
+        factory = env_factory(MT_ENV, **kw)
+        calls = [0]
+
+        def counted_factory() -> Any:
+            env = factory()
+            call = env._call
+
+            def _call(name: str, arguments: dict[str, Any]) -> str:
+                calls[0] += 1
+                return call(name, arguments)
+
+            env._call = _call
+            return env
+
+        args = GRPOConfig(**common, max_completion_length=a.response * a.max_turns,
+                          max_tool_calling_iterations=a.max_turns - 1)
+        tr = GRPOTrainer(model_dir, args=args, processing_class=tok, reward_funcs=env_reward(MT_ENV, **kw),
+                         environment_factory=counted_factory,
+                         train_dataset=env_dataset(MT_ENV, indices=indices, single_turn=False, **kw))
+    else:
+        calls = [0]
+        args = GRPOConfig(**common, max_completion_length=a.response, generation_kwargs={"min_new_tokens": a.response})
+        tr = GRPOTrainer(model_dir, args=args, reward_funcs=env_reward(ENV, **ENV_KW),
+                         train_dataset=env_dataset(ENV, indices=indices, **ENV_KW))
     gen_and_score = tr._generate_and_score_completions
 
     def timed_gen(inputs: Any) -> Any:
         t0 = time.perf_counter()
+        before = calls[0]
         res = gen_and_score(inputs)
         t["gen"].append(time.perf_counter() - t0)
-        t["tokens"].append(float(res["completion_mask"].sum()))
+        mask = res["completion_mask"] * res["tool_mask"] if "tool_mask" in res else res["completion_mask"]
+        t["tokens"].append(float(mask.sum()))  # sampled tokens (tool output left out)
         t["prompt_tokens"].append(float(res["prompt_mask"].sum()))
+        t["tool_calls"].append(float(calls[0] - before))
         return res
 
     tr._generate_and_score_completions = timed_gen
@@ -69,20 +117,29 @@ def toolgym_side(a: argparse.Namespace, out: str) -> tuple[Any, Any, dict[str, l
     from toolgym.training.config import load_config
     from toolgym.training.trainer import Trainer
 
-    # a stop set of one token SmolLM2 never samples here: completions run to max_new_tokens, like TRL's min_new_tokens
-    never = 49151
+    if a.multi_turn:  # completions end where the model ends them, as on TRL's side
+        rollout = {"env": MT_ENV, "env_kwargs": {**MT_KW, "max_turns": a.max_turns}, "max_turns": a.max_turns,
+                   "max_new_tokens": a.response, "max_response_tokens": a.response * a.max_turns, "sampler": "hf",
+                   "sandbox": "local", "sandbox_pool": 2}
+    else:
+        # a stop set of one token SmolLM2 never samples here: completions run to max_new_tokens, like TRL's
+        # min_new_tokens
+        never = 49151
+        rollout = {"env": ENV, "env_kwargs": {**ENV_KW, "parser": "none", "max_turns": 1}, "max_turns": 1,
+                   "max_new_tokens": a.response, "sampler": "hf", "sampler_kwargs": {"eos_token_ids": [never]},
+                   "sandbox": None}
     cfg = load_config({"algorithm": "grpo", "output_dir": out, "mini_batches": 1, "steps": a.steps + 1, "seed": 0,
-                       "model": {"name_or_path": "smollm2-135m-instruct"},
-                       "rollout": {"env": ENV, "env_kwargs": {**ENV_KW, "parser": "none", "max_turns": 1},
-                                   "prompts_per_step": a.prompts, "group_size": a.group, "max_turns": 1,
-                                   "max_new_tokens": a.response, "temperature": 1.0, "top_p": 1.0, "sampler": "hf",
-                                   "sampler_kwargs": {"eos_token_ids": [never]}, "sandbox": None},
+                       "grad_accum": a.grad_accum,
+                       "model": {"name_or_path": "smollm2-135m-instruct", "share_prompt": a.share_prompt},
+                       "rollout": {**rollout, "prompts_per_step": a.prompts, "group_size": a.group,
+                                   "temperature": 1.0, "top_p": 1.0},
                        "optimizer": {"lr": 1e-6, "weight_decay": 0.01, "grad_clip": 1.0},
                        "logging": {"progress": False, "jsonl": False}})
     tr = Trainer(cfg, console=False)
     tr.build(rollouts=True)  # what fit() sets up before its first step (fit runs all steps in one call)
     obj = tr.objective
-    t: dict[str, list[float]] = {"gen": [], "step": [], "tokens": [], "prompt_tokens": []}
+    t: dict[str, list[float]] = {"gen": [], "step": [], "tokens": [], "prompt_tokens": [], "tool_calls": [],
+                                 "prompt_forwarded": []}
     rollouts = tr.rollouts
 
     def counted(*args: Any, **kwargs: Any) -> Any:
@@ -90,6 +147,7 @@ def toolgym_side(a: argparse.Namespace, out: str) -> tuple[Any, Any, dict[str, l
         trajs = [x for g in groups for x in g]
         t["tokens"].append(float(sum(sum(x.loss_mask) for x in trajs)))
         t["prompt_tokens"].append(float(sum(len(x.prompt_ids) for x in trajs)))
+        t["tool_calls"].append(float(sum(sum(1 for m in x.turns if m.get("role") == "tool") for x in trajs)))
         return groups
 
     tr.rollouts = counted
@@ -132,6 +190,10 @@ def main() -> None:
     ap.add_argument("--response", type=int, default=16)
     ap.add_argument("--steps", type=int, default=2, help="measured steps per side (after one warm-up step)")
     ap.add_argument("--threads", type=int, default=0)
+    ap.add_argument("--grad-accum", type=int, default=1)
+    ap.add_argument("--share-prompt", choices=["auto", "on", "off"], default="auto")
+    ap.add_argument("--multi-turn", action="store_true")
+    ap.add_argument("--max-turns", type=int, default=3)
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
     if a.threads:
@@ -150,6 +212,9 @@ def main() -> None:
         m = tg_tr.step(i, i * a.prompts, tg_obj)
         tg_t["gen"].append(m["rollout_s"])
         tg_t["step"].append(m["step_s"])
+        tg_t["prompt_forwarded"].append(m.get("prompt_tokens_forwarded", float("nan")))
+
+    loads = [os.getloadavg()[0]]
 
     for i in range(a.steps + 1):
         if i % 2 == 0:  # alternate which side goes first (allocator state, caches, other load on the machine)
@@ -158,9 +223,16 @@ def main() -> None:
         else:
             toolgym_step(i)
             next(trl_steps)
+        loads.append(os.getloadavg()[0])
+        for name, t in (("trl", trl_t), ("toolgym", tg_t)):  # as it goes: a run cut short still says something
+            print(f"step {i}{' (warm-up)' if i == 0 else ''} {name}: gen {t['gen'][-1]:.2f} s, step {t['step'][-1]:.2f} s, "
+                  f"{t['tokens'][-1]:.0f} sampled tokens, {t['tool_calls'][-1]:.0f} tool calls; load {loads[-1]:.1f}",
+                  flush=True)
 
     res: dict[str, Any] = {"prompts": a.prompts, "group": a.group, "response": a.response, "steps": a.steps,
-                           "threads": torch.get_num_threads()}
+                           "threads": torch.get_num_threads(), "multi_turn": a.multi_turn, "grad_accum": a.grad_accum,
+                           "share_prompt": a.share_prompt, "load_avg_1m": loads,
+                           "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
     for name, t in (("trl", trl_t), ("toolgym", tg_t)):
         gen, step, tok = t["gen"][1:], t["step"][1:], t["tokens"][1:]  # drop the warm-up step
         prompt_tok = statistics.median(t["prompt_tokens"][1:])
@@ -169,21 +241,30 @@ def main() -> None:
         res[name] = {"tokens_per_step": tokens, "prompt_tokens_per_step": prompt_tok, "gen_s": statistics.median(gen), "update_s": statistics.median(upd),
                      "step_s": statistics.median(step), "gen_tok_s": tokens / statistics.median(gen),
                      "update_tok_s": tokens / statistics.median(upd), "step_tok_s": tokens / statistics.median(step),
-                     "per_step_s": step}
+                     "per_step_s": step, "tool_calls_per_step": statistics.median(t["tool_calls"][1:])}
+    fwd = [x for x in tg_t["prompt_forwarded"][1:] if x == x]
+    res["toolgym"]["prompt_tokens_forwarded"] = statistics.median(fwd) if fwd else None
     res["ratio"] = res["toolgym"]["step_tok_s"] / res["trl"]["step_tok_s"]
     res["ratio_gen"] = res["toolgym"]["gen_tok_s"] / res["trl"]["gen_tok_s"]
     res["ratio_update"] = res["toolgym"]["update_tok_s"] / res["trl"]["update_tok_s"]
     if a.json:
         print(json.dumps(res))
         return
-    print(f"GRPO, SmolLM2-135M fp32, {a.prompts} prompts x {a.group} completions x {a.response} tokens, "
-          f"num_iterations=1, {torch.get_num_threads()} threads; median of {a.steps} steps after a warm-up")
+    what = (f"multi-turn {MT_ENV} (Python tool, up to {a.max_turns} turns of <= {a.response} tokens)" if a.multi_turn
+            else f"{a.response} tokens")
+    print(f"GRPO, SmolLM2-135M fp32, {a.prompts} prompts x {a.group} completions x {what}, num_iterations=1, "
+          f"grad_accum {a.grad_accum}, share_prompt {a.share_prompt}, {torch.get_num_threads()} threads; median of "
+          f"{a.steps} steps after a warm-up; {res['date']}; 1-min load average {[round(x, 1) for x in loads]}")
     print(f"{'':10s} {'prompt':>7s} {'tokens':>7s} {'gen s':>7s} {'update s':>9s} {'step s':>7s} {'gen tok/s':>10s} "
           f"{'upd tok/s':>10s} {'step tok/s':>11s}")
     for name in ("trl", "toolgym"):
         r = res[name]
         print(f"{name:10s} {r['prompt_tokens_per_step']:7.0f} {r['tokens_per_step']:7.0f} {r['gen_s']:7.2f} {r['update_s']:9.2f} {r['step_s']:7.2f} "
               f"{r['gen_tok_s']:10.1f} {r['update_tok_s']:10.1f} {r['step_tok_s']:11.1f}")
+    fw = res["toolgym"]["prompt_tokens_forwarded"]
+    print(f"tool calls per step: trl {res['trl']['tool_calls_per_step']:.0f}, toolgym "
+          f"{res['toolgym']['tool_calls_per_step']:.0f}; toolgym's update forwarded "
+          f"{'-' if fw is None else f'{fw:.0f}'} of {res['toolgym']['prompt_tokens_per_step']:.0f} prompt tokens")
     print(f"throughput ratio toolgym/TRL: step {res['ratio']:.2f}x (target >= 1.5), generation {res['ratio_gen']:.2f}x, "
           f"update {res['ratio_update']:.2f}x; per-step seconds trl {[round(s, 2) for s in res['trl']['per_step_s']]} "
           f"toolgym {[round(s, 2) for s in res['toolgym']['per_step_s']]}")

@@ -206,6 +206,11 @@ class ModelConfig:
     # log-probs of the sampled tokens: chunked (the LM head at response positions only, chunk by chunk,
     # recomputed in backward: nothing of size [B, T, V] kept) or full (logits at every position, the old path)
     logprob_head: Literal["chunked", "full"] = "chunked"
+    # one prompt forward per group: the G completions of a prompt run on its KV cache (gradient flows back
+    # through it); auto: where the run allows it (one process, no FSDP, no gradient checkpointing or update
+    # dropout, a model whose cache serves), else the per-row path and one log line; on: refuse a run that rules
+    # it out; off: every row forwards its prompt (docs/memory.md)
+    share_prompt: Literal["auto", "on", "off"] = "auto"
 
     def _check(self, p: str) -> None:
         require(bool(self.name_or_path), f"{p}.name_or_path", "a model asset name, folder or id", self.name_or_path)

@@ -36,10 +36,24 @@ def response_logprobs(
     temperature: float = 1.0,
     with_entropy: bool = False,
     head: HeadPath = "chunked",
+    share_prompt: bool = False,
+    stats: dict[str, float] | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Return ([B, T] log-probs of each response token, optional [B, T] entropies), of ``softmax(logits / T)``.
 
-    Position j of the response is predicted by the logits at prompt_len + j - 1; padding gets 0."""
+    Position j of the response is predicted by the logits at prompt_len + j - 1; padding gets 0.
+    ``share_prompt``: rows with the same prompt run it once (:mod:`toolgym.training.shared_prompt`; the caller
+    rules out what it cannot serve: DDP, FSDP, gradient checkpointing). ``stats`` gets ``prompt_tokens`` (what
+    the per-row path forwards) and ``prompt_tokens_forwarded`` added."""
+    if head == "chunked" and share_prompt:
+        route = chunked_route(model)
+        out = _shared(model, route, batch, temperature, with_entropy, stats) if not isinstance(route, str) else None
+        if out is not None:
+            return out
+    if stats is not None:  # the per-row path: every row forwards its prompt
+        per_row = float(batch.prompt_lens.sum())
+        stats["prompt_tokens"] = stats.get("prompt_tokens", 0.0) + per_row
+        stats["prompt_tokens_forwarded"] = stats.get("prompt_tokens_forwarded", 0.0) + per_row
     if head == "chunked":
         route = chunked_route(model)
         if isinstance(route, str):
@@ -82,10 +96,43 @@ def chunked_route(model: Any) -> tuple[torch.nn.Module, torch.nn.Module, Head] |
     return decoder, lm, Head(lm.weight, lm.bias, scale, float(softcap) if softcap else None)
 
 
-def _fall_back(reason: str) -> None:
+def _shared(model: torch.nn.Module, route: tuple[torch.nn.Module, torch.nn.Module, Head], batch: TokenBatch,
+            temperature: float, with_entropy: bool,
+            stats: dict[str, float] | None) -> tuple[torch.Tensor, torch.Tensor | None] | None:
+    """The shared-prompt path; None where no prompt repeats or this model cannot take it (one warning). The
+    first micro-batch of a model is checked against the per-row path (one extra no-grad forward per run)."""
+    from toolgym.training import shared_prompt as S
+
+    decoder, _lm, head = route
+    if S.checked(decoder):
+        return None
+    sp = S.plan(batch)
+    if len(sp.prompts) == len(sp.owner):  # no prompt repeats: nothing to share
+        return None
+    out = S.shared_logprobs(decoder, head, batch, sp, temperature, with_entropy)
+    if isinstance(out, str):
+        S.record_check(decoder, out)
+        _fall_back(f"share_prompt: {out}", "log-probs: one forward per row, prompt included")
+        return None
+    if S.checked(decoder) is None:
+        with torch.no_grad():
+            ref, _ = response_logprobs(model, batch, temperature, head="chunked")
+        low = compute_dtype(head.weight, head.weight) != torch.float32
+        ok = S.close_enough(out[0].detach(), ref, batch.loss_mask, low)
+        S.record_check(decoder, "" if ok else "its log-probs on the shared cache differ from the per-row path's")
+        if not ok:
+            _fall_back(f"share_prompt: {S.checked(decoder)}", "log-probs: one forward per row, prompt included")
+            return None
+    if stats is not None:
+        stats["prompt_tokens"] = stats.get("prompt_tokens", 0.0) + sp.prompt_tokens
+        stats["prompt_tokens_forwarded"] = stats.get("prompt_tokens_forwarded", 0.0) + sp.prompt_tokens_forwarded
+    return out
+
+
+def _fall_back(reason: str, what: str = "log-probs: full logits for this model") -> None:
     if reason not in _WARNED:
         _WARNED.add(reason)
-        warnings.warn(f"log-probs: full logits for this model ({reason})", stacklevel=3)
+        warnings.warn(f"{what} ({reason})", stacklevel=3)
 
 
 def _chunked(model: torch.nn.Module, route: tuple[torch.nn.Module, torch.nn.Module, Head], batch: TokenBatch,

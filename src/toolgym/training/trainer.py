@@ -3,7 +3,8 @@
 One step (docs/algorithms/ctpo.md): pick ``rollout.prompts_per_step`` prompts at the data cursor, sample
 ``group_size`` episodes per prompt with the RolloutRunner (sandboxed tools), compute group-relative
 advantages, recompute the behaviour log-probs with the trainer (no grad, pre-update weights; the
-sampler's own log-probs only enter the optional mismatch weight), then ``mini_batches`` optimizer
+sampler's own log-probs only enter the optional mismatch weight; an exactly on-policy first mini-batch takes
+them from the update's own forward instead, detached), then ``mini_batches`` optimizer
 steps over consecutive slices of the batch (the first is on-policy, later ones are off-policy: that
 is where the ratio and the clip matter). Micro-batches (``grad_accum``, ``max_tokens_per_micro_batch``:
 docs/memory.md) accumulate gradients; the token-mean divides by the mini-batch's global policy-token
@@ -142,11 +143,26 @@ class Trainer:
                                temperature=self.score_temperature, collate=self.collate,
                                old_logprobs=self.old_logprobs, autocast=self.autocast,
                                separate_sampler=self.policy_sync is not None and self.policy_sync.samples_elsewhere)
+        self.ctx.share_prompt = self._share_prompt()
         o = cfg.optimizer
         params = [p for p in self.module.parameters() if p.requires_grad]
-        self.optimizer = torch.optim.AdamW(params, lr=o.lr, betas=o.betas, eps=o.eps, weight_decay=o.weight_decay)
+        self.optimizer = torch.optim.AdamW(params, lr=o.lr, betas=o.betas, eps=o.eps, weight_decay=o.weight_decay,
+                                           **adamw_path(params, sharded=D.is_fsdp(self.module)))
         total = cfg.steps * cfg.mini_batches * cfg.update_epochs
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, lambda s: o.lr_factor(s, total))
+
+    def _share_prompt(self) -> bool:
+        """``model.share_prompt``: whether the G completions of a prompt run on one prompt forward (auto: where the
+        run allows it, else one line; on: a run that rules it out is refused)."""
+        mode = self.cfg.model.share_prompt
+        if mode == "off":
+            return False
+        why = share_prompt_obstacle(self.cfg, self.dist.world, self.module)
+        if why and mode == "on":
+            raise ConfigError(f"model.share_prompt: on, but {why}; use auto (one forward per row there) or off")
+        if why:
+            self.logger.say(f"share_prompt: one forward per row, prompt included ({why})")
+        return not why
 
     def _build_rollouts(self) -> None:
         cfg = self.cfg
@@ -232,12 +248,15 @@ class Trainer:
         """Trainer log-probs of every response token at the sampling temperature, before any update of this step
         (float32, on CPU)."""
         out: list[torch.Tensor] = [torch.zeros(0)] * len(trajs)
-        mb = max(1, len(trajs) // (self.cfg.mini_batches * self.cfg.grad_accum))
+        c = self.cfg  # the update's micro-batch rows (a mini-batch's rows / grad_accum), whatever the subset
+        per_mini = c.rollout.prompts_per_step // self.dist.world // c.mini_batches * c.rollout.group_size
+        mb = max(1, math.ceil(per_mini / c.grad_accum))
         self.module.eval()
         for rows in self.micro_batches(trajs, list(range(len(trajs))), mb):
             with self.autocast():
                 lp, _ = response_logprobs(self.module, self.collate([trajs[i] for i in rows]),
-                                          temperature=self.score_temperature, head=self.cfg.model.logprob_head)
+                                          temperature=self.score_temperature, head=self.cfg.model.logprob_head,
+                                          share_prompt=self.ctx is not None and self.ctx.share_prompt)
             lp = lp.float().cpu()  # one device-to-host copy per micro-batch
             for j, i in enumerate(rows):
                 out[i] = lp[j, : len(trajs[i].response_ids)]
@@ -341,6 +360,9 @@ class Trainer:
                         (loss * self.dist.world).backward()  # every parameter (data-parallel ranks agree)
                     mini_loss = mini_loss + loss.detach().to(torch.float64)
                     sums.total("rows_skipped_nonfinite", m.pop("rows_skipped_nonfinite", 0), dev)
+                    for key in ("prompt_tokens", "prompt_tokens_forwarded"):  # the saving of model.share_prompt
+                        if key in m:
+                            sums.total(key, m.pop(key), dev)
                     sums.add(m, dev)
                 if cfg.optimizer.grad_clip:
                     gn = torch.nn.utils.clip_grad_norm_(self.module.parameters(), cfg.optimizer.grad_clip)
@@ -360,6 +382,10 @@ class Trainer:
         out, series = sums.read({"loss": mini_losses})
         losses = D.all_reduce_sum(series["loss"], self.dist) if series["loss"] else []
         out["rows_skipped_nonfinite"] = int(out.get("rows_skipped_nonfinite", 0)) + skipped
+        if self.ctx.share_prompt and out.get("prompt_tokens") and not getattr(self, "_said_sharing", False):
+            self._said_sharing = True
+            self.logger.say(f"share_prompt: the update forwarded {out['prompt_tokens_forwarded']:.0f} prompt tokens "
+                            f"for {out['prompt_tokens']:.0f} per row ({out['prompt_tokens_forwarded'] / out['prompt_tokens']:.0%})")
         out.update(loss=sum(losses) / max(len(losses), 1), loss_first_mini=losses[0] if losses else float("nan"),
                    grad_norm=sum(grad_norms) / max(len(grad_norms), 1),
                    lr=self.scheduler.get_last_lr()[0], optimizer_steps=len(losses))
@@ -621,15 +647,47 @@ class Trainer:
         return out
 
 
+def share_prompt_obstacle(cfg: TrainConfig, world: int, module: torch.nn.Module) -> str:
+    """Why this run cannot share a prompt's forward among its completions ('' when it can)."""
+    if world > 1:
+        return f"data parallelism over {world} processes (DDP's reducer expects one forward per backward)"
+    if D.is_fsdp(module):
+        return "FSDP shards the weights outside the forward"
+    if cfg.model.gradient_checkpointing:
+        return "model.gradient_checkpointing turns the KV cache off"
+    if cfg.model.update_dropout:
+        return "model.update_dropout (the G completions would share one dropout mask over their prompt)"
+    if cfg.model.logprob_head != "chunked":
+        return "model.logprob_head: full"
+    from toolgym.training.logprobs import chunked_route
+
+    route = chunked_route(module)
+    return route if isinstance(route, str) else ""
+
+
+def adamw_path(params: Sequence[torch.Tensor], sharded: bool = False) -> dict[str, bool]:
+    """AdamW's multi-tensor implementation: ``fused`` (one kernel for every parameter) where all of them are
+    floating-point CUDA tensors, else ``foreach`` (a few vectorised ops over the whole list, not a Python loop
+    per tensor, which is what torch picks on the CPU by default). FSDP's sharded parameters keep torch's own
+    choice."""
+    if sharded:
+        return {}
+    if params and all(p.is_cuda and p.is_floating_point() for p in params):
+        return {"fused": True}
+    return {"foreach": True}
+
+
 def behaviour_gap(batch: RolloutBatch) -> dict[str, float]:
     """|sampler log-prob - trainer log-prob| over the batch's policy tokens, before any update: 0 up to
     numerics when the engine samples the trainer's policy (a weight push that did not happen shows here).
-    Nothing when the objective did not compute the trainer's log-probs (on-policy MOPD with the hf sampler)."""
+    Nothing when the objective did not compute the trainer's log-probs (on-policy MOPD with the hf sampler), and
+    only the rows it computed them for (the first mini-batch of an exactly on-policy update takes them from the
+    update's own forward)."""
     if not batch.old_logp_computed:
         return {}
     diffs = []
-    for t, old in zip(batch.trajectories, batch.old_logp, strict=True):
-        if t.loss_mask and t.behavior_logprobs:
+    for i, (t, old) in enumerate(zip(batch.trajectories, batch.old_logp, strict=True)):
+        if t.loss_mask and t.behavior_logprobs and i not in batch.own_old_rows:
             mask = torch.tensor(t.loss_mask, dtype=torch.bool)
             gap = (torch.tensor(t.behavior_logprobs, dtype=torch.float32) - old.float()).abs()[mask]
             diffs.append(gap[torch.isfinite(gap)])

@@ -55,6 +55,9 @@ class RolloutBatch:
     keep: torch.Tensor  # [N] bool: rows that train (finite rewards, log-probs, weights)
     extra: dict[str, Any] = field(default_factory=dict)
     old_logp_computed: bool = True  # False: old_logp are zero placeholders (an objective that never reads them)
+    #: rows whose old log-probs are the update's own, detached (exactly on-policy: first mini-batch of the first
+    #: epoch, sampled by the current weights, no mismatch weight); their ``old_logp`` entries are placeholders
+    own_old_rows: frozenset[int] = frozenset()
 
 
 @dataclass
@@ -76,6 +79,7 @@ class StepContext:
     autocast: Callable[[], AbstractContextManager[Any]]
     grad_norms: list[float] = field(default_factory=list)
     separate_sampler: bool = False  # rollouts come from other weights than ``module`` (PolicySync.samples_elsewhere)
+    share_prompt: bool = False  # one prompt forward per group (model.share_prompt, where the run allows it)
 
 
 class Objective:

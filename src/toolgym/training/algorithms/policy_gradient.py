@@ -21,35 +21,60 @@ def normalisers(agg: str, token_count: float, seq_count: float) -> dict[str, flo
 
 
 def group_batch(ctx: StepContext, groups: list[list[Trajectory]], estimator: str, eps: float,
-                need_old: bool = True) -> tuple[RolloutBatch, dict[str, float]]:
+                need_old: bool = True, own_old: frozenset[int] = frozenset()) -> tuple[RolloutBatch, dict[str, float]]:
     """The step's flat batch: group-relative advantages over scored rewards (infrastructure failures left
     out), the trainer's old log-probs (zeros when ``need_old`` is False: an on-policy objective that never
-    reads them), and the rows that train (finite reward and, when computed, finite old log-probs)."""
+    reads them; zeros too for the rows of ``own_old``, whose old log-probs the update's own forward gives),
+    and the rows that train (finite reward and, when computed, finite old log-probs)."""
     trajs = [t for g in groups for t in g]
     gidx = [i for i, g in enumerate(groups) for _ in g]
     scored, infra = scored_rewards(trajs)
     adv, stats = group_advantages(torch.tensor(scored, dtype=torch.float64), gidx, estimator, eps)
-    old = ctx.old_logprobs(trajs) if need_old else [torch.zeros(len(t.response_ids)) for t in trajs]
+    old = [torch.zeros(len(t.response_ids)) for t in trajs]
+    run = [i for i in range(len(trajs)) if i not in own_old] if need_old else []
+    if run:
+        for i, lp in zip(run, ctx.old_logprobs([trajs[i] for i in run]), strict=True):
+            old[i] = lp
     keep = stats.valid.clone()
-    if need_old:
-        for i, (t, lp) in enumerate(zip(trajs, old, strict=True)):
-            if len(t.loss_mask):
-                m = torch.tensor(t.loss_mask, dtype=torch.float32).unsqueeze(0)
-                keep[i] &= bool(finite_rows(m, lp.unsqueeze(0))[0])
+    for i in run:
+        if len(trajs[i].loss_mask):
+            m = torch.tensor(trajs[i].loss_mask, dtype=torch.float32).unsqueeze(0)
+            keep[i] &= bool(finite_rows(m, old[i].unsqueeze(0))[0])
     metrics = {"adv_zero_groups": stats.n_zero_groups, "reward_nonfinite": stats.n_nonfinite - infra,
                "infra_failures": infra, "rows_skipped_prepare": int((~keep).sum())}
-    return RolloutBatch(trajs, gidx, adv.float(), old, None, keep, old_logp_computed=need_old), metrics
+    return RolloutBatch(trajs, gidx, adv.float(), old, None, keep, old_logp_computed=bool(run),
+                        own_old_rows=frozenset(own_old) if need_old else frozenset()), metrics
+
+
+def on_policy_rows(ctx: StepContext, groups: list[list[Trajectory]]) -> frozenset[int]:
+    """Rows of the first mini-batch when it is exactly on-policy: sampled by the trainer's current weights
+    (the ``hf`` sampler on this module), one epoch, no mismatch weight, no dropout in the update. Their old
+    log-probs are the detached log-probs of the update's own forward (what the no-grad pass would give), so
+    that pass runs only for the later mini-batches, whose ratio needs the pre-update weights."""
+    cfg = ctx.cfg
+    if cfg.update_epochs != 1 or cfg.loss.mismatch_weight or ctx.separate_sampler or cfg.model.update_dropout:
+        return frozenset()
+    per_mini = len(groups) // cfg.mini_batches
+    rows, i = [], 0
+    for g, members in enumerate(groups):
+        for _ in members:
+            if g < per_mini:
+                rows.append(i)
+            i += 1
+    return frozenset(rows)
 
 
 class PolicyGradient(Objective):
     """The clipped importance-sampled policy gradient, one registered name per ratio/clip preset."""
 
-    def __init__(self, cfg: TrainConfig) -> None:
+    def __init__(self, cfg: TrainConfig, reuse_update_logp: bool = True) -> None:
         self.cfg = cfg
         self.clip = ClipConfig.from_loss(cfg.loss)
+        self.reuse_update_logp = reuse_update_logp  # False: every row's old log-probs from the no-grad pass
 
     def prepare(self, ctx: StepContext, groups: list[list[Trajectory]]) -> tuple[RolloutBatch, dict[str, float]]:
-        batch, metrics = group_batch(ctx, groups, self.cfg.advantage.estimator, self.cfg.advantage.eps)
+        own = on_policy_rows(ctx, groups) if self.reuse_update_logp else frozenset()
+        batch, metrics = group_batch(ctx, groups, self.cfg.advantage.estimator, self.cfg.advantage.eps, own_old=own)
         if self.cfg.loss.mismatch_weight:
             ws = []
             for t, lp in zip(batch.trajectories, batch.old_logp, strict=True):
@@ -66,11 +91,16 @@ class PolicyGradient(Objective):
     def loss(self, ctx: StepContext, batch: RolloutBatch, rows: list[int], token_count: float,
              seq_count: float) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         tb = ctx.collate([batch.trajectories[i] for i in rows])
-        logp, _ = response_logprobs(ctx.model, tb, temperature=ctx.temperature, head=ctx.cfg.model.logprob_head)
+        shared: dict[str, float] = {}
+        logp, _ = response_logprobs(ctx.model, tb, temperature=ctx.temperature, head=ctx.cfg.model.logprob_head,
+                                    share_prompt=ctx.share_prompt, stats=shared)
         dev = logp.device  # the batch's per-step tensors live on the CPU: each micro-batch's slice moves once
         T = tb.loss_mask.shape[1]
         old = torch.stack([torch.nn.functional.pad(batch.old_logp[i], (0, T - len(batch.old_logp[i]))) for i in rows])
         old = old.to(dev, non_blocking=True)
+        if batch.own_old_rows:  # exactly on-policy rows: the old log-probs are this forward's, detached
+            own = torch.tensor([i in batch.own_old_rows for i in rows], device=dev).unsqueeze(1)
+            old = torch.where(own, logp.detach(), old)
         mask = tb.loss_mask * batch.keep[rows].to(dev, torch.float32).unsqueeze(1)
         ok = finite_rows(mask, logp, old)
         skipped = (~ok & (mask.sum(1) > 0)).sum()
@@ -83,6 +113,7 @@ class PolicyGradient(Objective):
                               seq_weight=w, metrics_on_device=True,
                               **normalisers(self.cfg.loss.agg, token_count, seq_count))
         m["rows_skipped_nonfinite"] = skipped
+        m.update(shared)  # prompt tokens per row and forwarded (totals over the update)
         record = batch.extra.get("update_record")
         if record is not None:  # logging.save_rollouts: the tokens this pass clipped, by the loss's own rule
             terms = per_token_loss(logp.detach(), old, adv, mask, ratio=self.cfg.loss.ratio, clip=self.clip)

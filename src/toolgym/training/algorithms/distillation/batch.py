@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import torch
 
 from toolgym.training.algorithms.distillation.divergences import gather_logprobs
+from toolgym.training.shared_prompt import SharedPlan
 
 
 @dataclass
@@ -127,27 +128,69 @@ def mopd_step_inputs(
     return MOPDInputs(student, teacher, lm, torch.tensor(list(seq_mask), dtype=torch.float32))
 
 
+def shared_response_logits(model: torch.nn.Module, batch: PromptResponseBatch, plan: SharedPlan,
+                           temperature: float = 1.0) -> torch.Tensor | None:
+    """:func:`response_logits` with each distinct prompt forwarded once (:mod:`toolgym.training.shared_prompt`),
+    float32; None where the model cannot take that path (checked once per model against the per-row logits)."""
+    from toolgym.training import shared_prompt as S
+    from toolgym.training.lm_head import compute_dtype, head_logits
+    from toolgym.training.logprobs import chunked_route
+
+    route = chunked_route(model)
+    if isinstance(route, str) or len(plan.prompts) == len(plan.owner):
+        return None
+    decoder, _lm, head = route
+    if S.checked(decoder):
+        return None
+    st = S.response_states(decoder, plan, batch.input_ids.device)
+    if isinstance(st, str):
+        S.record_check(decoder, st)
+        return None
+    dtype = compute_dtype(st.hidden, head.weight)
+    z, _ = head_logits(st.hidden, head.weight, head.bias, head.scale, head.softcap, dtype)
+    if temperature != 1.0:
+        z = z / temperature
+    b, t = batch.response_ids.shape
+    logits = torch.zeros((b, t, z.shape[-1]), dtype=z.dtype, device=z.device).index_put((st.rows, st.cols), z)
+    if S.checked(decoder) is None:  # once per model: the same log-probs as the per-row forward
+        with torch.no_grad():
+            ref = response_logits(model, batch, temperature).float()
+        ok = S.close_enough(token_logprobs(logits.detach(), batch.response_ids), token_logprobs(ref, batch.response_ids),
+                            batch.response_mask, dtype != torch.float32)
+        S.record_check(decoder, "" if ok else "its log-probs on the shared cache differ from the per-row path's")
+        if not ok:
+            return None
+    return logits
+
+
 @dataclass
 class StudentOutputs:
     logits: torch.Tensor  # [B, T, V] response-aligned, with gradient
     lp_topk: torch.Tensor  # [B, T, K] with gradient
     topk_ids: torch.Tensor  # [B, T, K] no gradient
     logp: torch.Tensor  # [B, T] log-prob of the sampled tokens, with gradient
+    shared: bool = False  # each distinct prompt was forwarded once (model.share_prompt)
 
 
 def student_forward(
-    model: torch.nn.Module, batch: PromptResponseBatch, k: int = 100, temperature: float = 1.0
+    model: torch.nn.Module, batch: PromptResponseBatch, k: int = 100, temperature: float = 1.0,
+    plan: SharedPlan | None = None,
 ) -> StudentOutputs:
     """Student pass with gradient: top-k ids of its own logits and its log-probs there.
 
     One full-vocabulary log-softmax serves both gathers (top-k and sampled tokens): with a 49k
     vocabulary every [B, T, V] copy kept for backward costs as much as the logits themselves.
+    ``plan``: the rows' prompts, each run once for its completions (``model.share_prompt``); the per-row
+    forward where the model cannot take it.
     """
-    logits = response_logits(model, batch, temperature)
+    logits = shared_response_logits(model, batch, plan, temperature) if plan is not None else None
+    shared = logits is not None
+    if logits is None:
+        logits = response_logits(model, batch, temperature)
     lp_full = torch.log_softmax(logits if logits.dtype in (torch.float32, torch.float64) else logits.float(), dim=-1)
     ids = logits.detach().topk(min(k, logits.shape[-1]), dim=-1).indices
     logp = lp_full.gather(-1, batch.response_ids.unsqueeze(-1)).squeeze(-1)
-    return StudentOutputs(logits, lp_full.gather(-1, ids), ids, logp)
+    return StudentOutputs(logits, lp_full.gather(-1, ids), ids, logp, shared)
 
 
 @torch.no_grad()

@@ -31,6 +31,7 @@ from toolgym.training.algorithms.distillation.options import MOPDOptions
 from toolgym.training.algorithms.distillation.step import MOPDBatch, build_mopd_batch, mopd_forward_loss
 from toolgym.training.algorithms.policy_gradient import PolicyGradient, group_batch
 from toolgym.training.config_schema import TrainConfig
+from toolgym.training.shared_prompt import plan_of
 
 
 class DistillationObjective(Objective):
@@ -39,7 +40,7 @@ class DistillationObjective(Objective):
     def __init__(self, cfg: TrainConfig) -> None:
         self.cfg = cfg
         self.opt: MOPDOptions = cfg.options if cfg.options is not None else MOPDOptions()
-        self.pg = PolicyGradient(cfg) if self.opt.rl_coef > 0 else None
+        self.pg = PolicyGradient(cfg, reuse_update_logp=False) if self.opt.rl_coef > 0 else None
         self.teacher: EMATeacher | None = None
         self.steps = 0  # prepared steps: seeds the peer choice (restored on resume)
         self._pending: dict[str, Any] | None = None
@@ -123,13 +124,14 @@ class DistillationObjective(Objective):
         behaviour = _pad([torch.tensor(t.behavior_logprobs, dtype=torch.float32) for t in trajs], T) \
             if o.token_mismatch_weight else None
         device = ctx.device
+        plan = plan_of([t.prompt_ids for t in trajs], [t.response_ids for t in trajs]) if ctx.share_prompt else None
         loss, m = mopd_forward_loss(
             ctx.model, self._ensure_teacher(ctx).model, inputs, divergence=o.divergence, k=o.k,
             alpha=o.alpha, tail=o.tail, behaviour_temperature=ctx.temperature,
             old_logp=None if old is None else old.to(device),
             rollout_logp=None if behaviour is None else behaviour.to(device),
             ratio_cap=o.ratio_cap, weight_cap=o.weight_cap, agg=o.agg,
-            teacher_micro_batch=o.teacher_micro_batch or None, metrics_on_device=True,
+            teacher_micro_batch=o.teacher_micro_batch or None, metrics_on_device=True, student_plan=plan,
         )
         if o.agg == "seq-mean-token-mean":
             loss = loss * (len(run) / max(seq_count, 1.0))
@@ -142,7 +144,9 @@ class DistillationObjective(Objective):
             rl, pm = self.pg.loss(ctx, batch, rows, token_count, seq_count)
             loss = loss + o.rl_coef * rl
             m["rows_skipped_nonfinite"] = pm.get("rows_skipped_nonfinite", 0)
-            m.update({f"rl/{k}": v for k, v in pm.items() if k not in ("rows_skipped_nonfinite", "tokens", "seqs")})
+            m.update({f"rl/{k}": v for k, v in pm.items() if k not in ("rows_skipped_nonfinite", "tokens", "seqs",
+                                                                      "prompt_tokens", "prompt_tokens_forwarded")})
+
         return loss, m
 
     def after_update(self, ctx: StepContext) -> dict[str, float]:

@@ -32,6 +32,7 @@ from toolgym.training.algorithms.distillation.peers import (
     render_teacher_prompt_ids,
 )
 from toolgym.training.loss_metrics import to_floats
+from toolgym.training.shared_prompt import SharedPlan
 
 
 def prompt_messages(traj: Trajectory) -> list[dict[str, Any]]:
@@ -127,6 +128,7 @@ def mopd_forward_loss(
     agg: Agg = "seq-mean-token-mean",
     teacher_micro_batch: int | None = None,
     metrics_on_device: bool = False,
+    student_plan: SharedPlan | None = None,
 ) -> tuple[torch.Tensor, dict[str, Any]]:
     """Student pass (grad) -> teacher pass at the student's top-k ids (no grad) -> divergence -> loss.
 
@@ -137,12 +139,13 @@ def mopd_forward_loss(
     ``old_logp``: the trainer's log-probs before this update (omit for one on-policy step: rho = 1).
     ``rollout_logp``: the inference engine's log-probs, for the optional rollout weight (needs
     ``old_logp`` or uses the current, detached log-probs as the trainer side). ``metrics_on_device``: tensor
-    metrics stay 0-dim device tensors (the trainer reads them once per step).
+    metrics stay 0-dim device tensors (the trainer reads them once per step). ``student_plan``: the student's
+    prompts, each forwarded once for its completions (``model.share_prompt``).
     """
     inputs = inputs.to(next(student.parameters()).device)
     s_batch, t_batch = inputs.student, inputs.teacher
     t0 = time.perf_counter()
-    out = student_forward(student, s_batch, k=k, temperature=temperature)
+    out = student_forward(student, s_batch, k=k, temperature=temperature, plan=student_plan)
     t1 = time.perf_counter()
     lq, teacher_logp = teacher_topk_logprobs(teacher, t_batch, out.topk_ids, temperature, teacher_micro_batch)
     t2 = time.perf_counter()
@@ -165,6 +168,10 @@ def mopd_forward_loss(
         trainer_old_logp=trainer_old, rollout_logp=rollout_logp, weight_cap=weight_cap, agg=agg,
         metrics_on_device=True,
     )
+    if student_plan is not None:  # the saving of model.share_prompt (totals over the update)
+        metrics["prompt_tokens"] = float(student_plan.prompt_tokens)
+        metrics["prompt_tokens_forwarded"] = float(student_plan.prompt_tokens_forwarded if out.shared
+                                                   else student_plan.prompt_tokens)
     m = inputs.loss_mask * inputs.seq_mask.unsqueeze(-1)
     # teacher scoring (longer, peer-conditioned prompts, no grad) against the student forward pass
     metrics["mopd/teacher_cost_ratio"] = (t2 - t1) / max(t1 - t0, 1e-9)
