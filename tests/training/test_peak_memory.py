@@ -41,7 +41,9 @@ def test_a_step_logs_its_peak_memory(tmp_path, monkeypatch) -> None:
         tr.sampler.close()
     params = sum(p.numel() * p.element_size() for p in tr.module.parameters()) / 1e9
     assert params < m["peak_memory_gb"] < 1e3  # the process's peak RSS: more than its weights, less than a machine
-    assert m["peak_memory_gb"] >= rss  # reset at the step's start, it is at least the RSS the step began with
+    # reset at the step's start, it is at least about the RSS the step began with (a few pages may be freed
+    # between this reading and the reset: 16 KB once in a full run)
+    assert m["peak_memory_gb"] >= rss - 0.05
 
 
 def _rss_gb() -> float:
