@@ -13,17 +13,18 @@ from __future__ import annotations
 
 import platform
 
-import pytest
-
 from tests.sandbox.judging import MEM, statuses
 from tests.sandbox.test_attacks import gather_batch
 from toolgym.sandbox.judging import TestCase, ajudge
 
-pytestmark = pytest.mark.skipif(platform.machine() != "x86_64", reason="the attack uses x86-64 syscall numbers")
+# sched_setattr / sched_getattr: the attack runs in the sandbox, on the host's architecture
+SYSCALLS = {"x86_64": (314, 315), "aarch64": (274, 275)}[platform.machine()]
 
 AB_TESTS = [TestCase(input=f"{a} {b}\n", output=f"{a + b}\n") for a, b in ((1, 2), (5, 7), (100, 23))]
 
-SLICE = r'''
+SLICE = f'''
+SET, GET = {SYSCALLS}
+''' + r'''
 import os, ctypes, struct
 libc = ctypes.CDLL(None, use_errno=True)
 def cleaner():
@@ -37,11 +38,11 @@ def cleaner():
                 return int(p)
 def get(pid):
     buf = ctypes.create_string_buffer(56)
-    libc.syscall(315, pid, buf, 56, 0)
+    libc.syscall(GET, pid, buf, 56, 0)
     return struct.unpack("IIQiIQQQII", buf.raw)[5]
 def put(pid, v):
     attr = struct.pack("IIQiIQQQII", 56, 0, 0, 0, 0, v, 0, 0, 0, 0)
-    return libc.syscall(314, pid, ctypes.create_string_buffer(attr), 0)
+    return libc.syscall(SET, pid, ctypes.create_string_buffer(attr), 0)
 BASE = 1 << 26
 '''
 SOLVER = SLICE + r'''
