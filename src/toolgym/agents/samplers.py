@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from importlib import metadata
 from typing import Any
 
+from toolgym._plugins import load_entry_points
 from toolgym.errors import ConfigError
 
 ENTRY_POINT_GROUP = "toolgym.samplers"
@@ -116,25 +117,19 @@ def load_plugins(force: bool = False) -> None:
     if _loaded and not force:
         return
     _loaded = True
-    try:
-        eps = metadata.entry_points(group=ENTRY_POINT_GROUP)
-    except Exception as exc:  # pragma: no cover - broken metadata on the path
-        plugin_errors["<entry points>"] = str(exc)
-        return
-    for ep in eps:
-        try:
-            obj = ep.load()
-            if isinstance(obj, SamplerSpec):
-                register_sampler(obj.name, obj.factory, in_process=obj.in_process,
-                                 needs_weight_push=obj.needs_weight_push, logprobs=obj.logprobs, remote=obj.remote,
-                                 description=obj.description, defaults=obj.defaults, train_options=obj.train_options)
-            elif callable(obj):
-                obj()
-            else:
-                raise TypeError(f"expected a SamplerSpec or a hook function, got {type(obj).__name__}")
-        except Exception as exc:
-            plugin_errors[f"{ep.name} ({ep.value})"] = f"{type(exc).__name__}: {exc}"
+    load_entry_points(ENTRY_POINT_GROUP, _load_sampler_entry_point, plugin_errors)
 
+
+def _load_sampler_entry_point(ep: metadata.EntryPoint) -> None:
+    obj = ep.load()
+    if isinstance(obj, SamplerSpec):
+        register_sampler(obj.name, obj.factory, in_process=obj.in_process,
+                         needs_weight_push=obj.needs_weight_push, logprobs=obj.logprobs, remote=obj.remote,
+                         description=obj.description, defaults=obj.defaults, train_options=obj.train_options)
+    elif callable(obj):
+        obj()
+    else:
+        raise TypeError(f"expected a SamplerSpec or a hook function, got {type(obj).__name__}")
 
 def get_sampler(name: str, what: str = "--sampler") -> SamplerSpec:
     """The registered sampler ``name``; otherwise a ConfigError naming ``what`` (the option or config field),

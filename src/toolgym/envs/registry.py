@@ -12,6 +12,7 @@ from typing import Any
 import gymnasium
 from gymnasium.envs.registration import EnvSpec
 
+from toolgym._plugins import load_entry_points
 from toolgym.errors import ConfigError, ToolgymError
 
 ENTRY_POINT_GROUP = "toolgym.envs"
@@ -76,21 +77,15 @@ def load_plugins(force: bool = False) -> None:
     for env_id, ep in BUILTIN.items():
         if env_id not in gymnasium.registry:
             register(env_id, ep)
-    try:
-        eps = metadata.entry_points(group=ENTRY_POINT_GROUP)
-    except Exception as exc:  # pragma: no cover - broken metadata on the path
-        plugin_errors["<entry points>"] = str(exc)
-        return
-    for ep in eps:
-        try:
-            if "/" in ep.name:
-                if ep.name not in gymnasium.registry:
-                    register(ep.name, ep.value)
-            else:
-                ep.load()()
-        except Exception as exc:
-            plugin_errors[f"{ep.name} ({ep.value})"] = f"{type(exc).__name__}: {exc}"
+    load_entry_points(ENTRY_POINT_GROUP, _load_env_entry_point, plugin_errors)
 
+
+def _load_env_entry_point(ep: metadata.EntryPoint) -> None:
+    if "/" in ep.name:
+        if ep.name not in gymnasium.registry:
+            register(ep.name, ep.value)
+    else:
+        ep.load()()
 
 def spec(id: str) -> EnvSpec:
     """The EnvSpec of a registered id; unknown ids raise UnknownEnvError with suggestions."""
