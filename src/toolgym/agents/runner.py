@@ -27,7 +27,7 @@ from typing import Any
 from toolgym.agents.chat import ChatTemplate
 from toolgym.agents.sampling import ContextOverflow, Sample, Sampler, SamplingParams
 from toolgym.agents.trajectory import Trajectory
-from toolgym.sandbox import waiting
+from toolgym.sandbox import tenancy, waiting
 
 _KEEP_INFO = ("answer", "reward_components", "reward_errors", "tool_calls_total", "finish_reason")
 
@@ -142,7 +142,13 @@ class RolloutRunner:
         return groups
 
     async def run_episode(self, spec: TaskSpec, task_index: int, episode_index: int) -> Trajectory:
-        """One episode on a fresh env. Never raises: failures are recorded on the trajectory."""
+        """One episode on a fresh env. Never raises: failures are recorded on the trajectory. Its sandbox
+        calls are one episode's of its task: no sandbox lifetime serves them and another episode of the same
+        task (toolgym.sandbox.tenancy: kernel counters would carry an answer between them)."""
+        with tenancy.episode({"env": self.env_id, "seed": spec.seed, "options": spec.options}):
+            return await self._episode(spec, task_index, episode_index)
+
+    async def _episode(self, spec: TaskSpec, task_index: int, episode_index: int) -> Trajectory:
         lim = self.limits
         t0 = time.perf_counter()
         budget = _EnvBudget(lim.max_wall_s)

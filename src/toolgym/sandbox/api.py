@@ -28,7 +28,7 @@ from dataclasses import asdict
 from typing import Any, Literal
 
 from toolgym.errors import SandboxUnavailable, ToolgymError
-from toolgym.sandbox import waiting
+from toolgym.sandbox import tenancy, waiting
 from toolgym.sandbox.pool import Pool
 from toolgym.sandbox.types import ExecResult, Limits
 
@@ -84,8 +84,9 @@ class Session:
 
     def __init__(self, sandbox: Sandbox, limits: Limits):
         self.sandbox, self.limits = sandbox, limits
+        self._occupants = tenancy.occupants_now()
         with waiting.waiting():
-            self._worker = sandbox._pool.acquire(hold=True)
+            self._worker = sandbox._pool.acquire(hold=True, occupants=self._occupants)
         self._healthy = True
         self._reset = False
         self.state_lost = False
@@ -142,7 +143,7 @@ class Session:
     def _replace_worker(self, clock: waiting.WaitClock | None = None) -> None:
         self.sandbox._pool.release(self._worker, healthy=False)
         with waiting.waiting(clock):
-            self._worker = self.sandbox._pool.acquire(hold=True)
+            self._worker = self.sandbox._pool.acquire(hold=True, occupants=self._occupants)
 
     def close(self) -> None:
         from toolgym.sandbox.protocol import ChannelClosed
@@ -194,7 +195,7 @@ class Sandbox:
     def run(self, code: str, language: str = "python", stdin: str = "", *,
             files: dict[str, str | bytes] | None = None, limits: Limits | None = None,
             return_files: list[str] | None = None, argv: list[str] | None = None,
-            trusted: bool = False, retry: bool = True) -> ExecResult:
+            trusted: bool = False, retry: bool = True, occupants: tenancy.Occupants | None = None) -> ExecResult:
         """Run one program in a fresh work dir of a pooled sandbox; never raises for bad code (a
         program that makes its sandbox fail gets status `killed` or `timeout`; SandboxUnavailable
         only when a control run fails too, see the module docstring). `retry=False`: no second run
@@ -202,22 +203,25 @@ class Sandbox:
 
         `trusted` is for toolgym's own judge harness only: the program then runs as the
         sandbox's root (it starts the test processes under untrusted uids itself). Never pass
-        it with code a model wrote."""
+        it with code a model wrote. `occupants`: whose call this is (default: the current episode's, see
+        sandbox.tenancy); the judge passes its jobs'."""
         return self._run(code, language, stdin, files=files, limits=limits, return_files=return_files, argv=argv,
-                         trusted=trusted, retry=retry, clock=waiting.current())
+                         trusted=trusted, retry=retry, clock=waiting.current(),
+                         occupants=tenancy.occupants_now() if occupants is None else occupants)
 
     def _run(self, code: str, language: str, stdin: str, *, files: dict[str, str | bytes] | None = None,
              limits: Limits | None = None, return_files: list[str] | None = None, argv: list[str] | None = None,
-             trusted: bool = False, retry: bool = True, clock: waiting.WaitClock | None = None) -> ExecResult:
+             trusted: bool = False, retry: bool = True, clock: waiting.WaitClock | None = None,
+             occupants: tenancy.Occupants = tenancy.NONE) -> ExecResult:
         lim = limits or self.limits
         req = self._request(code, language, stdin, files, lim, return_files, argv, trusted)
         t0 = time.monotonic()
         # the executor answers by itself at the limit; this host-side bound only catches a
         # hung sandbox (cleanup of a fork bomb under CPU throttling takes a while)
         slack = 60.0 + lim.timeout_s + (60.0 if language == "cpp" else 0.0)
-        resp = self._pool.call(req, lim.timeout_s + slack, clock)
+        resp = self._pool.call(req, lim.timeout_s + slack, clock, occupants)
         if resp.get("fault") and retry:  # once more, on a fresh sandbox: the failure may not be the call's
-            resp = self._pool.call(req, lim.timeout_s + slack, clock)
+            resp = self._pool.call(req, lim.timeout_s + slack, clock, occupants)
         if resp.get("fault"):
             return self._blame(resp, t0, clock)
         return _result(resp, t0)
@@ -273,6 +277,8 @@ class Sandbox:
 
     async def arun(self, code: str, language: str = "python", stdin: str = "", **kw: Any) -> ExecResult:
         """`run` on a worker thread: the asyncio loop is never blocked."""
+        if kw.get("occupants") is None:
+            kw["occupants"] = tenancy.occupants_now()  # here: the worker thread does not see this context
         return await self._in_thread(lambda clock: self._run(code, language, stdin, clock=clock, **kw))
 
     def session(self, limits: Limits | None = None) -> Session:

@@ -44,7 +44,10 @@ mutates (top-level containers are copied back whole).
 Isolation: jobs of one call run one after the other; after each job every process of the
 untrusted uids is killed at once, the IPC objects they own or created removed and every
 place they can write wiped (charged to that job), so a submission cannot see, signal or
-outlive into its batch-mates. A call carries at most MAX_INPUT_BYTES of specs: batches are
+outlive into its batch-mates. Kernel counters (the next pid, inode numbers, IPC ids) survive the wipe, so
+no sandbox lifetime serves two tenants of one test set or task (`toolgym.sandbox.tenancy`): a job's
+occupants are its tests and its episode, a batch holds each key for one tenant, and the pool routes the
+call to a worker that fits (or a fresh one). A call carries at most MAX_INPUT_BYTES of specs: batches are
 packed to fit, and a job too large alone is refused (its tests: JudgeConfigError) or gets RE
 (its program) without a call. A per-test memory_mb above the sandbox's Limits.memory_mb is
 refused (JudgeConfigError): the sandbox never had that memory. The sandbox
@@ -71,7 +74,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from toolgym.errors import ConfigError, InfrastructureError, ToolgymError
-from toolgym.sandbox import waiting
+from toolgym.sandbox import tenancy, waiting
 from toolgym.sandbox.api import MAX_INPUT_BYTES, SANDBOX_FAILED, Sandbox
 from toolgym.sandbox.scripts import program
 from toolgym.sandbox.types import ExecResult, Limits, from_fields
@@ -238,6 +241,7 @@ class _Job:
     budget_s: float
     memory_mb: int
     text: str = ""
+    occupants: tenancy.Occupants = tenancy.NONE  # whose job this is (set when submitted; see sandbox.tenancy)
 
     @property
     def size(self) -> int:
@@ -406,9 +410,22 @@ def _parse(res: ExecResult, nonce: str, jobs: list[_Job], duration_s: float) -> 
     return reports
 
 
-def _no_retry(sb: Any, jobs: list[_Job]) -> dict[str, Any]:
-    """A batch whose sandbox fails is not run again as a whole: its jobs are judged again alone."""
-    return {"retry": False} if len(jobs) > 1 and isinstance(sb, Sandbox) else {}
+def _submitted(job: _Job) -> _Job:
+    """The job as submitted now: its occupants are its tests (the key no two tenants share a sandbox
+    lifetime under) and the current episode (see sandbox.tenancy)."""
+    job.occupants = tenancy.occupants_now("tests:" + tenancy.digest(job.spec["tests"]))
+    return job
+
+
+def _call_options(sb: Any, jobs: list[_Job]) -> dict[str, Any]:
+    """Whose call this is (the jobs' occupants); and a batch whose sandbox fails is not run again as a whole:
+    its jobs are judged again alone."""
+    if not isinstance(sb, Sandbox):
+        return {}
+    opts: dict[str, Any] = {"occupants": frozenset().union(*(j.occupants for j in jobs))}
+    if len(jobs) > 1:
+        opts["retry"] = False
+    return opts
 
 
 def judge_many(sb: Any, jobs: list[_Job]) -> list[JudgeReport]:
@@ -417,7 +434,8 @@ def judge_many(sb: Any, jobs: list[_Job]) -> list[JudgeReport]:
 
     nonce, files, limits = _call(jobs, getattr(sb, "limits", None))
     t0 = time.monotonic()
-    res = sb.run(harness_source(), language="python", files=files, limits=limits, trusted=True, **_no_retry(sb, jobs))
+    res = sb.run(harness_source(), language="python", files=files, limits=limits, trusted=True,
+                 **_call_options(sb, jobs))
     reports = _parse(res, nonce, jobs, time.monotonic() - t0)
     return [r if r is not None else judge_many(sb, [job])[0] for r, job in zip(reports, jobs, strict=True)]
 
@@ -429,7 +447,7 @@ async def ajudge_many(sb: Any, jobs: list[_Job]) -> list[JudgeReport]:
     nonce, files, limits = _call(jobs, getattr(sb, "limits", None))
     t0 = time.monotonic()
     res = await sb.arun(harness_source(), language="python", files=files, limits=limits, trusted=True,
-                        **_no_retry(sb, jobs))
+                        **_call_options(sb, jobs))
     reports = _parse(res, nonce, jobs, time.monotonic() - t0)
     again = [job for r, job in zip(reports, jobs, strict=True) if r is None]
     alone = iter(await asyncio.gather(*(ajudge_many(sb, [job]) for job in again)))
@@ -453,7 +471,7 @@ def judge(sb: Any, program: str, tests: Any, mode: str = "stdio", *, language: s
                     output_bytes=output_bytes, stop_at_first_failure=stop_at_first_failure,
                     checker_args=checker_args, validator=validator)
     refused = _refusal(sb, job)
-    return refused if refused is not None else judge_many(sb, [job])[0]
+    return refused if refused is not None else judge_many(sb, [_submitted(job)])[0]
 
 
 async def ajudge(sb: Any, program: str, tests: Any, mode: str = "stdio", *, language: str = "python",
@@ -469,7 +487,7 @@ async def ajudge(sb: Any, program: str, tests: Any, mode: str = "stdio", *, lang
                     output_bytes=output_bytes, stop_at_first_failure=stop_at_first_failure,
                     checker_args=checker_args, validator=validator)
     refused = _refusal(sb, job)
-    return refused if refused is not None else await _batcher(sb).submit(job)
+    return refused if refused is not None else await _batcher(sb).submit(_submitted(job))
 
 
 # ------------------------------------------------------------------------------ micro-batching
@@ -506,16 +524,22 @@ class _Batcher:
 
     def _pump(self) -> None:
         while self.queue and self.busy < self.slots:
-            # Share the queue fairly among free slots, at most MAX_BATCH per call, and no more than one call
-            # carries (each job alone fits: see _refusal).
+            # Share the queue fairly among free slots, at most MAX_BATCH per call, no more than one call
+            # carries (each job alone fits: see _refusal), and no two tenants of one key (two episodes of a
+            # task, or two jobs of the same tests outside episodes) in one call: see sandbox.tenancy.
             free = self.slots - self.busy
             n = max(1, min(MAX_BATCH, -(-len(self.queue) // free)))
-            room = MAX_INPUT_BYTES - _CALL_OVERHEAD - self.queue[0][0].size
-            k = 1
-            while k < n and self.queue[k][0].size <= room:
-                room -= self.queue[k][0].size
-                k += 1
-            batch, self.queue = self.queue[:k], self.queue[k:]
+            room = MAX_INPUT_BYTES - _CALL_OVERHEAD
+            batch, rest, held = [], [], {}
+            for item in self.queue:
+                job = item[0]
+                if len(batch) < n and job.size <= room and not tenancy.conflict(held.items(), job.occupants):
+                    batch.append(item)
+                    held.update(job.occupants)
+                    room -= job.size
+                else:
+                    rest.append(item)
+            self.queue = rest
             self.busy += 1
             # in a context of its own: the call's time is no one episode's (each is charged its own share)
             asyncio.get_running_loop().create_task(self._run(batch), context=contextvars.Context())

@@ -7,6 +7,11 @@ worker serves a call (each call ends within its deadline): a slow pool-mate dela
 episode, it never fails it. A worker that a session holds (for as long as its episode lasts,
 sampling included) does not count against the pool's size: the pool starts another, so no
 call ever waits for a session to end; once the session ends, the pool shrinks back.
+
+Tenancy (see sandbox.tenancy): a call carries occupants, and a worker that has served a key for one
+tenant never serves it for another. `acquire` takes an idle worker that fits; when none fits, it waits
+for a busy one that will, and when no live worker fits and the pool is full, it retires an idle one
+(closed, not counted as discarded) and waits for a fresh one.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from typing import Any, Protocol
 
 from toolgym.errors import SandboxUnavailable
 from toolgym.sandbox.protocol import ChannelClosed
+from toolgym.sandbox.tenancy import NONE, Occupants, conflict
 from toolgym.sandbox.waiting import WaitClock, waiting
 
 
@@ -44,6 +50,8 @@ class Pool:
         self._closed = False
         self.last_error: str | None = None
         self.discarded = 0
+        self.retired = 0  # idle workers replaced because none fitted a call's occupants
+        self._served: dict[int, dict[str, str]] = {}  # id(worker) -> key -> the tenant it served it for
         self.discard_reasons: dict[str, int] = {}
         if warm:
             for _ in range(size):
@@ -105,31 +113,61 @@ class Pool:
                     raise SandboxUnavailable(f"sandbox pool not ready after {timeout:.0f}s: {self.last_error}")
                 self._cond.wait(min(left, 0.5))
 
-    def acquire(self, timeout: float = 300.0, hold: bool = False) -> Worker:
+    def acquire(self, timeout: float = 300.0, hold: bool = False, occupants: Occupants = NONE) -> Worker:
         """An idle worker (started if the pool has room). Waits while any worker serves a call, however
         long: a call ends within its own deadline, and no episode may fail for its pool-mates' slowness.
         SandboxUnavailable after `timeout` only when no worker can come free: none start, and all are
         held for sessions (`hold=True`: a session keeps its worker until it closes; the pool then starts
-        another, see the module docstring)."""
+        another, see the module docstring). The worker fits `occupants` (see sandbox.tenancy)."""
         deadline = time.monotonic() + timeout
         with self._cond:
             self._waiting += 1
             try:
-                return self._acquire(deadline, timeout, hold)
+                w = self._acquire(deadline, timeout, hold, occupants)
+                self._served.setdefault(id(w), {}).update(occupants)
+                return w
             finally:
                 self._waiting -= 1
 
-    def _acquire(self, deadline: float, timeout: float, hold: bool) -> Worker:
+    def _fitting(self, occupants: Occupants) -> Worker | None:
+        for w in self._idle:
+            if not conflict(self._served.get(id(w), {}).items(), occupants):
+                return w
+        return None
+
+    def _busy_fits(self, occupants: Occupants) -> bool:
+        """Whether a worker serving a call (not one a session holds) will fit once free: waiting for it
+        costs no sandbox start."""
+        return any(not conflict(self._served.get(i, {}).items(), occupants) for i in self._busy - self._held)
+
+    def _retire_idle(self) -> None:
+        """No idle worker fits, the pool is full and none is starting: replace the idle worker at the head."""
+        w = self._idle.popleft()
+        self._all.remove(w)
+        self._served.pop(id(w), None)
+        self.retired += 1
+        self._cond.release()
+        try:
+            threading.Thread(target=w.close, daemon=True, name="toolgym-pool-retire").start()
+            self._start_async()
+        finally:
+            self._cond.acquire()
+
+    def _acquire(self, deadline: float, timeout: float, hold: bool, occupants: Occupants) -> Worker:
         """`acquire`, under the pool's lock."""
         while True:
             if self._closed:
                 raise SandboxUnavailable("the sandbox is closed")
-            if self._idle:
-                w = self._idle.popleft()
+            w = self._fitting(occupants) if self._idle else None
+            if w is not None:
+                self._idle.remove(w)
                 self._busy.add(id(w))
                 if hold:
                     self._held.add(id(w))
                 return w
+            if self._idle and self._counted() >= self.size and not self._starting and not self._busy_fits(occupants):
+                self._retire_idle()
+                continue
             if self._counted() < self.size:
                 self._cond.release()
                 try:
@@ -161,16 +199,19 @@ class Pool:
                 return
             if worker in self._all:
                 self._all.remove(worker)
+            self._served.pop(id(worker), None)
             self.discarded += int(not self._closed and not surplus)
             self._cond.notify_all()
         threading.Thread(target=worker.close, daemon=True, name="toolgym-pool-discard").start()
         self._start_async()
 
-    def call(self, req: dict[str, Any], timeout: float, clock: WaitClock | None = None) -> dict[str, Any]:
-        """One request on one worker; discards the worker on a fault or an unhealthy reply. Waiting for a
-        free worker counts on `clock` (default: the current context's, see sandbox.waiting)."""
+    def call(self, req: dict[str, Any], timeout: float, clock: WaitClock | None = None,
+             occupants: Occupants = NONE) -> dict[str, Any]:
+        """One request on one worker that fits `occupants`; discards the worker on a fault or an unhealthy
+        reply. Waiting for a free worker counts on `clock` (default: the current context's, see
+        sandbox.waiting)."""
         with waiting(clock):
-            worker = self.acquire()
+            worker = self.acquire(occupants=occupants)
         healthy, reason = False, "executor fault"
         try:
             resp = worker.call(req, timeout)
@@ -187,7 +228,7 @@ class Pool:
     def stats(self) -> dict[str, Any]:
         with self._cond:
             return {"size": self.size, "live": len(self._all), "idle": len(self._idle),
-                    "busy": len(self._busy), "held": len(self._held), "starting": self._starting, "discarded": self.discarded,
+                    "busy": len(self._busy), "held": len(self._held), "starting": self._starting, "discarded": self.discarded, "retired": self.retired,
                     "discard_reasons": dict(self.discard_reasons)}
 
     def close(self) -> None:
@@ -195,6 +236,7 @@ class Pool:
             self._closed = True
             workers, self._all = list(self._all), []
             self._idle.clear()
+            self._served.clear()
             self._cond.notify_all()
         threads = [threading.Thread(target=w.close, daemon=True) for w in workers]
         for t in threads:

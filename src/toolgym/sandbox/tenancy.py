@@ -1,0 +1,79 @@
+"""Whose calls a sandbox has served: no sandbox lifetime serves two episodes of one task.
+
+Why: wiping a sandbox after a job resets what a program can see (files, processes, IPC objects), not
+the kernel's counters: the next pid of the sandbox's pid namespace, the inode numbers of a tmpfs, the
+SysV IPC id sequence. A program moves them and a later program in the same sandbox reads them, so two
+rollouts of one policy on one task could pass an answer (a solver forks until the next pid encodes it, a
+copier prints its own pid). Fresh namespaces per job need privileges Docker does not grant; instead the
+pool never lets one sandbox lifetime serve two *tenants* under one *key*.
+
+A call carries occupants, (key, tenant) pairs. A judge job's key is its tests (a digest), its tenant the
+episode that submitted it (or the job itself outside an episode); inside an episode (`episode`, opened by
+the rollout runner) every call, tool calls and sessions included, also carries the episode's task key.
+A worker that served key K for tenant A never serves K for another tenant: the pool picks another worker,
+or replaces one (a fresh sandbox has served no one).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import hashlib
+import json
+import uuid
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+Occupants = frozenset[tuple[str, str]]
+NONE: Occupants = frozenset()
+
+
+@dataclass(frozen=True)
+class Episode:
+    """The task key and the tenant id of the episode a call belongs to."""
+
+    key: str
+    tenant: str
+
+
+_EPISODE: contextvars.ContextVar[Episode | None] = contextvars.ContextVar("toolgym_episode", default=None)
+
+
+def current() -> Episode | None:
+    return _EPISODE.get()
+
+
+@contextlib.contextmanager
+def episode(task: Any, tenant: str | None = None) -> Iterator[Episode]:
+    """Calls made inside (tasks and threads started from it inherit the context) belong to one new
+    episode of `task` (any JSON-able description that is equal for the rollouts of one task); `tenant`
+    names the episode when the caller has its own id (calls of one tenant may share a sandbox)."""
+    ep = Episode("task:" + digest(task), tenant or uuid.uuid4().hex)
+    token = _EPISODE.set(ep)
+    try:
+        yield ep
+    finally:
+        _EPISODE.reset(token)
+
+
+def digest(value: Any) -> str:
+    text = json.dumps(value, sort_keys=True, default=repr, ensure_ascii=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+def occupants_now(*keys: str) -> Occupants:
+    """The occupants of a call made now: the current episode's task key, plus `keys` (a judge job's tests),
+    all for the current episode (or for a tenant of their own outside one)."""
+    ep = current()
+    tenant = ep.tenant if ep is not None else uuid.uuid4().hex
+    pairs = {(k, tenant) for k in keys}
+    if ep is not None:
+        pairs.add((ep.key, tenant))
+    return frozenset(pairs)
+
+
+def conflict(a: Iterable[tuple[str, str]], b: Iterable[tuple[str, str]]) -> bool:
+    """Whether two sets of occupants hold one key for two tenants (they may not share a sandbox lifetime)."""
+    held = dict(a)
+    return any(held.get(k, t) != t for k, t in b)

@@ -1,0 +1,129 @@
+"""Red-team attacks, round 7 (issue 25, B06-B08 of the red team that read round 2's code): kernel counters
+that survive a job. Wiping a sandbox resets what a program can see, not the counters of its namespaces:
+the next pid, the inode numbers of /tmp, the SysV IPC id sequence. A solver that moves a counter by its
+answer and a copier judged after it in the same sandbox lifetime that reads it got AC computing nothing
+(on a one-test problem: 8 bits a job through pid mod 256). Before the fix the copier's reading below moved
+exactly with the solver's work, on both backends; now no sandbox lifetime serves two tenants of one key
+(the judge's tests, or an episode's task: toolgym.sandbox.tenancy), so the copier always starts in a
+sandbox that the solver never ran in, and reads the same value whatever the solver did.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from tests.sandbox.judging import MEM
+from tests.sandbox.test_attacks import gather_batch
+from toolgym.sandbox import tenancy
+from toolgym.sandbox.judging import TestCase, ajudge
+
+TESTS = [TestCase(input="", output="never printed\n")]  # one test set: solver and copier share its key
+N = 300  # how far the solver moves each counter
+NOISE = 30  # a fresh sandbox's own start-up moves a counter by a pid or two (docker): far below N
+
+
+def independent(moved: int, quiet: int) -> bool:
+    """The copier's reading does not carry the solver's N moves (before the fix it moved by N or more)."""
+    return abs(moved - quiet) < NOISE
+
+MOVE = {
+    "pid": r'''
+import os
+for _ in range(N):
+    p = os.fork()
+    if p == 0:
+        os._exit(0)
+    os.waitpid(p, 0)
+''',
+    "tmp_inode": r'''
+import os
+for i in range(N):
+    open(f"/tmp/.c{i}", "w").close()
+    os.unlink(f"/tmp/.c{i}")
+''',
+    "sysv_ipc_id": r'''
+import ctypes
+libc = ctypes.CDLL(None, use_errno=True)
+for _ in range(N):
+    libc.shmctl(libc.shmget(0, 4096, 0o1600), 0, None)  # IPC_PRIVATE, IPC_CREAT | 0600; IPC_RMID
+''',
+}
+READ = {
+    "pid": "import os\nprint(os.getpid())\n",
+    "tmp_inode": "import os\nopen('/tmp/.r', 'w').close()\nprint(os.stat('/tmp/.r').st_ino)\n",
+    "sysv_ipc_id": "import ctypes\nlibc = ctypes.CDLL(None)\nprint(libc.shmget(0, 4096, 0o1600))\n",
+}
+
+
+def _solver(counter: str, moves: int) -> str:
+    return f"N = {moves}\n" + MOVE[counter]
+
+
+def _reading(report) -> int:
+    (v,) = report.verdicts
+    assert v.status == "WA", v  # the copier prints a counter, never the expected output
+    return int(v.got)
+
+
+async def _episode(coro):
+    """The coroutine as one episode of the task (its own tenant)."""
+    with tenancy.episode({"task": "counters"}):
+        return await coro
+
+
+async def _copier_after(sb, counter: str, moves: int, batched: bool) -> int:
+    solver = _episode(ajudge(sb, _solver(counter, moves), TESTS, memory_mb=MEM))
+    copier = _episode(ajudge(sb, READ[counter], TESTS, memory_mb=MEM))
+    if batched:  # solver and copier submitted together: one micro-batch, before the fix
+        _, report = await gather_batch(sb, solver, copier)
+    else:  # one call after the other on a one-worker pool: one sandbox, before the fix
+        await solver
+        report = await copier
+    return _reading(report)
+
+
+@pytest.mark.parametrize("counter", sorted(MOVE))
+@pytest.mark.parametrize("batched", [True, False], ids=["same_call", "next_call"])
+async def test_a_counter_moved_by_a_solver_reads_the_same_for_a_copier(sb, counter, batched):
+    quiet = await _copier_after(sb, counter, 0, batched)
+    moved = await _copier_after(sb, counter, N, batched)
+    assert independent(moved, quiet), f"{counter}: the copier read {moved} after a solver that moved it {N} times, {quiet} after one that did not"
+
+
+async def test_two_episodes_of_one_task_never_share_a_sandbox_through_tool_calls(sb):
+    """Tool calls carry the episode's task: a copier's python call in another episode of the same task
+    starts in a sandbox that the solver's episode never used; calls of one episode keep their sandbox."""
+    async def episode(code: str) -> str:
+        with tenancy.episode({"task": "counters"}):
+            return (await sb.arun(code)).stdout
+
+    async def copier_after(moves: int) -> int:
+        await episode(_solver("pid", moves))
+        return int(await episode(READ["pid"]))
+
+    moved, quiet = await copier_after(N), await copier_after(0)
+    assert independent(moved, quiet), (moved, quiet)
+    retired = sb.stats()["retired"]
+    with tenancy.episode({"task": "one episode"}):
+        first = int((await sb.arun(READ["pid"])).stdout)
+        await sb.arun(_solver("pid", 10))
+        second = int((await sb.arun(READ["pid"])).stdout)
+    assert second > first + 10 and sb.stats()["retired"] == retired, "one episode's calls share their sandbox"
+
+
+async def test_jobs_of_one_task_from_many_episodes_are_all_judged(sb):
+    """A GRPO group: eight episodes submit the same tests at once; the one-worker pool serves each in a
+    sandbox lifetime of its own, and every verdict is right."""
+    right = "print(input())"
+
+    async def one(g: int):
+        with tenancy.episode({"task": "echo"}):
+            return await ajudge(sb, right if g % 2 else "print('no')", [TestCase(input="7\n", output="7\n")],
+                                memory_mb=MEM)
+
+    before = sb.stats()["retired"]
+    reports = await asyncio.gather(*(one(g) for g in range(8)))
+    assert [r.all_passed for r in reports] == [bool(g % 2) for g in range(8)]
+    assert sb.stats()["retired"] - before >= 7
