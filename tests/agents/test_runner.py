@@ -92,3 +92,26 @@ def test_same_seed_same_rollouts_and_groups_keep_their_task(hf):
     for g in a:
         assert {t.metadata["episode_index"] for t in g} == {0, 1}
         assert len({t.group_id for t in g}) == 1
+
+
+def test_each_episode_is_a_tenant_of_its_tasks_sandbox_calls(hf):
+    """Sandbox calls made by an env see their episode (toolgym.sandbox.tenancy): one key per task, one tenant
+    per episode, so that no sandbox lifetime serves two episodes of a task (kernel counters would carry an
+    answer between them)."""
+    from toolgym.sandbox import tenancy
+
+    seen = []
+
+    class Recording(ToolEchoEnv):
+        def reset(self, seed=None, options=None):
+            seen.append((seed, tenancy.current()))
+            return super().reset(seed=seed, options=options)
+
+    r = RolloutRunner(hf, ChatTemplate(hf.tokenizer), lambda: Recording(turns=2), SamplingParams(max_tokens=4),
+                      EpisodeLimits(max_turns=2), seed=1)
+    r.run([3, 8, 3], group_size=2)
+    assert len(seen) == 6 and all(ep is not None for _, ep in seen)
+    keys = {seed: {ep.key for s, ep in seen if s == seed} for seed, _ in seen}
+    assert len(keys[3]) == 1 and len(keys[8]) == 1 and keys[3] != keys[8]  # task 3 twice: still one key
+    assert len({ep.tenant for _, ep in seen}) == 6
+    assert tenancy.current() is None  # nothing leaks out of an episode

@@ -1,0 +1,66 @@
+"""The pool's tenancy rule on workers that run nothing (the rule is bookkeeping; test_attacks_v7.py runs it on
+real sandboxes): a worker that served a key for one tenant never serves it for another; the pool waits for a
+busy worker that fits before it replaces an idle one."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from toolgym.sandbox.pool import Pool
+from toolgym.sandbox.tenancy import conflict
+
+
+class Idle:
+    """A worker with no sandbox behind it."""
+
+    def __init__(self) -> None:
+        self.closed = False
+
+    def call(self, req, timeout):
+        return {"ok": True}
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def occ(key: str, tenant: str) -> frozenset:
+    return frozenset({(key, tenant)})
+
+
+def test_conflict_is_one_key_for_two_tenants():
+    assert conflict({("k", "a")}, {("k", "b")})
+    assert not conflict({("k", "a")}, {("k", "a"), ("j", "b")})
+    assert not conflict({}, {("k", "b")})
+
+
+def test_a_key_is_never_served_for_a_second_tenant_by_one_worker():
+    pool = Pool(Idle, size=2)
+    pool.wait_ready(10)
+    first = pool.acquire(occupants=occ("task", "A"))
+    pool.release(first)
+    second = pool.acquire(occupants=occ("task", "B"))
+    assert second is not first
+    pool.release(second)
+    again = pool.acquire(occupants=occ("task", "A"))  # the same tenant may come back to its worker
+    assert again is first and pool.stats()["retired"] == 0
+    pool.release(again)
+    third = pool.acquire(occupants=occ("task", "C"))  # no live worker fits: one is replaced by a fresh one
+    assert third not in (first, second) and pool.stats()["retired"] == 1
+    assert first.closed or second.closed
+    pool.release(third)
+    pool.close()
+
+
+def test_the_pool_waits_for_a_busy_worker_that_fits_instead_of_replacing_an_idle_one():
+    pool = Pool(Idle, size=2)
+    pool.wait_ready(10)
+    busy = pool.acquire(occupants=occ("task", "A"))
+    other = pool.acquire(occupants=occ("task", "B"))
+    pool.release(other)  # idle, but it served the task for B
+    threading.Timer(0.3, pool.release, args=(busy,)).start()
+    t = time.monotonic()
+    got = pool.acquire(occupants=occ("task", "A"))
+    assert got is busy and time.monotonic() - t >= 0.25 and pool.stats()["retired"] == 0
+    pool.release(got)
+    pool.close()
