@@ -62,7 +62,9 @@ for p in sorted(int(x) for x in os.listdir("/proc") if x.isdigit()):
         continue
     try:
         st = dict(l.split(":", 1) for l in open(f"/proc/{p}/status").read().splitlines() if ":" in l)
-        print(p, "uid", st["Uid"].split()[0], "name", st["Name"].strip(), "ppid", st["PPid"].strip())
+        uid = int(st["Uid"].split()[0])  # root, or relative to ours: each sandbox has uids of its own
+        print(p, "uid", "0" if uid == 0 else f"run{uid - os.getuid():+d}", "name", st["Name"].strip(),
+              "ppid", st["PPid"].strip())
     except OSError as e:
         print(p, "unreadable", type(e).__name__)
 print("done")
@@ -70,8 +72,9 @@ print("done")
 
 
 # what stands in every sandbox beside the executor (PID 1): the call template (root) and the two
-# cleaners (their own uids), all children of the executor, forked before it read any request
-STANDING = {" uid 0 ", " uid 65532 ", " uid 65531 "}
+# cleaners (their own uids, the two below the evaluator's, which is one below the program's), all
+# children of the executor, forked before it read any request
+STANDING = {" uid 0 ", " uid run-2 ", " uid run-3 "}
 
 
 def assert_clean(sb) -> None:

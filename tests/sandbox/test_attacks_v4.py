@@ -173,7 +173,7 @@ def _lower():
             uid = open(f"/proc/{p}/status").read().split("Uid:")[1].split()[0]
         except (OSError, IndexError):
             continue
-        if uid in ("65532", "65531"):  # a cleaner: its effective uid is ours, so this is allowed
+        if int(uid) in (os.getuid() - 2, os.getuid() - 3):  # a cleaner: its effective uid is ours, so this is allowed
             try:
                 os.setpriority(os.PRIO_PROCESS, int(p), 19)
             except OSError:
@@ -219,14 +219,16 @@ def test_no_process_but_the_programs_own_can_be_signalled(sb):
     assert r.status == "ok" and r.stdout.endswith("done\n"), r
     assert r.stdout == "done\n", r.stdout
     seen = sb.run("import os\nprint(sorted({int(open(f'/proc/{p}/status').read().split('Uid:')[1].split()[0]) "
-                  "for p in os.listdir('/proc') if p.isdigit()}))\n", limits=CALL)
-    assert seen.stdout.strip() == "[0, 65531, 65532, 65534]", seen
+                  "for p in os.listdir('/proc') if p.isdigit()}), os.getuid())\n", limits=CALL)
+    uids, own = seen.stdout.rsplit(" ", 1)
+    run = int(own)  # each sandbox has uids of its own: the cleaners' are the two below the evaluator's
+    assert uids == str([0, run - 3, run - 2, run]), seen
 
 
 # ================================================================ R3: a sandbox that fails mid-batch
 class SandboxKiller:
     """FAULT INJECTION (a real one): kills sandboxes of this test process from the host, by killing their
-    PID 1 (the executor). With a `marker`, the sandbox in which a process of that name (of uid 65534)
+    PID 1 (the executor). With a `marker`, the sandbox in which a process of that name (of its program uid)
     runs: it stands for a program that finds some way to make its sandbox fail, which no known route does
     any more. With marker=None, every sandbox of this process, all the time: an engine or host fault,
     which a control run sees too."""
@@ -279,7 +281,8 @@ class SandboxKiller:
         nspid = st.get("NSpid", "").split()
         if self.marker is None:
             return pid if len(nspid) > 1 and nspid[-1] == "1" and self._ours(pid) else None
-        if st.get("Name") != self.marker or st.get("Uid", "").split()[:1] != ["65534"] or not self._ours(pid):
+        uid = int((st.get("Uid") or "0").split()[0])  # a sandbox's program: an unprivileged uid of its own
+        if st.get("Name") != self.marker or uid < 65534 or not self._ours(pid):
             return None
         while pid > 1:  # up to the init of its PID namespace
             st = self._status(pid)

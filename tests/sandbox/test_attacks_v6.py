@@ -34,7 +34,7 @@ def cleaner():
                 st = open(f"/proc/{p}/status").read()
             except OSError:
                 continue
-            if any(l.startswith("Uid:") and l.split()[1] == "65532" for l in st.splitlines()):
+            if any(l.startswith("Uid:") and int(l.split()[1]) == os.getuid() - 2 for l in st.splitlines()):
                 return int(p)
 def get(pid):
     buf = ctypes.create_string_buffer(56)

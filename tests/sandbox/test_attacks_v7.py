@@ -127,3 +127,39 @@ async def test_jobs_of_one_task_from_many_episodes_are_all_judged(sb):
     reports = await asyncio.gather(*(one(g) for g in range(8)))
     assert [r.all_passed for r in reports] == [bool(g % 2) for g in range(8)]
     assert sb.stats()["retired"] - before >= 7
+
+
+# ------------------------------------------------------------ the host's per-uid counts (round 5, x04)
+INOTIFY_MAX = int(open("/proc/sys/fs/inotify/max_user_instances").read())
+HOLD = r'''
+import ctypes, time
+libc = ctypes.CDLL(None)
+fds = [libc.inotify_init1(0) for _ in range(N)]
+print(sum(fd >= 0 for fd in fds), flush=True)
+time.sleep(4)
+'''
+COUNT = r'''
+import ctypes, time
+time.sleep(1.5)
+libc = ctypes.CDLL(None)
+n = 0
+while n < 4096 and libc.inotify_init1(0) >= 0:
+    n += 1
+print(n)
+'''
+
+
+async def test_programs_in_two_sandboxes_share_no_per_uid_count_of_the_host(backend):
+    """The host kernel counts inotify instances (and message-queue bytes, pipe pages, processes) per uid.
+    With one uid for every sandbox, a solver holding N instances left a copier judged at the same time in
+    another sandbox exactly max - N (AC through the count, both backends). Each sandbox now has uids of its
+    own: the copier can make as many as the host allows one uid, whatever the solver holds."""
+    from tests.sandbox.conftest import open_for
+    from toolgym.sandbox import Limits
+
+    held = INOTIFY_MAX // 2 + 7
+    with open_for(backend, Limits(timeout_s=10, memory_mb=256, pids=64), pool_size=2) as two:
+        two.wait_ready(120)
+        solver, copier = await asyncio.gather(two.arun(f"N = {held}\n" + HOLD), two.arun(COUNT))
+    assert int(solver.stdout) == held, solver
+    assert int(copier.stdout) >= INOTIFY_MAX - 2, (copier.stdout, INOTIFY_MAX, held)

@@ -41,5 +41,7 @@ def test_container_is_locked_down(container_attrs):
     assert host["Memory"] > 300 << 20 and host["MemorySwap"] == host["Memory"]
     assert host["PidsLimit"] and host["PidsLimit"] < 64
     assert host["NanoCpus"] > 0
-    assert cfg["User"] == "0:0" and ids == "65534 65534\n"
+    # each sandbox runs its programs under uids of its own (sandbox.uids: far above any login uid)
+    base = int(next(e.split("=", 1)[1] for e in cfg["Env"] if e.startswith("TG_UID_BASE=")))
+    assert cfg["User"] == "0:0" and base >= 1 << 24 and ids == f"{base + 3} {base + 3}\n"
     assert cfg["Labels"]["toolgym.sandbox"] == "1" and cfg["Labels"]["toolgym.pid"] == str(os.getpid())

@@ -37,7 +37,7 @@ for program, tests in json.load(sys.stdin):
     for t in tests:
         ok = False
         if loaded:
-            signal.alarm(5)
+            signal.alarm(120)  # only a program that loops: none here (mbpp-123 needs 4-5 s quiet, 30 s loaded)
             try:
                 exec(compile(t, "test", "exec"), dict(ns))
                 ok = True
@@ -59,8 +59,9 @@ def in_process(jobs: list[tuple[str, list[str]]]) -> list[list[bool]]:
 
 
 # Per test, sized for a loaded 2-core machine: mbpp-123's reference needs 4.7 s on a quiet one, so a 5 s limit
-# made its verdict depend on how busy the machine was. No reference or wrong variant loops (in_process runs
-# them with no limit), so a longer limit changes no verdict, only how long a slow one may take.
+# made its verdict depend on how busy the machine was (in the judge, and in in_process's own alarm, which
+# was 5 s too until a run under load 8 saw the reference fail there). No reference or wrong variant loops,
+# so a longer limit changes no verdict, only how long a slow one may take.
 TIME_LIMIT_S = 30
 
 

@@ -9,6 +9,7 @@ here) gets the verdict of the folder it is filed in.
 from __future__ import annotations
 
 import asyncio
+import re
 from pathlib import Path
 
 import pytest
@@ -170,11 +171,14 @@ def test_python_validator_runs_as_the_checker_uid_with_the_team_output(sb):
     # the validator imports a module beside it, as `python same.py` would find it
     v = OutputValidator({"same.py": "from helper import *\n", "helper.py": SAME}, "python", args=["--x", "1"],
                         entry="same.py")
-    prog = "import os\nprint(input(), os.getuid())\n"
-    rep = judge(sb, prog, [TestCase(input="7", output="7 65534"), TestCase(input="7", output="8 65534")], validator=v)
+    prog = "import os\nu = os.getuid()\nprint(input(), u - os.getgid(), 'unprivileged' if u >= 65534 else u)\n"
+    rep = judge(sb, prog, [TestCase(input="7", output="7 0 unprivileged"), TestCase(input="7", output="8 0 unprivileged")],
+                validator=v)
     assert [x.status for x in rep.verdicts] == ["AC", "WA"]
-    # the submission ran as 65534 (its output says so), the validator as 65533 with the problem's args
-    assert rep.verdicts[1].message == "validator uid 65533 args ['--x', '1'] team '7 65534'"
+    # the submission ran as its sandbox's program uid (its output says so), the validator as the checker uid
+    # (each sandbox has uids of its own, none below 65533) with the problem's args
+    m = re.fullmatch(r"validator uid (\d+) args \['--x', '1'\] team '7 0 unprivileged'", rep.verdicts[1].message)
+    assert m and int(m.group(1)) >= 65533, rep.verdicts[1].message
 
 
 def test_submission_cannot_forge_the_validators_verdict(sb):

@@ -20,19 +20,20 @@ REPO = Path(toolgym.__file__).resolve().parents[2]
 LIST_PROCESSES = (
     "import os\nout = []\nfor p in sorted(int(p) for p in os.listdir('/proc') if p.isdigit()):\n"
     "    try:\n        uid = [l.split()[1] for l in open(f'/proc/{p}/status') if l.startswith('Uid:')][0]\n"
-    "    except OSError:\n        continue\n    out.append((p, int(uid)))\nprint(out, os.getpid())")
+    "    except OSError:\n        continue\n    out.append((p, int(uid)))\nprint(out, os.getpid(), os.getuid())")
 
 
 def healthy(sb) -> None:
     """The pool answers correctly, and the sandbox holds no process but the caller and what it held
     from its start: the executor (PID 1), its call template (root) and the two standing cleaners
-    (real uids 65532 and 65531)."""
+    (real uids of their own: the two below the evaluator's, one below the program's)."""
     r = sb.run(LIST_PROCESSES)
     assert r.status == "ok", r
-    procs, me = r.stdout.rsplit("]", 1)
+    procs, rest = r.stdout.rsplit("]", 1)
+    me, run = (int(x) for x in rest.split())
     procs = eval(procs + "]")  # a list of (pid, uid) printed by the program above
-    others = [(p, u) for p, u in procs if p != int(me)]
-    assert others[0] == (1, 0) and sorted(u for _, u in others) == [0, 0, 65531, 65532], \
+    others = [(p, u) for p, u in procs if p != me]
+    assert others[0] == (1, 0) and sorted(u for _, u in others) == [0, 0, run - 3, run - 2], \
         f"leftover processes in the sandbox: {procs}"
 
 

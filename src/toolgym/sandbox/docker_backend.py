@@ -22,6 +22,7 @@ from typing import Any
 from toolgym.errors import SandboxUnavailable
 from toolgym.sandbox.protocol import Channel, ChannelClosed, executor_source
 from toolgym.sandbox.types import OWN_PIDS, Limits
+from toolgym.sandbox.uids import new_base
 
 LABEL = "toolgym.sandbox"
 # What the executor needs to run calls under other uids and clean up after them (executor.CAPS).
@@ -114,10 +115,10 @@ class DockerWorker:
             image,
             command=["python3", "-I", "-c", executor_source(), "--workroot", "/work", "--wipe-tmp"],
             name=f"toolgym-sbx-{os.getpid()}-{uuid.uuid4().hex[:8]}",
-            user="0:0",  # the executor's; untrusted code runs as 65534 (executor.RUN_UID)
+            user="0:0",  # the executor's; untrusted code runs as uids of this sandbox's own (sandbox.uids)
             working_dir="/work",
             labels=owner_labels(),
-            environment={"LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1"},
+            environment={"LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1", "TG_UID_BASE": str(new_base())},
             stdin_open=True,
             detach=False,  # with stdin_open: StdinOnce, the executor sees EOF when we go away
             tty=False,

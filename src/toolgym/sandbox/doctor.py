@@ -35,7 +35,7 @@ def local_status() -> dict[str, Any]:
             "root": os.geteuid() == 0, "uid_drop": os.geteuid() == 0,
             "cgroups": {k: (str(v) if v else None) for k, v in ctl.items()},
             "isolation": "weaker than docker: shared host kernel; seccomp filter, allowlisted read-only "
-                         "mounts (/usr, /etc, the interpreter), root-only with a cgroup, untrusted code as uid 65534"}
+                         "mounts (/usr, /etc, the interpreter), root-only with a cgroup, untrusted code under uids of each sandbox's own"}
 
 
 def pick_backend() -> dict[str, Any]:

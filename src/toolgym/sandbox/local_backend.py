@@ -41,6 +41,7 @@ from toolgym.errors import SandboxUnavailable
 from toolgym.sandbox import cgroups, seccomp
 from toolgym.sandbox.protocol import Channel, ChannelClosed, executor_source
 from toolgym.sandbox.types import OWN_PIDS, Limits
+from toolgym.sandbox.uids import new_base
 
 NOT_ROOT = ("the local sandbox runs untrusted code only as root (it needs a cgroup for memory/process limits "
             "and separate uids); run as root or use backend='docker'")
@@ -311,7 +312,7 @@ class LocalWorker:
             args += ["--oom-file", "/sys/fs/cgroup/memory/" + Path(self.cgroup.oom_file).name]
         env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "LANG": "C.UTF-8",
                # join the cgroups before exec, so every process of the sandbox is inside
-               "TG_CG": " ".join(self.cgroup.procs_files)}
+               "TG_CG": " ".join(self.cgroup.procs_files), "TG_UID_BASE": str(new_base())}
         fd = -1
         try:
             fd = seccomp.program_fd()

@@ -10,8 +10,13 @@ import signal
 import sys
 import time
 
-RUN_UID = 65534  # untrusted code
-EVAL_UID = 65533  # the judge's trusted evaluator and checkers (never the submission)
+# Each sandbox runs its programs under uids of its own (the host passes TG_UID_BASE; 65531 gives the
+# classic 65531-65534): the host kernel's per-uid counts (inotify instances, message-queue bytes, pipe
+# pages, processes) are then never shared by two sandboxes (red team round 5, x04: a count shared by
+# sandboxes judging at the same time carried an answer from a solver to a copier).
+UID_BASE = int(os.environ.get("TG_UID_BASE") or 65531)
+RUN_UID = UID_BASE + 3  # untrusted code
+EVAL_UID = UID_BASE + 2  # the judge's trusted evaluator and checkers (never the submission)
 UNTRUSTED_UIDS = (RUN_UID, EVAL_UID)
 PR_GET_DUMPABLE, PR_SET_DUMPABLE, PR_SET_CHILD_SUBREAPER, PR_SET_NO_NEW_PRIVS = 3, 4, 36, 38
 PR_SET_PDEATHSIG = 1
@@ -151,7 +156,7 @@ def remove_ipc(uid):
 # runs as these), and the untrusted uid as its effective uid only: kill(-1) then reaches exactly the
 # processes of that uid (and of its own uid: itself), while no process of the untrusted uid can signal
 # it, trace it or read its /proc entries (kill and ptrace check the target's real and saved uids).
-CLEANER_UIDS = {RUN_UID: 65532, EVAL_UID: 65531}
+CLEANER_UIDS = {RUN_UID: UID_BASE + 1, EVAL_UID: UID_BASE}
 SWEEP_S = 10.0  # how long a cleaner keeps killing before it reports failure
 WAIT_S = 30.0  # how long a caller waits for a cleaner's answer
 

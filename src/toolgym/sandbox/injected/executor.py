@@ -4,8 +4,9 @@ Standard library only. The host injects this file's text as `python3 -I -c SOURC
 the image carries no toolgym code. It is PID 1 of its PID namespace (a container, or a
 bubblewrap sandbox with --as-pid-1) and starts as the sandbox's root, holding only the
 capabilities it needs to hand out uids (SETUID, SETGID, KILL, CHOWN, DAC_OVERRIDE,
-FOWNER). Untrusted code never runs as root: every call of it runs as RUN_UID (65534),
-and the judge's trusted test evaluator as EVAL_UID (65533).
+FOWNER). Untrusted code never runs as root: every call of it runs as RUN_UID (65534 by default;
+each sandbox gets uids of its own from the host, see common.py), and the judge's trusted test
+evaluator as EVAL_UID (65533 by default).
 
 Every hardening step fails closed: without no-new-privileges, a seccomp filter, a
 non-dumpable executor and exactly the expected capabilities, it answers every request
@@ -55,6 +56,7 @@ from common import (
     PR_SET_DUMPABLE,
     PR_SET_NO_NEW_PRIVS,
     RUN_UID,
+    UID_BASE,
     UNTRUSTED_UIDS,
     WIPE_DIRS,
     Cleaner,
@@ -613,7 +615,7 @@ def _run_one(desc, stdin_fd, lim, oom_before):
     if desc["uid"] == 0 and desc["kind"] == "python":  # the judge harness: it cleans up through our cleaners
         extra = [_CLEANERS[uid].sock.fileno() for uid in UNTRUSTED_UIDS]
         desc = dict(desc, env={"TG_CLEANERS": ",".join(str(_CLEANERS[uid].pid) for uid in UNTRUSTED_UIDS),
-                               "TG_OOM_FILES": ":".join(OOM_FILES)})
+                               "TG_OOM_FILES": ":".join(OOM_FILES), "TG_UID_BASE": str(UID_BASE)})
     pid, out_r, err_r = _spawn(dict(desc, lim=lim), stdin_fd, extra)
     try:
         res = _supervise(pid, (out_r, err_r), t0 + lim["timeout_s"], lim["output_bytes"])
