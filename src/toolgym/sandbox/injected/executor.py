@@ -48,6 +48,8 @@ import struct
 import sys
 import time
 
+import frames
+import limits
 from common import (
     OOM_FILES,
     PR_GET_DUMPABLE,
@@ -61,6 +63,7 @@ from common import (
     drop_to,
     exit_code,
     flush,
+    forget_scripts,
     ipc_objects,
     listing,
     live,
@@ -69,14 +72,12 @@ from common import (
     prctl,
     print_exc,
     protector,
-    read_exact,
     reap,
     run_as_main,
     tasks,
     wipe,
 )
 
-MAX_FRAME = 256 << 20
 WORKROOT = "/work"
 WIPE_TMP = False
 PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -93,18 +94,12 @@ _REFUSED = None  # why this sandbox refuses to run anything (a hardening step fa
 
 # ----------------------------------------------------------------------------- framing
 def read_frame(fd):
-    head = read_exact(fd, 4)
-    if head is None:
-        return None
-    (n,) = struct.unpack(">I", head)
-    if n > MAX_FRAME:
-        while n > 0:  # drain it so the stream stays in sync
-            chunk = read_exact(fd, min(n, 1 << 20))
-            if chunk is None:
-                return None
-            n -= len(chunk)
+    """The next request on `fd` (a JSON object, see frames.py); None at the end of the stream; a dict
+    with "__error__" for a frame that is too large (dropped: the stream stays in step) or malformed."""
+    try:
+        body = frames.read(fd, drain=True)
+    except frames.FrameTooLarge:
         return {"__error__": "frame too large"}
-    body = read_exact(fd, n)
     if body is None:
         return None
     try:
@@ -117,11 +112,7 @@ def read_frame(fd):
 
 
 def write_frame(fd, obj):
-    body = json.dumps(obj, ensure_ascii=False).encode("utf-8", "surrogatepass")
-    data = struct.pack(">I", len(body)) + body
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view):]
+    frames.write(fd, frames.encode(obj))
 
 
 # ----------------------------------------------------------------------------- hardening
@@ -244,14 +235,14 @@ def _decode(b):
 
 def _limits(req):
     lim = req.get("limits") or {}
-    timeout = float(lim.get("timeout_s", 10.0))
+    timeout = float(lim.get("timeout_s", limits.TIMEOUT_S))
     cpu = lim.get("cpu_s")
     return {
         "timeout_s": timeout,
         "cpu_s": float(cpu) if cpu is not None else timeout,
-        "memory_mb": int(lim.get("memory_mb", 512)),
-        "output_bytes": int(lim.get("output_bytes", 1 << 20)),
-        "file_bytes": int(lim.get("file_bytes", 16 << 20)),
+        "memory_mb": int(lim.get("memory_mb", limits.MEMORY_MB)),
+        "output_bytes": int(lim.get("output_bytes", limits.OUTPUT_BYTES)),
+        "file_bytes": int(lim.get("file_bytes", limits.FILE_BYTES)),
         "nproc": int(lim["nproc"]) if lim.get("nproc") else None,
     }
 
@@ -431,15 +422,14 @@ CTL_MAX = 4096  # the largest answer a session interpreter sends on its control 
 def _ctl_answer(buf):
     """The session interpreter's answer, once `buf` holds a whole frame: {"rc": int}, or {"bad": True}
     for anything else (a cell may write on the channel itself); None while incomplete."""
-    if len(buf) < 4:
-        return None
-    (n,) = struct.unpack(">I", bytes(buf[:4]))
-    if n > CTL_MAX:
+    try:
+        body = frames.take(buf, CTL_MAX)
+    except frames.FrameTooLarge:
         return {"bad": True}
-    if len(buf) < 4 + n:
+    if body is None:
         return None
     try:
-        obj = json.loads(bytes(buf[4:4 + n]).decode("utf-8"))
+        obj = json.loads(body.decode("utf-8"))
     except ValueError:
         return {"bad": True}
     rc = obj.get("rc") if isinstance(obj, dict) else None
@@ -725,7 +715,7 @@ def op_run(req):
             _write_file(src, code.encode("utf-8", "surrogateescape"), uid, cwd)
             if language == "cpp":
                 comp_lim = dict(lim, timeout_s=max(lim["timeout_s"], float(req.get("compile_timeout_s", 30))),
-                                memory_mb=max(lim["memory_mb"], 2048), cpu_s=max(lim["cpu_s"], 30.0),
+                                memory_mb=max(lim["memory_mb"], limits.COMPILE_MEMORY_MB), cpu_s=max(lim["cpu_s"], 30.0),
                                 output_bytes=min(lim["output_bytes"], 64 << 10),
                                 file_bytes=max(lim["file_bytes"], 64 << 20))
                 flags = [str(f) for f in (req.get("cflags") or ["-O2", "-std=c++17", "-pipe"])]
@@ -806,7 +796,7 @@ def _read_back(cwd, name, cap, uid):
 
 def _finish(res, cwd, req, oom, uids):
     files = {}
-    cap = int((req.get("limits") or {}).get("output_bytes", 1 << 20))
+    cap = int((req.get("limits") or {}).get("output_bytes", limits.OUTPUT_BYTES))
     uid = 0 if req.get("trusted") is True else RUN_UID
 
     def read_back():  # every process of the call is dead: the files hold still
@@ -839,6 +829,7 @@ def _session_loop(ctl):
 
     _python_signals()
     _python_stdio()
+    forget_scripts()
     ns = types.ModuleType("__main__")
     ns.__builtins__ = builtins
     sys.modules["__main__"] = ns
@@ -933,10 +924,9 @@ def op_session_run(req):
     s = _SESSION
     oom_before = oom_count()
     t0 = time.monotonic()
-    body = json.dumps({"code": code, "stdin": req.get("stdin") or "", "cpu_s": lim["cpu_s"]},
-                      ensure_ascii=False).encode("utf-8", "surrogatepass")
+    cell = frames.encode({"code": code, "stdin": req.get("stdin") or "", "cpu_s": lim["cpu_s"]})
     res = _supervise(s["pid"], (s["out"], s["err"]), t0 + lim["timeout_s"], lim["output_bytes"], ctl=s["ctl"],
-                     send=struct.pack(">I", len(body)) + body)
+                     send=cell)
     msg = res["ctl"]
     alive = msg is not None and "rc" in msg and res["reason"] is None
     if alive:

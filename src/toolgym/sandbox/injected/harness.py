@@ -37,7 +37,9 @@ import socket
 import sys
 import time
 
+import frames
 import kattis
+import limits
 from common import (
     EVAL_UID,
     OOM_FILES,
@@ -61,7 +63,6 @@ from zygote import Zygote, ZygoteDied
 
 SPEC_FILE = "judge_spec.json"
 EXCERPT = 160
-EVAL_MEMORY_MB = 1024  # the evaluator is trusted; its limit only guards the sandbox
 
 
 def _excerpt(text, limit=EXCERPT):
@@ -159,7 +160,7 @@ class Harness:
             run.reads[r] = (f"{label}.{name}", 1 << 20)
         fds.extend(extra)
         req = {"kind": kind, "uid": uid, "cwd": cwd, "mem": memory_mb << 20 if memory_mb else 0,
-               "cpu": int(limit_s) + 1, "fsize": self.spec.get("file_bytes", 16 << 20), **kw}
+               "cpu": int(limit_s) + 1, "fsize": self.spec.get("file_bytes", limits.FILE_BYTES), **kw}
         for fd in list(run.reads) + list(run.writes):
             os.set_blocking(fd, False)
         for fd, buf in list(run.writes.items()):  # pre-fill the pipes: the child need not wait for us
@@ -389,7 +390,7 @@ class Harness:
         job = json.dumps({"checker": self.spec["checker_program"], "input": inp, "expected": expected,
                           "got": got}).encode()
         run = Run()
-        limit = self.spec.get("checker_time_limit_s", 10.0)
+        limit = self.spec["checker_time_limit_s"]
         self.start(run, "checker", EVAL_UID, self.job_dir(EVAL_UID), limit, 0, stdin=job, outputs=("answer",))
         (pid,) = self.started(run)
         self.supervise(run, pid, time.monotonic() + limit)
@@ -420,8 +421,8 @@ class Harness:
             f.write(prog)
         # compiled as the untrusted uid: an #include of a secret file only finds nothing
         run = Run()
-        limit = self.spec.get("compile_time_limit_s", 60.0)
-        self.start(run, "exec", RUN_UID, d, limit, 2048, argv=["/usr/bin/g++", "-O2", "-std=c++17", "-o", exe, src])
+        limit = self.spec["compile_time_limit_s"]
+        self.start(run, "exec", RUN_UID, d, limit, limits.COMPILE_MEMORY_MB, argv=["/usr/bin/g++", "-O2", "-std=c++17", "-o", exe, src])
         (pid,) = self.started(run)
         self.supervise(run, pid, time.monotonic() + limit)
         if run.timed_out:
@@ -466,7 +467,7 @@ class Harness:
         start = time.monotonic()
         # the evaluator first: the zygote's last fork of a test is the program's, so a program that
         # fills the process table at once cannot keep the trusted side from starting
-        self.start(run, "eval", EVAL_UID, self.job_dir(EVAL_UID), self.limit_s, EVAL_MEMORY_MB,
+        self.start(run, "eval", EVAL_UID, self.job_dir(EVAL_UID), self.limit_s, limits.TRUSTED_MEMORY_MB,
                    inputs=[json.dumps(payload).encode()], outputs=("verdict",), extra=[eval_end.detach()])
         self.start(run, "cand", RUN_UID, self.job_dir(RUN_UID), self.limit_s, self.memory_mb,
                    inputs=[prog], extra=[cand_end.detach()])
@@ -474,8 +475,9 @@ class Harness:
         self.supervise(run, ev, start + self.limit_s)
         elapsed = time.monotonic() - start
         stderr = bytes(run.out.get("cand.stderr", b"")).decode("utf-8", "replace")
-        raw = bytes(run.out.get("eval.verdict", b""))
-        tag, text = (raw[4:5], raw[5:].decode("utf-8", "replace")) if len(raw) >= 5 else (b"", "")
+        raw = bytes(run.out.get("eval.verdict", b""))  # one frame: a tag byte, then text (rpc.evaluate)
+        head = frames.HEAD.size
+        tag, text = (raw[head:head + 1], raw[head + 1:].decode("utf-8", "replace")) if len(raw) > head else (b"", "")
         v = {"time_s": round(elapsed, 4), "got": None, "expected": None}
         if "expected" in test:
             v["expected"] = _excerpt(json.dumps(test["expected"]))

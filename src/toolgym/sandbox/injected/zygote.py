@@ -40,6 +40,7 @@ import string  # noqa: F401
 import sys
 import typing  # noqa: F401
 
+import limits
 from common import PR_SET_DUMPABLE, PR_SET_PDEATHSIG, drop_to, flush, prctl, run_as_main
 from rpc import evaluate, serve_candidate
 
@@ -100,9 +101,9 @@ def _run_checker():
         exec(compile(job["checker"], "<checker>", "exec"), ns)
         r = ns["check"](job["input"], job["expected"], job["got"])
         ok, msg = r if isinstance(r, tuple) else (r, "")
-        out = {"ok": bool(ok), "message": str(msg)[:400]}
+        out = {"ok": bool(ok), "message": str(msg)[:limits.MESSAGE_CHARS]}
     except BaseException as e:  # noqa: B036
-        out = {"ok": False, "error": (type(e).__name__ + ": " + str(e))[:400]}
+        out = {"ok": False, "error": (type(e).__name__ + ": " + str(e))[:limits.MESSAGE_CHARS]}
     os.write(3, json.dumps(out).encode())
     flush()
     os._exit(0)

@@ -1,0 +1,158 @@
+"""The scripts injected into sandboxes share one of each thing (issue 27 item 5): one frame codec and one
+MAX_FRAME (injected/frames.py, which the host imports too), one definition of each shared limit
+(injected/limits.py), and the bootstrap that ships each script with the modules it imports. No sandbox
+needed: the codec runs on the host as it does in the sandbox."""
+
+from __future__ import annotations
+
+import ast
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from toolgym.sandbox import protocol, scripts, types
+from toolgym.sandbox.injected import frames, limits
+
+INJECTED = Path(scripts.HERE)
+SANDBOX = INJECTED.parent
+# every file that speaks a frame: the scripts in the sandbox and the host's end of the executor's stream
+SPEAKERS = sorted(INJECTED.glob("*.py")) + [SANDBOX / "protocol.py"]
+LENGTH_FORMATS = {">I", "!I", ">L", "!L", "I", "=I", "<I"}  # a 4-byte length in any byte order
+
+
+def _tree(path: Path) -> ast.Module:
+    return ast.parse(path.read_text(encoding="utf-8"))
+
+
+# ------------------------------------------------------------------------------ the codec
+def test_frames_round_trip_through_a_buffer_and_a_pipe() -> None:
+    objs = [{"op": "ping"}, {"code": "print('é ✓')", "stdin": "\ud800 lone surrogate"}, {}]
+    buf = bytearray(b"".join(frames.encode(o) for o in objs))
+    buf += frames.encode({"half": True})[:7]
+    got = []
+    while (body := frames.take(buf)) is not None:
+        got.append(body)
+    assert [frames.HEAD.unpack(frames.encode(o)[:4])[0] for o in objs] == [len(b) for b in got]
+    assert len(buf) == 7  # the incomplete frame waits for the rest
+    r, w = os.pipe()
+    try:
+        frames.write(w, frames.frame(b"tag and text") + frames.encode(objs[1]))
+        os.close(w)
+        assert frames.read(r) == b"tag and text"
+        assert frames.read(r) == got[1]
+        assert frames.read(r) is None  # the end of the stream
+    finally:
+        os.close(r)
+
+
+def test_an_oversized_frame_is_refused_before_its_body_is_read() -> None:
+    head = frames.HEAD.pack(frames.MAX_FRAME + 1)
+    with pytest.raises(frames.FrameTooLarge) as exc:
+        frames.take(bytearray(head))  # the head alone is enough to refuse it
+    assert exc.value.size == frames.MAX_FRAME + 1 and isinstance(exc.value, ValueError)
+    r, w = os.pipe()
+    try:  # drained: the stream stays in step, and the next frame reads whole
+        frames.write(w, frames.HEAD.pack(100) + b"y" * 100 + frames.encode({"next": 1}))
+        os.close(w)
+        with pytest.raises(frames.FrameTooLarge):
+            frames.read(r, limit=99, drain=True)
+        assert frames.read(r) == frames.encode({"next": 1})[4:]
+    finally:
+        os.close(r)
+    r, w = os.pipe()
+    try:  # not drained (rpc.py: the stream is dead anyway): refused after the head, nothing more read
+        frames.write(w, frames.HEAD.pack(100) + b"z" * 100)
+        os.close(w)
+        with pytest.raises(frames.FrameTooLarge):
+            frames.read(r, limit=99)
+        assert os.read(r, 1000) == b"z" * 100
+    finally:
+        os.close(r)
+
+
+def test_a_frame_over_a_smaller_limit_is_refused() -> None:
+    with pytest.raises(frames.FrameTooLarge):
+        frames.take(bytearray(frames.frame(b"x" * 10)), limit=9)
+    assert frames.take(bytearray(frames.frame(b"x" * 9)), limit=9) == b"x" * 9
+
+
+def test_the_host_channel_reads_the_codec_and_refuses_an_oversized_frame() -> None:
+    assert protocol.MAX_FRAME is frames.MAX_FRAME and protocol.encode is frames.encode
+    r, w = os.pipe()
+    try:
+        chan = protocol.Channel(r, w)
+        chan.send({"a": "é"})
+        assert chan.recv(time.monotonic() + 5) == {"a": "é"}
+        chan.send_bytes(frames.HEAD.pack(frames.MAX_FRAME + 1))
+        with pytest.raises(protocol.ChannelClosed, match="oversized"):
+            chan.recv(time.monotonic() + 5)
+    finally:
+        os.close(r)
+        os.close(w)
+
+
+# ------------------------------------------------------------------------------ one of each
+def test_no_file_but_frames_py_defines_a_frame_format_or_its_limit() -> None:
+    """MAX_FRAME is assigned, and a 4-byte length packed or unpacked, in frames.py alone; whoever uses
+    MAX_FRAME imports it from there."""
+    found = []
+    for path in SPEAKERS:
+        if path.name == "frames.py":
+            continue
+        tree = _tree(path)
+        imported = set()
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                found += [f"{path.name}: assigns {t.id}" for t in targets
+                          if isinstance(t, ast.Name) and t.id == "MAX_FRAME"]
+            if isinstance(node, ast.Constant) and node.value in LENGTH_FORMATS:
+                found.append(f"{path.name}:{node.lineno}: a length-prefix format {node.value!r}")
+            if isinstance(node, ast.ImportFrom) and node.module in ("frames", "toolgym.sandbox.injected.frames"):
+                imported |= {a.asname or a.name for a in node.names}
+            if isinstance(node, ast.FunctionDef) and node.name == "read_exact":
+                found.append(f"{path.name}: defines its own read_exact")
+        uses = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and n.id == "MAX_FRAME"}
+        found += [f"{path.name}: uses MAX_FRAME without importing it from frames" for _ in uses - imported]
+    assert not found, found
+
+
+def test_each_shared_limit_is_defined_once() -> None:
+    """The names of limits.py (and MAX_FRAME) are assigned nowhere else among the speakers, and the
+    host's Limits defaults are the executor's."""
+    shared = {n.id for n in ast.walk(_tree(INJECTED / "limits.py")) if isinstance(n, ast.Name)}
+    shared |= {"MAX_FRAME", "EVAL_MEMORY_MB", "VALIDATOR_MEMORY_MB", "VALIDATOR_TIME_S"}
+    twice = []
+    for path in [*SPEAKERS, SANDBOX / "types.py"]:
+        if path.name == "limits.py":
+            continue
+        for node in ast.walk(_tree(path)):
+            if isinstance(node, ast.Assign) and path.name != "frames.py":
+                twice += [f"{path.name}: {t.id}" for t in node.targets if isinstance(t, ast.Name) and t.id in shared]
+    assert not twice, twice
+    d = types.Limits()
+    assert (d.timeout_s, d.memory_mb, d.output_bytes, d.file_bytes) == (
+        limits.TIMEOUT_S, limits.MEMORY_MB, limits.OUTPUT_BYTES, limits.FILE_BYTES)
+
+
+# ------------------------------------------------------------------------------ the bootstrap
+def test_each_script_is_shipped_with_what_it_imports_in_order() -> None:
+    for name in ("executor", "harness"):
+        mods = scripts.modules(name)
+        for i, mod in enumerate(mods):
+            assert set(scripts.imports(mod)) <= set(mods[:i]), (name, mod)
+        assert set(scripts.imports(name)) <= set(mods)
+        assert "frames" in mods and "limits" in mods
+        program = scripts.program(name)
+        compile(program, f"<{name}>", "exec")
+    assert "zygote" not in scripts.modules("executor")  # the executor carries nothing of the judge
+
+
+def test_an_import_cycle_between_scripts_is_refused(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    (tmp_path / "a.py").write_text("import b\n")
+    (tmp_path / "b.py").write_text("from a import x\n")
+    monkeypatch.setattr(scripts, "HERE", tmp_path)
+    with pytest.raises(ValueError, match="cycle"):
+        scripts.modules("a")
