@@ -6,7 +6,10 @@ needed: the codec runs on the host as it does in the sandbox."""
 from __future__ import annotations
 
 import ast
+import json
 import os
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -135,6 +138,64 @@ def test_each_shared_limit_is_defined_once() -> None:
     d = types.Limits()
     assert (d.timeout_s, d.memory_mb, d.output_bytes, d.file_bytes) == (
         limits.TIMEOUT_S, limits.MEMORY_MB, limits.OUTPUT_BYTES, limits.FILE_BYTES)
+
+
+def test_only_the_fork_server_passes_descriptors() -> None:
+    """One fork server (forkserver.py) for the executor's calls and the judge's tests: no other script
+    sends or receives file descriptors."""
+    users = sorted(p.name for p in INJECTED.glob("*.py") for n in ast.walk(_tree(p))
+                   if isinstance(n, ast.Attribute) and n.attr in ("send_fds", "recv_fds", "sendmsg", "recvmsg"))
+    assert set(users) == {"forkserver.py"}, users
+
+
+FORK_SERVER_TRIAL = r"""
+import json, os, sys
+from forkserver import ForkServer, ServerDied, description, place
+
+def child(fds):
+    desc = description(fds[0])
+    place(fds[1:])
+    fds_now = sorted(int(n) for n in os.listdir("/proc/self/fd"))  # the listing itself opens one
+    os.write(0, json.dumps([desc, fds_now]).encode())
+    os._exit(desc["rc"])
+
+server = ForkServer(child, "the trial server")
+out = {}
+pipes = [os.pipe() for _ in range(3)]
+for i, (r, w) in enumerate(pipes):  # asked for together: the pids come back in order
+    server.request({"rc": i, "n": "x" * i}, [w])
+    os.close(w)
+pids = [server.next_pid() for _ in pipes]
+out["got"] = [json.loads(os.read(r, 1000)) for r, _ in pipes]
+out["codes"] = [os.waitstatus_to_exitcode(server.wait(p)) for p in pids]
+out["again"] = [server.wait(pids[0]), server.wait(1)]  # collected already / no child: None, at once
+try:
+    server.request({"rc": 0, "n": "x" * 70000}, [])
+except ValueError as exc:
+    out["too_large"] = str(exc)
+r, w = os.pipe()
+pid = server.fork({"rc": 5}, [w])
+os.close(w)
+out["after"] = os.waitstatus_to_exitcode(server.wait(pid))
+os.kill(server.pid, 9)
+try:
+    server.fork({"rc": 0}, [r])
+except (OSError, ServerDied) as exc:
+    out["dead"] = type(exc).__name__
+print(json.dumps(out))
+"""
+
+
+def test_the_fork_server_forks_in_order_reports_ends_and_hands_each_child_only_its_own_fds() -> None:
+    """The fork server of the executor and the judge (forkserver.py), run on the host as in the sandbox."""
+    proc = subprocess.run([sys.executable, "-I", "-c", scripts.bundle(FORK_SERVER_TRIAL)], capture_output=True,
+                          text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    out = json.loads(proc.stdout)
+    assert out["got"] == [[{"rc": i, "n": "x" * i}, [0, 1]] for i in range(3)]  # its description; fd 0 alone
+    assert out["codes"] == [0, 1, 2] and out["after"] == 5 and out["again"] == [None, None]
+    assert "too large" in out["too_large"]  # refused in the owner: the server never saw it, and serves on
+    assert out["dead"] in ("BrokenPipeError", "ConnectionResetError", "ServerDied")
 
 
 # ------------------------------------------------------------------------------ the bootstrap

@@ -44,7 +44,6 @@ import resource
 import select
 import signal
 import socket
-import struct
 import sys
 import time
 
@@ -77,6 +76,7 @@ from common import (
     tasks,
     wipe,
 )
+from forkserver import ForkServer, description, place
 
 WORKROOT = "/work"
 WIPE_TMP = False
@@ -86,7 +86,7 @@ CAPS = (1 << 0) | (1 << 1) | (1 << 3) | (1 << 5) | (1 << 6) | (1 << 7)
 _IN = _OUT = -1
 _SESSION = None  # dict(pid, ctl, out, err, uid) of the live session interpreter
 _SEQ = [0]
-_TEMPLATE = None  # (pid, socket) of the template process
+_TEMPLATE = None  # the call template: a forkserver.ForkServer
 _CLEANERS = {}  # untrusted uid -> its standing Cleaner
 _BASE_TASKS = [None]  # tasks in the sandbox's pids cgroup when no call runs
 _REFUSED = None  # why this sandbox refuses to run anything (a hardening step failed)
@@ -173,7 +173,7 @@ def _own_workroot():
 
 # ----------------------------------------------------------------------------- helpers
 def _keep():
-    keep = {_TEMPLATE[0]} if _TEMPLATE else set()
+    keep = {_TEMPLATE.pid} if _TEMPLATE else set()
     keep |= {c.pid for c in _CLEANERS.values()}
     if _SESSION:
         keep.add(_SESSION["pid"])
@@ -299,49 +299,12 @@ def _python_main(path, argv, cwd, extra_env=None):
 
 
 # ----------------------------------------------------------------------------- the template
-def _template_loop(sock):
-    """Fork calls on request, and report their exit status when asked. Runs in a process
-    forked before any request was read, and only ever receives file descriptors and pids,
-    so its memory never holds a request."""
-    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-    while True:
-        try:
-            msg, fds, _flags, _addr = socket.recv_fds(sock, 16, 8)
-        except OSError:
-            os._exit(0)
-        if msg[:1] == b"w":  # the exit status of a call (the executor saw it end, or killed it)
-            try:
-                status = os.waitpid(struct.unpack("i", msg[1:5])[0], 0)[1]
-            except (ChildProcessError, struct.error):
-                status = -1
-            sock.send(struct.pack("i", status))
-            continue
-        if msg[:1] != b"f" or not fds:
-            os._exit(0)
-        try:
-            pid = os.fork()
-        except OSError:
-            pid = -1  # the executor reports it; the template keeps serving
-        if pid == 0:
-            sock.close()
-            _call_child(fds)
-        for fd in fds:
-            os.close(fd)
-        sock.send(struct.pack("i", pid))
-
-
 def _call_child(fds):
-    """A call, in a fresh fork of the template: read what to run from fds[0], set up, run."""
+    """A call, in a fresh fork of the template (forkserver.py): read what to run from fds[0], set up, run."""
     try:
-        desc = json.loads(os.read(fds[0], 1 << 20) or b"{}")
+        desc = description(fds[0])
         os.setsid()
-        # stdin, stdout, stderr (+ the session's control socket) at 0, 1, 2 (, 3)
-        import fcntl
-
-        high = [fcntl.fcntl(fd, fcntl.F_DUPFD, 64) for fd in fds[1:]]
-        for target, fd in enumerate(high):
-            os.dup2(fd, target)
-        os.closerange(len(high), 1 << 16)
+        place(fds[1:])  # stdin, stdout, stderr at 0, 1, 2; a session's control socket or the cleaners' from 3
         kind, uid, cwd, lim = desc["kind"], int(desc["uid"]), desc["cwd"], desc["lim"]
         if uid != 0:  # the OOM killer takes untrusted code first, never a trusted judge harness
             with open("/proc/self/oom_score_adj", "w") as fh:
@@ -372,47 +335,12 @@ def _call_child(fds):
     os._exit(127)
 
 
-def _start_template():
-    global _TEMPLATE
-    parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-    pid = os.fork()
-    if pid == 0:
-        parent.close()
-        _template_loop(child)
-        os._exit(0)
-    child.close()
-    _TEMPLATE = (pid, parent)
-
-
 def _fork_call(desc, fds):
     """Have the template fork a call; `desc` reaches only that call. Returns its pid."""
-    r, w = os.pipe()
-    data = json.dumps(desc).encode()
-    if len(data) >= 65536:
-        raise ValueError("call description too large")
-    os.write(w, data)
-    os.close(w)
-    try:
-        socket.send_fds(_TEMPLATE[1], [b"f"], [r, *fds])
-        got = _TEMPLATE[1].recv(16)
-    finally:
-        os.close(r)
-    if len(got) != 4:
-        raise RuntimeError("the call template died")
-    pid = struct.unpack("i", got)[0]
+    pid = _TEMPLATE.fork(desc, fds)
     if pid <= 0:
         raise RuntimeError("the call template could not fork")
     return pid
-
-
-def _template_wait(pid):
-    """The wait status of call `pid` (a child of the template), once it has ended."""
-    _TEMPLATE[1].send(b"w" + struct.pack("i", pid))
-    got = _TEMPLATE[1].recv(16)
-    if len(got) != 4:
-        raise RuntimeError("the call template died")
-    status = struct.unpack("i", got)[0]
-    return None if status < 0 else status
 
 
 # ----------------------------------------------------------------------------- supervision
@@ -443,101 +371,97 @@ def _supervise(pid, fds, deadline, cap, ctl=None, send=b""):
 
     `ctl` (a session's control socket, non-blocking) is written (`send`: the cell) and read in this
     same loop, within the deadline: an interpreter that stops reading, or writes part of a frame, can
-    only run into the deadline. Returns dict(out, err, status, truncated flags, wait status, ctl message)."""
+    only run into the deadline. Without `ctl`, the template's report that `pid` ended stops the loop.
+    Returns dict(out, err, status, truncated flags, wait status, ctl message)."""
     bufs = {fd: bytearray() for fd in fds}
     trunc = {fd: False for fd in fds}
     poller = select.poll()
     for fd in fds:
         poller.register(fd, select.POLLIN | select.POLLHUP | select.POLLERR)
-    pidfd = real_pidfd = None
+    server = None
     pending = memoryview(send)
     ctl_buf = bytearray()
-    if ctl is None:
-        pidfd = real_pidfd = os.pidfd_open(pid)  # the call is the template's child, not ours
-        poller.register(pidfd, select.POLLIN)
+    if ctl is None:  # the call is the template's child: the template reports its end
+        server = _TEMPLATE.sock.fileno()
+        poller.register(server, select.POLLIN)
     else:
         poller.register(ctl, select.POLLIN | select.POLLHUP | (select.POLLOUT if pending else 0))
     open_fds = set(fds)
     reason = None
     wstatus = None
     ctl_msg = None
-    try:
-        while True:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                reason = "timeout"
-                break
-            wait_ms = left * 1000
-            events = poller.poll(max(1, int(wait_ms)))
-            for fd, ev in events:
-                if fd == pidfd:
-                    poller.unregister(pidfd)
-                    pidfd = -2
-                elif fd == ctl:
-                    if pending and ev & select.POLLOUT:
-                        try:
-                            pending = pending[os.write(ctl, pending):]
-                        except BlockingIOError:
-                            pass
-                        except OSError:
-                            ctl_msg = {"dead": True}
-                        if not pending:
-                            poller.modify(ctl, select.POLLIN | select.POLLHUP)
-                    if ctl_msg is None and ev & (select.POLLIN | select.POLLHUP | select.POLLERR):
-                        try:
-                            chunk = os.read(ctl, 65536)
-                        except BlockingIOError:
-                            chunk = None
-                        except OSError:
-                            chunk = b""
-                        if chunk == b"":
-                            ctl_msg = {"dead": True}
-                        elif chunk:
-                            ctl_buf += chunk
-                            ctl_msg = _ctl_answer(ctl_buf)
-                    if ctl_msg is not None:
-                        poller.unregister(ctl)
-                elif fd in open_fds:
-                    data = os.read(fd, 65536)
-                    if not data:
-                        poller.unregister(fd)
-                        open_fds.discard(fd)
-                        continue
-                    room = cap - len(bufs[fd])
-                    if len(data) > room:
-                        bufs[fd] += data[:max(room, 0)]
-                        trunc[fd] = True
-                        reason = "output_limit"
-                    else:
-                        bufs[fd] += data
-            if reason:
-                break
-            if ctl is None:
-                if pidfd == -2:
-                    wstatus = _template_wait(pid)
-                    break  # the program ended; daemons still holding its pipes die next
-            elif ctl_msg is not None:
-                break
-        # drain what is already in the pipes, without waiting for daemons holding them
-        for fd in list(open_fds):
-            os.set_blocking(fd, False)
-            try:
-                while len(bufs[fd]) <= cap:
-                    data = os.read(fd, 65536)
-                    if not data:
-                        break
-                    room = cap - len(bufs[fd])
-                    if len(data) > room:
-                        bufs[fd] += data[:max(room, 0)]
-                        trunc[fd] = True
-                        reason = reason or "output_limit"
-                        break
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            reason = "timeout"
+            break
+        wait_ms = left * 1000
+        events = poller.poll(max(1, int(wait_ms)))
+        for fd, ev in events:
+            if fd == server:
+                _TEMPLATE.pump()
+            elif fd == ctl:
+                if pending and ev & select.POLLOUT:
+                    try:
+                        pending = pending[os.write(ctl, pending):]
+                    except BlockingIOError:
+                        pass
+                    except OSError:
+                        ctl_msg = {"dead": True}
+                    if not pending:
+                        poller.modify(ctl, select.POLLIN | select.POLLHUP)
+                if ctl_msg is None and ev & (select.POLLIN | select.POLLHUP | select.POLLERR):
+                    try:
+                        chunk = os.read(ctl, 65536)
+                    except BlockingIOError:
+                        chunk = None
+                    except OSError:
+                        chunk = b""
+                    if chunk == b"":
+                        ctl_msg = {"dead": True}
+                    elif chunk:
+                        ctl_buf += chunk
+                        ctl_msg = _ctl_answer(ctl_buf)
+                if ctl_msg is not None:
+                    poller.unregister(ctl)
+            elif fd in open_fds:
+                data = os.read(fd, 65536)
+                if not data:
+                    poller.unregister(fd)
+                    open_fds.discard(fd)
+                    continue
+                room = cap - len(bufs[fd])
+                if len(data) > room:
+                    bufs[fd] += data[:max(room, 0)]
+                    trunc[fd] = True
+                    reason = "output_limit"
+                else:
                     bufs[fd] += data
-            except BlockingIOError:
-                pass
-    finally:
-        if real_pidfd is not None:
-            os.close(real_pidfd)
+        if reason:
+            break
+        if ctl is None:
+            if pid in _TEMPLATE.exits:
+                wstatus = _TEMPLATE.wait(pid)
+                break  # the program ended; daemons still holding its pipes die next
+        elif ctl_msg is not None:
+            break
+    # drain what is already in the pipes, without waiting for daemons holding them
+    for fd in list(open_fds):
+        os.set_blocking(fd, False)
+        try:
+            while len(bufs[fd]) <= cap:
+                data = os.read(fd, 65536)
+                if not data:
+                    break
+                room = cap - len(bufs[fd])
+                if len(data) > room:
+                    bufs[fd] += data[:max(room, 0)]
+                    trunc[fd] = True
+                    reason = reason or "output_limit"
+                    break
+                bufs[fd] += data
+        except BlockingIOError:
+            pass
     out_fd, err_fd = fds
     return {"out": bytes(bufs[out_fd]), "err": bytes(bufs[err_fd]), "reason": reason,
             "out_trunc": trunc[out_fd], "err_trunc": trunc[err_fd], "wstatus": wstatus, "ctl": ctl_msg}
@@ -615,7 +539,7 @@ def _run_one(desc, stdin_fd, lim, oom_before):
         os.close(out_r)
         os.close(err_r)
     if res["wstatus"] is None:
-        res["wstatus"] = _template_wait(pid)
+        res["wstatus"] = _TEMPLATE.wait(pid)
     status, exit_code, oom = _classify(res, oom_before)
     return {"stdout": _decode(res["out"]), "stderr": _decode(res["err"]), "exit_code": exit_code,
             "status": status, "duration_s": time.monotonic() - t0,
@@ -896,7 +820,7 @@ def _session_kill():
         os.killpg(s["pid"], signal.SIGKILL)
     except OSError:
         pass
-    _template_wait(s["pid"])
+    _TEMPLATE.wait(s["pid"])
     for fd in (s["ctl"], s["out"], s["err"]):
         try:
             os.close(fd)
@@ -937,7 +861,7 @@ def op_session_run(req):
             os.killpg(pid, signal.SIGKILL)
         except OSError:
             pass
-        res["wstatus"] = _template_wait(pid)
+        res["wstatus"] = _TEMPLATE.wait(pid)
         if res["reason"] == "output_limit":
             res["wstatus"] = None
     status, exit_code, oom = _classify(res, oom_before)
@@ -975,7 +899,7 @@ def handle(req):
 
 
 def main(argv):
-    global _IN, _OUT, WORKROOT, WIPE_TMP, _REFUSED
+    global _IN, _OUT, WORKROOT, WIPE_TMP, _REFUSED, _TEMPLATE
     args = list(argv)
     while args:
         a = args.pop(0)
@@ -1017,7 +941,11 @@ def main(argv):
         except (OSError, ValueError, IndexError) as exc:
             _REFUSED = f"the cleaners did not start: {exc}"
     if _REFUSED is None:
-        _start_template()  # before any request is read: its memory never holds one
+        try:  # before any request is read: its memory never holds one
+            _TEMPLATE = ForkServer(_call_child, "the call template")
+        except (OSError, RuntimeError) as exc:
+            _REFUSED = f"the call template did not start: {exc}"
+    if _REFUSED is None:
         _BASE_TASKS[0] = tasks()  # this sandbox's tasks when nothing runs (helpers outside it included)
     while True:
         req = read_frame(_IN)

@@ -59,7 +59,8 @@ from common import (
     tasks,
     wipe,
 )
-from zygote import Zygote, ZygoteDied
+from forkserver import ServerDied
+from zygote import start as start_zygote
 
 SPEC_FILE = "judge_spec.json"
 EXCERPT = 160
@@ -168,7 +169,11 @@ class Harness:
                 del buf[:os.write(fd, buf[:65536])]
             except BlockingIOError:
                 pass
-        self.zygote.request(req, fds)
+        try:
+            self.zygote.request(req, fds)
+        finally:
+            for fd in fds:
+                os.close(fd)
         run.pending += 1
         run.kinds.append(label)
 
@@ -595,7 +600,7 @@ class Harness:
             if self.spec["mode"] == "stdio":
                 return self.run_stdio(how, test)
             return self.run_function(test)
-        except (Unclean, ZygoteDied):
+        except (Unclean, ServerDied):
             raise
         except Exception as exc:  # noqa: BLE001 - e.g. a value no comparison can take; never its text
             self.clear_processes()
@@ -653,7 +658,7 @@ def main():
         except (OSError, ValueError) as exc:
             why = str(exc)
     OOM_FILES[:] = [p for p in os.environ.get("TG_OOM_FILES", "").split(":") if p] or OOM_FILES
-    zygote = Zygote() if why is None else None  # before the spec is read
+    zygote = start_zygote() if why is None else None  # before the spec is read
     spec = load_spec(sys.argv[1] if len(sys.argv) > 1 else SPEC_FILE)
     nonce = spec["nonce"]
     if why is not None:
