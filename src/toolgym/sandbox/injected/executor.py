@@ -11,17 +11,17 @@ Every hardening step fails closed: without no-new-privileges, a seccomp filter, 
 non-dumpable executor and exactly the expected capabilities, it answers every request
 with an error and runs nothing.
 
-Protocol: frames on fd 0 (requests) and fd 1 (responses), each a 4-byte big-endian
-length and a UTF-8 JSON object. One request at a time. A session's interpreter gets its cells
+Protocol: frames (frames.py: a 4-byte big-endian length and a UTF-8 JSON object) on fd 0
+(requests) and fd 1 (responses). One request at a time. A session's interpreter gets its cells
 on a socket of the same framing, written and read within each cell's deadline.
 
 The work root is root's own (mode 0755: a call can see that it is alone there, but write only in
 its own dir below it, and in /tmp and the like, wiped after every call).
 
 Every call starts clean:
-- Processes of a call are forked from a TEMPLATE process that the executor forked at
-  start-up, before it read any request. The template only ever receives file
-  descriptors; what a call runs (code path, argv, limits) reaches the call's own child
+- Processes of a call are forked from a TEMPLATE process (a fork server, forkserver.py) that
+  the executor forked at start-up, before it read any request. The template only ever receives
+  file descriptors; what a call runs (code path, argv, limits) reaches the call's own child
   through a pipe after the fork. So no call's memory holds anything of an earlier call.
   Python calls run in that forked interpreter (much cheaper than a new one); C++ and
   bash calls exec.

@@ -1,10 +1,9 @@
 """The judge harness: runs INSIDE the sandbox as a trusted call (the sandbox's root). Stdlib only.
 
-It makes itself non-dumpable and a
-child subreaper (failing closed), and before it reads anything forks the zygote that
-forks every test process (zygote.py). Only then it reads ``judge_spec.json`` (programs,
-tests, expected outputs, limits, the per-call nonce; a root-only file) into memory and
-deletes it. No process that runs submission code ever holds an expected
+It makes itself non-dumpable and a child subreaper (failing closed), and before it reads
+anything starts the zygote, the fork server that forks every test process (zygote.py,
+forkserver.py). Only then it reads ``judge_spec.json`` (programs, tests, expected outputs,
+limits, the per-call nonce; a root-only file) into memory and deletes it. No process that runs submission code ever holds an expected
 value, a test's code or the verdict stream:
 - stdio mode: the program (uid 65534) gets the input; the harness compares the output.
   A custom checker runs as uid 65533 in a process of its own.
@@ -38,7 +37,7 @@ import sys
 import time
 
 import frames
-import kattis
+import kattis_validation
 import limits
 from common import (
     EVAL_UID,
@@ -91,7 +90,7 @@ class Run:
         self.relayed = 0  # bytes forwarded (capped like any output)
 
 
-kattis.Run = Run
+kattis_validation.Run = Run
 
 
 class Unclean(RuntimeError):
@@ -357,9 +356,9 @@ class Harness:
         if kind == "custom":
             return self.custom_check(inp, expected, got)
         if kind == "kattis":
-            return kattis.compare_default(expected, got, self.spec["kattis_flags"])
+            return kattis_validation.compare_default(expected, got, self.spec["kattis_flags"])
         if kind == "validator":
-            return kattis.validate(self, self.validator, {"input": inp, "output": expected}, got)
+            return kattis_validation.validate(self, self.validator, {"input": inp, "output": expected}, got)
         et, gt = expected.split(), got.split()
         if kind == "tokens":
             if et == gt:
@@ -565,7 +564,7 @@ class Harness:
 
     def run_tests(self, j, job):
         how, ce = self.prepare() if job["mode"] == "stdio" else (None, None)
-        self.validator, je = kattis.prepare(self, job["validator"]) if job.get("validator") and ce is None \
+        self.validator, je = kattis_validation.prepare(self, job["validator"]) if job.get("validator") and ce is None \
             else (None, None)
         if je is not None:
             self.checker_errors.append(je)
@@ -596,7 +595,7 @@ class Harness:
     def _run_test(self, how, test):
         try:
             if self.spec.get("validator") and self.spec["validator"]["interactive"]:
-                return kattis.interact(self, how, self.validator, test)
+                return kattis_validation.interact(self, how, self.validator, test)
             if self.spec["mode"] == "stdio":
                 return self.run_stdio(how, test)
             return self.run_function(test)
