@@ -173,6 +173,10 @@ try:
     server.request({"rc": 0, "n": "x" * 70000}, [])
 except ValueError as exc:
     out["too_large"] = str(exc)
+try:
+    server.request({"rc": 0}, [1] * 8)
+except ValueError as exc:
+    out["too_many"] = str(exc)
 r, w = os.pipe()
 pid = server.fork({"rc": 5}, [w])
 os.close(w)
@@ -195,6 +199,7 @@ def test_the_fork_server_forks_in_order_reports_ends_and_hands_each_child_only_i
     assert out["got"] == [[{"rc": i, "n": "x" * i}, [0, 1]] for i in range(3)]  # its description; fd 0 alone
     assert out["codes"] == [0, 1, 2] and out["after"] == 5 and out["again"] == [None, None]
     assert "too large" in out["too_large"]  # refused in the owner: the server never saw it, and serves on
+    assert "at most 7 fds" in out["too_many"]  # never cut short by the socket (MSG_CTRUNC) instead
     assert out["dead"] in ("BrokenPipeError", "ConnectionResetError", "ServerDied")
 
 
@@ -218,6 +223,12 @@ def test_each_script_is_shipped_with_what_it_imports_in_order() -> None:
         program = scripts.program(name)
         compile(program, f"<{name}>", "exec")
     assert "zygote" not in scripts.modules("executor")  # the executor carries nothing of the judge
+
+
+def test_the_executors_program_fits_in_one_argument() -> None:
+    """Both backends pass it as one argv string (`python3 -I -c SOURCE`): Linux takes at most
+    MAX_ARG_STRLEN (32 pages, 128 KiB) in one, with its NUL."""
+    assert len(scripts.program("executor").encode()) < (128 << 10) - 1
 
 
 def test_an_import_cycle_between_scripts_is_refused(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

@@ -162,7 +162,9 @@ class ForkServer:
 
     def request(self, desc, fds):
         """Ask for a child that is told `desc` (JSON data) and handed `fds` (the caller still owns them,
-        and closes them). ValueError when `desc` does not fit in a pipe."""
+        and closes them). ValueError when `desc` does not fit in a pipe, or there are too many fds."""
+        if len(fds) >= MAX_FDS:
+            raise ValueError(f"a child gets at most {MAX_FDS - 1} fds")
         data = json.dumps(desc).encode()
         r, w = os.pipe()
         try:
