@@ -23,10 +23,11 @@ import base64
 import builtins
 import json
 import os
-import struct
 import sys
 
-from common import read_exact
+import frames
+import limits
+from common import forget_scripts
 
 
 class _deep:  # noqa: N801
@@ -42,25 +43,15 @@ class _deep:  # noqa: N801
 
 # ------------------------------------------------------------------------------ framing
 def send(fd, obj):
+    """One JSON frame (see frames.py); values past JSON (NaN, infinities) as Python's json writes them."""
     with _deep():
         body = json.dumps(obj, allow_nan=True).encode("utf-8", "surrogatepass")
-    data = struct.pack(">I", len(body)) + body
-    while data:
-        data = data[os.write(fd, data):]
-
-
-MAX_FRAME = 256 << 20
+    frames.write(fd, frames.frame(body))
 
 
 def recv(fd):
-    """One frame; None at the end of the stream; ValueError for anything malformed."""
-    head = read_exact(fd, 4)
-    if head is None:
-        return None
-    n = struct.unpack(">I", head)[0]
-    if n > MAX_FRAME:
-        raise ValueError("frame too large")
-    body = read_exact(fd, n)
+    """One frame; None at the end of the stream; ValueError for anything malformed (too large included)."""
+    body = frames.read(fd)
     if body is None:
         return None
     with _deep():
@@ -293,7 +284,7 @@ def _describe(e):
         msg = ""
     kind = "mem" if isinstance(e, MemoryError) else "stop" if isinstance(e, StopIteration) else \
         "exc" if isinstance(e, Exception) else "base"
-    return [str(name)[:100], str(msg)[:400], kind]
+    return [str(name)[:100], str(msg)[:limits.MESSAGE_CHARS], kind]
 
 
 def serve_candidate(program, fd):
@@ -358,6 +349,7 @@ def serve_candidate(program, fd):
 
     codec = Codec(classes, by_value, handles, make_callback=callback, names=ns)
     load_error = None
+    forget_scripts()
     try:
         exec(compile(program, "<submission>", "exec"), ns)
     except BaseException as e:  # noqa: B036
@@ -471,7 +463,7 @@ class Link:
                 value = obj(*args, **kwargs)
             reply = {"v": self.codec.encode(value)}
         except Exception as e:  # noqa: BLE001 - reported to the program as an error of the call
-            reply = {"x": [type(e).__name__, str(e)[:400], "exc"]}
+            reply = {"x": [type(e).__name__, str(e)[:limits.MESSAGE_CHARS], "exc"]}
         send(self.fd, reply)
 
     def request(self, req, args=()):
@@ -663,9 +655,7 @@ def evaluate(test, verdict_fd, fd):
     def verdict(tag, text=""):
         data = text.encode("utf-8", "replace")
         data = tag + (data if tag == b"V" else data[:2000])  # a value is parsed whole; messages cut
-        data = struct.pack(">I", len(data)) + data
-        while data:
-            data = data[os.write(verdict_fd, data):]
+        frames.write(verdict_fd, frames.frame(data))
         os._exit(0)
 
     try:
@@ -722,7 +712,7 @@ def _plain(v):
 
 def _short(v):
     try:
-        return repr(v)[:400]
+        return repr(v)[:limits.MESSAGE_CHARS]
     except Exception:  # noqa: BLE001
         return "<unprintable>"
 
