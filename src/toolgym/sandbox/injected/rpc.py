@@ -11,12 +11,22 @@ decides nothing.
 
 Values travel as JSON trees: None, bool, int, float, str as themselves; lists, tuples,
 dicts, sets, frozensets, bytes, bytearrays and complex numbers tagged; an instance of a
-class of the program or the test as {"O": class name, "A": attributes} (rebuilt as the
-receiver's class of that name when it has one, e.g. LeetCode's ListNode/TreeNode, else a
-plain record); shared and cyclic containers by reference; anything else (a generator, a
-function, an instance made by calling a program's class) as a handle that stays in the
-candidate. Mutable arguments are copied back after each call, so in-place algorithms
+class of the program, or of a DATA class of the test, as {"O": class name, "A": attributes}
+(rebuilt as the receiver's class of that name when it has one, e.g. LeetCode's
+ListNode/TreeNode, else a plain record); shared and cyclic containers by reference; anything
+else (a generator, a function, an instance made by calling a program's class) as a handle that
+stays in the candidate. Mutable arguments are copied back after each call (and after each call
+back into the test, e.g. read4(buf4) filling the program's list), so in-place algorithms
 (``nums.sort()``) work as in one process.
+
+A test class is data (`_data_class`) when it has no behaviour besides dunders, or when the test
+lists it in a top-level ``__by_value__`` (node classes with helper methods, e.g. LeetCode's
+ListNode/TreeNode/GraphNode). Any other object of the test (a judge-side API such as LeetCode's
+Master, MountainArray, Robot) is LENT: the program gets a stand-in on which it may only call the
+class's public methods; its data (``master.secret``, ``mountain_arr._arr``, a call counter) is
+never sent, and nothing is ever copied back into it. Data the program sends is rebuilt as a
+test class only when that class is data, so the program never makes an object of a judge-side
+class either.
 """
 
 import base64
@@ -247,13 +257,45 @@ def _check_attribute(cls, name, value, proxy):
         raise ValueError(f"attribute {name!r} holds code of the program")
 
 
+def _data_class(cls, marked):
+    """Whether objects of the test's class `cls` travel by value (and are copied back): it holds
+    data only (no attribute besides dunders that is code or a descriptor, in it or a base of the
+    test), or the test lists its name in `__by_value__` (`marked`). A judge-side class (a Master
+    with its secret and call count, a call-limited MountainArray) is neither, so it is lent."""
+    if not isinstance(cls, type) or getattr(cls, "__module__", None) != "__test__":
+        return False
+    if isinstance(marked, (tuple, list, set, frozenset)) and cls.__name__ in marked:
+        return True
+    for c in cls.__mro__[:-1]:
+        if getattr(c, "__module__", None) != "__test__":
+            return False
+        for k, x in vars(c).items():
+            if not (k.startswith("__") and k.endswith("__")) and (callable(x) or hasattr(type(x), "__get__")):
+                return False
+    return cls.__mro__[-1] is object
+
+
+def _public_method(obj, name):
+    """What the program may take from a lent object of the test: a public method of its class
+    (used as a call back), never its data (`master.secret`, `mountain_arr._arr`) nor a private name."""
+    import types
+
+    if name.startswith("_") or not name.isidentifier() or name in getattr(obj, "__dict__", {}):
+        return False
+    for c in type(obj).__mro__:
+        if name in vars(c):
+            return isinstance(vars(c)[name], (types.FunctionType, staticmethod, classmethod))
+    return False
+
+
 def _mutable(v):
     return isinstance(v, (list, dict, set, bytearray)) or hasattr(type(v), "__dict__") and \
         isinstance(getattr(v, "__dict__", None), dict) and not isinstance(v, type)
 
 
-def _copy_back(orig, new):
-    """Make the evaluator's argument `orig` look like the candidate's after the call."""
+def _copy_back(orig, new, data):
+    """Make the sender's argument `orig` look like the receiver's after the call. `data(orig)`:
+    an object that went by value (a data class's); anything lent is never written into."""
     if isinstance(orig, list) and isinstance(new, list):
         orig[:] = new
     elif isinstance(orig, dict) and isinstance(new, dict):
@@ -264,7 +306,7 @@ def _copy_back(orig, new):
         orig.update(new)
     elif isinstance(orig, bytearray) and isinstance(new, bytearray):
         orig[:] = new
-    elif type(new) is type(orig) and isinstance(getattr(orig, "__dict__", None), dict) \
+    elif data(orig) and type(new) is type(orig) and isinstance(getattr(orig, "__dict__", None), dict) \
             and not isinstance(orig, type):
         # same class only (decoding checked every attribute against it); an object the program
         # turned into something else is not poured into the test's object
@@ -299,23 +341,31 @@ def serve_candidate(program, fd):
     def by_value(v):
         return getattr(type(v), "__module__", None) == "__submission__" or isinstance(v, Record)
 
-    def ask(req):
+    def ask(req, args=()):
         send(fd, req)
         reply = recv(fd)
         if reply is None:
             os._exit(0)
         if "x" in reply:
             raise RuntimeError(f"the test's code raised {reply['x'][0]}: {reply['x'][1]}")
-        return codec.decode(reply["v"])
+        memo = {}
+        value = codec.decode(reply["v"], memo)
+        for orig, new in zip(args, reply.get("m") or [], strict=False):
+            if new is not None:  # the test's function changed the program's argument (read4(buf4))
+                _copy_back(orig, codec.decode(new, memo), by_value)
+        return value
 
     class TestObject:
-        """An object of the test (e.g. LeetCode's MountainArray implementation), used through calls back."""
+        """An object of the test (e.g. LeetCode's MountainArray implementation), lent: the program
+        may call its public methods (each a call back); its data never comes over."""
 
         def __init__(self, cid):
             object.__setattr__(self, "_cid", cid)
 
         def __getattr__(self, name):
-            return ask({"cb": object.__getattribute__(self, "_cid"), "attr": str(name)})
+            method = ask({"cb": object.__getattribute__(self, "_cid"), "attr": str(name)})
+            object.__setattr__(self, name, method)  # a method: asked for once, then called directly
+            return method
 
     class TestIterator:
         """An iterator of the test (e.g. a generator argument): next() runs in the evaluator."""
@@ -344,7 +394,7 @@ def serve_candidate(program, fd):
             """A function of the test, run by the evaluator (e.g. LeetCode's guess())."""
             memo = {}
             return ask({"cb": cid, "a": [codec.encode(a, memo) for a in args],
-                        "k": [[k, codec.encode(a, memo)] for k, a in kwargs.items()]})
+                        "k": [[k, codec.encode(a, memo)] for k, a in kwargs.items()]}, args)
         return call_back
 
     codec = Codec(classes, by_value, handles, make_callback=callback, names=ns)
@@ -450,7 +500,7 @@ class Link:
             kind = self.codec.lendable(obj)
             if "attr" in req:
                 name = str(req["attr"])
-                if name.startswith("__") or kind != "o":
+                if kind != "o" or not _public_method(obj, name):
                     raise AttributeError(name)
                 value = getattr(obj, name)
             elif "next" in req:
@@ -461,7 +511,10 @@ class Link:
                 if kind != "f":
                     raise TypeError("not a function of the test")
                 value = obj(*args, **kwargs)
-            reply = {"v": self.codec.encode(value)}
+            out = {}
+            reply = {"v": self.codec.encode(value, out),
+                     "m": [self.codec.encode(a, out) if not isinstance(a, Remote) and _mutable(a) else None
+                           for a in args]}
         except Exception as e:  # noqa: BLE001 - reported to the program as an error of the call
             reply = {"x": [type(e).__name__, str(e)[:limits.MESSAGE_CHARS], "exc"]}
         send(self.fd, reply)
@@ -484,7 +537,7 @@ class Link:
                 value = self.codec.decode(reply["v"], memo)
                 for orig, new in zip(args, reply.get("m") or [], strict=False):
                     if new is not None:
-                        _copy_back(orig, self.codec.decode(new, memo))
+                        _copy_back(orig, self.codec.decode(new, memo), self.codec.by_value)
                 return value, memo, reply
         except (OSError, ValueError, KeyError, TypeError, IndexError, AttributeError, RecursionError):
             # the stream broke or carried something malformed: the program failed the test
@@ -538,7 +591,7 @@ class Remote:
         kw_new = dict(reply.get("mk") or [])
         for k, a in kwargs.items():
             if k in kw_new:
-                _copy_back(a, codec.decode(kw_new[k], dmemo))
+                _copy_back(a, codec.decode(kw_new[k], dmemo), codec.by_value)
         return value
 
     def __call__(self, *args, **kwargs):
@@ -617,16 +670,15 @@ def evaluate(test, verdict_fd, fd):
     tns = {"__name__": "__test__", "__builtins__": builtins}
 
     def classes(name):
+        """Data of the program is rebuilt as the test's class of that name only when that class is
+        data too: never as a judge-side class (a forged Master) that the test would trust."""
         v = tns.get(name)
-        return v if isinstance(v, type) else None
-
-    program_classes = set()
+        return v if isinstance(v, type) and _data_class(v, tns.get("__by_value__")) else None
 
     def by_value(v):
-        """Data the program rebuilds with its own class of that name (ListNode, TreeNode, ...);
-        other objects of the test's classes stay here and are used through calls back."""
-        return isinstance(v, Record) or getattr(type(v), "__module__", None) == "__test__" and \
-            type(v).__name__ in program_classes
+        """Data: what the program sent, and objects of the test's data classes (ListNode, TreeNode,
+        ...), whatever the program defines; every other object of the test is lent by reference."""
+        return isinstance(v, Record) or _data_class(type(v), tns.get("__by_value__"))
 
     def lendable(v):
         """What the program may use by reference: functions the test defined ("f"), methods and
@@ -670,8 +722,6 @@ def evaluate(test, verdict_fd, fd):
                 continue  # the test sees the real builtins (and its own dunders), never the program's
             if kind in ("class", "callable"):
                 tns[name] = Remote(link, {"n": name}, kind, name)
-                if kind == "class":
-                    program_classes.add(name)
             else:
                 tns[name] = link.codec.decode(item[2])
     except (OSError, ValueError, KeyError, TypeError, IndexError, AttributeError, RecursionError):
