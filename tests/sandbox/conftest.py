@@ -13,7 +13,7 @@ import os
 import pytest
 
 from tests.requirements import need
-from toolgym.sandbox import Limits, open_sandbox
+from toolgym.sandbox import Limits, open_sandbox, tenancy
 
 BACKENDS = ("local", "docker")
 SB_BACKENDS = BACKENDS
@@ -114,3 +114,13 @@ def sb(request):
     box.wait_ready(120)
     yield box
     box.close()
+
+
+@pytest.fixture(autouse=True)
+def one_tenant():
+    """Every call of a sandbox test is one tenant's (toolgym.sandbox.tenancy), so that jobs with the same
+    tests share calls and sandboxes as they would without the tenancy rule: these tests are about what
+    holds between batch-mates and between calls, under the rule. test_attacks_v7.py and
+    test_tenancy_pool.py open episodes of their own to test the rule itself."""
+    with tenancy.episode("sandbox tests", tenant="sandbox tests"):
+        yield
