@@ -314,11 +314,20 @@ def extract_code(text: Any, language: str = "python") -> str | None:
 
 
 def rg_score(dataset: Any, answer: str | None, entry: dict[str, Any]) -> float:
-    """A reasoning-gym dataset's own scorer, clipped to [0, 1]; any exception scores 0."""
-    try:
-        v = float(dataset.score_answer(answer=answer, entry=entry))
-    except Exception:
-        return 0.0
+    """A reasoning-gym dataset's own scorer, clipped to [0, 1]; any exception scores 0.
+
+    The scorer runs under `scorer_guard.guarded()`: one that tries to execute the answer (some
+    `eval()` it or hand it to sympy's `parse_expr`) or to act on the host raises `ScorerRefused`
+    (the answer scores 0, and the rubric reports why), whatever the scorer returned."""
+    from toolgym.envs.scorer_guard import ScorerRefused, guarded
+
+    with guarded() as guard:
+        try:
+            v = float(dataset.score_answer(answer=answer, entry=entry))
+        except Exception:  # a scorer's own failure scores 0; a refusal is read from the guard below
+            v = 0.0
+    if guard.tripped is not None:
+        raise ScorerRefused(f"the {type(dataset).__name__} scorer tried {guard.tripped} on the answer; scored 0")
     if math.isnan(v):
         return 0.0
     return min(1.0, max(0.0, v))
