@@ -155,7 +155,11 @@ class _VerifyWorker:
         import json
         import selectors
 
-        with self._lock:
+        from toolgym.sandbox.waiting import waiting
+
+        with waiting():  # the worker is shared: time spent behind other episodes' answers is theirs
+            self._lock.acquire()
+        try:
             if self._proc is None or self._proc.poll() is not None:
                 self._start()
             try:
@@ -171,6 +175,8 @@ class _VerifyWorker:
                 pass
             self._stop()
             return False
+        finally:
+            self._lock.release()
 
 
 def _serve() -> None:  # pragma: no cover - runs in the child interpreter
