@@ -42,6 +42,7 @@ _REFUSED = frozenset({
     "sys.addaudithook", "sys.settrace", "sys.setprofile", "sys._current_frames",
     "cpython.run_command", "cpython.run_file", "cpython.run_module", "cpython.run_startup",
     "webbrowser.open", "urllib.Request", "http.client.connect", "ftplib.connect", "smtplib.connect",
+    "sqlite3.connect", "sqlite3.enable_load_extension", "gc.get_objects", "gc.get_referrers", "gc.get_referents",
     "mmap.__new__", "resource.setrlimit", "resource.prlimit", "signal.pthread_kill", "os.chdir",
 })
 _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_TRUNC
@@ -72,7 +73,7 @@ def _why(event: str, args: tuple[Any, ...]) -> str | None:
     if event == "exec":
         code = args[0] if args else None
         filename = code.co_filename if isinstance(code, types.CodeType) else ""
-        if code is not None and filename.endswith(".py") and os.path.isabs(filename):
+        if code is not None and filename.endswith(".py") and os.path.isabs(filename) and os.path.isfile(filename):
             return None  # a module loaded from its file: an import
         return "exec of code not loaded from a module file"
     if event == "open" and len(args) >= 3:
