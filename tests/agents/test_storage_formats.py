@@ -166,6 +166,32 @@ def test_a_lone_surrogate_in_a_trajectory_is_written_and_reads_back(tmp_path):
     assert read_jsonl(tmp_path / "w.jsonl") == [odd, *_mixed()]
 
 
+def test_a_lone_surrogate_reaches_parquet_too(tmp_path):
+    """Round-5 red team x09: a turn holding a lone surrogate (in its content, in a tool name, in the
+    metadata) made write_parquet raise UnicodeEncodeError. Turns and metadata now read back exactly;
+    a plain text column (the task id) is written with the surrogate escaped."""
+    try:
+        import pyarrow  # noqa: F401
+    except ImportError:
+        need(False, "pyarrow is not installed (toolgym[tasks])")
+    from toolgym.agents.parquet import read_parquet, write_parquet
+
+    odd = Trajectory(task_id="t0", group_id="g0", prompt_ids=[1], response_ids=[2], loss_mask=[1],
+                     behavior_logprobs=[-0.5], reward=0.0, error="bad \udc80 byte",
+                     turns=[{"role": "assistant", "content": "s = '\ud800' \U0001f600 \udfff"},
+                            {"role": "tool", "name": "\ud800", "content": "ok"}],
+                     metadata={"feedback": "\udfff", "\ud801": 1})
+    path = tmp_path / "r.parquet"
+    assert write_parquet(path, [odd, *_mixed()]) == 3
+    back = read_parquet(path)
+    assert back[1:] == _mixed()
+    assert back[0].turns == odd.turns and back[0].metadata == odd.metadata
+    assert back[0].error == "bad \\udc80 byte"
+    with_id = Trajectory(task_id="t\ud800", group_id="g0", prompt_ids=[1])
+    assert write_parquet(tmp_path / "s.parquet", [with_id]) == 1
+    assert read_parquet(tmp_path / "s.parquet")[0].task_id == "t\\ud800"
+
+
 def test_killed_rollout_keeps_the_groups_it_finished(tiny_dir, tmp_path):
     """A real crash: SIGKILL `toolgym rollout` once its first group is on disk; every line written is a whole
     trajectory and the sidecar says the run did not complete."""

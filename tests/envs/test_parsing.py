@@ -275,3 +275,30 @@ def test_llama3_json_with_python_fallback_runs_code_that_holds_json():
     p = get_parser("llama3_json+python")
     turn = p.parse('Let me check.\n```python\nprint({"name": "Bob", "age": 3})\n```')
     assert [c.name for c in turn.calls] == ["python"] and turn.errors == []
+
+
+# -- tool names (round-5 red team x09) ------------------------------------------------------------------
+
+BAD_NAMES = ["\ud800", "x" * 65, "naïve", "\u202e"]  # names every format writes verbatim
+
+
+@pytest.mark.parametrize("fmt", list(FORMATS))
+def test_a_tool_name_outside_the_safe_set_is_a_malformed_call(fmt):
+    """A name a model picks (a lone surrogate, a control character, 65 characters) never becomes a call: it would reach
+    the episode's turns, the rollout files and a template that prints tool names after the call."""
+    p = get_parser(fmt)
+    for name in BAD_NAMES:
+        text = p.format_call(name, {"a": 1})
+        turn = p.parse(text, tools=SCHEMAS)
+        assert turn.calls == [], (fmt, ascii(name), turn)
+        assert turn.errors or fmt == "pythonic", (fmt, ascii(name), turn)  # pythonic: not a call at all (text)
+        for e in turn.errors:
+            e.message.encode("utf-8")  # the feedback itself is text every tokenizer takes
+    good = p.parse(p.format_call("get_weather", {"city": "Oslo"}), tools=SCHEMAS)
+    assert [c.name for c in good.calls] == ["get_weather"]
+
+
+def test_hermes_names_the_invalid_tool_name_and_keeps_good_neighbours():
+    turn = HermesParser().parse(hermes("\ud800", {}) + hermes("python", {"code": "1"}) + hermes("functions.f", {}))
+    assert [c.name for c in turn.calls] == ["python", "functions.f"]
+    assert [e.message.split(":")[0] for e in turn.errors] == ["invalid tool name '\\ud800'"]

@@ -4,7 +4,9 @@ Token ids are list<int32>, the loss mask list<int8>, log-probs list<float64> (bi
 and timings list<struct<key, value: float64>> (Arrow's map type has no `datasets` equivalent); each turn is a struct of role and content plus `extra`, the JSON of its
 other keys (tool calls, finish reason), and `metadata` is a JSON string because its keys vary by
 environment. The sidecar header lives in the file's schema metadata under `toolgym.rollouts`.
-`read_parquet(write_parquet(x))` gives back equal trajectories.
+`read_parquet(write_parquet(x))` gives back equal trajectories, lone surrogates included (a program's
+output or a model's text may hold one, which UTF-8 cannot encode): a turn's role or content holding
+one travels in `extra`, and every JSON column escapes them, as the JSONL writer does.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import os
 from collections.abc import Iterable
 from typing import Any
 
-from toolgym.agents.storage import HEADER_KIND, RolloutFileError, check_schema, header_for
+from toolgym.agents.storage import HEADER_KIND, RolloutFileError, check_schema, escape_surrogates, header_for
 from toolgym.agents.trajectory import SCHEMA_VERSION, Trajectory
 
 _COLUMNS = ("role", "content")
@@ -45,10 +47,23 @@ def schema() -> Any:
     ])
 
 
+def _utf8(v: Any) -> bool:
+    try:
+        v.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _json(v: Any) -> str:
+    """JSON text that UTF-8 can encode: lone surrogates become JSON escapes (read back as themselves)."""
+    return escape_surrogates(json.dumps(v, ensure_ascii=False))
+
+
 def _turn_row(m: dict[str, Any]) -> dict[str, Any]:
-    row: dict[str, Any] = {k: m[k] if isinstance(m.get(k), str) else None for k in _COLUMNS}
+    row: dict[str, Any] = {k: m[k] if isinstance(m.get(k), str) and _utf8(m[k]) else None for k in _COLUMNS}
     rest = {k: v for k, v in m.items() if row.get(k) is None}
-    row["extra"] = json.dumps(rest, ensure_ascii=False) if rest else None
+    row["extra"] = _json(rest) if rest else None
     return row
 
 
@@ -66,11 +81,14 @@ def to_table(trajectories: Iterable[Trajectory], meta: dict[str, Any] | None = N
     for t in trajectories:
         d = t.to_dict()
         d["turns"] = [_turn_row(m) for m in t.turns]
-        d["metadata"] = json.dumps(t.metadata, ensure_ascii=False)
+        d["metadata"] = _json(t.metadata)
         d["reward_breakdown"] = [{"key": k, "value": float(v)} for k, v in t.reward_breakdown.items()]
         d["timings"] = [{"key": k, "value": float(v)} for k, v in t.timings.items()]
+        for k in ("task_id", "group_id", "finish_reason", "error"):  # plain text columns: escaped, not carried
+            if isinstance(d.get(k), str) and not _utf8(d[k]):
+                d[k] = escape_surrogates(d[k])
         rows.append(d)
-    sch = schema().with_metadata({HEADER_KIND: json.dumps(header_for(meta), ensure_ascii=False)})
+    sch = schema().with_metadata({HEADER_KIND: _json(header_for(meta))})
     try:
         return pa.Table.from_pylist(rows, schema=sch)
     except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError) as exc:

@@ -54,10 +54,16 @@ def _line(t: Trajectory) -> str:
     would otherwise cut a record in two. So is a lone surrogate (a program's text or output may hold one,
     which UTF-8 cannot encode): as a JSON escape it reads back as the same string."""
     text = t.to_json().replace("\u2028", "\\u2028").replace("\u2029", "\\u2029") + "\n"
+    return escape_surrogates(text)
+
+
+def escape_surrogates(text: str) -> str:
+    """`text` with each lone surrogate written as its JSON escape (`\\ud800`): in JSON text, that reads
+    back as the same string; UTF-8 cannot encode the character itself."""
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
-        text = _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+        return _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
     return text
 
 

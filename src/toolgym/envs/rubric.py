@@ -3,7 +3,8 @@
 Each function takes any of the keyword arguments `completion` (the final assistant text),
 `answer` (the detected final answer or None), `task`, `messages` (the whole episode) and
 `state` (per-episode scratch, e.g. the sandbox), and returns a float. Async functions are
-awaited. A function that raises scores 0 for that component and the error is reported; an
+awaited; sync ones run on a thread of their own (`toolgym.envs.offloop`), never on the event loop,
+each bounded by `sync_timeout_s` of its own time (over it, the component scores 0 and says so). A function that raises scores 0 for that component and the error is reported; an
 InfrastructureError (a fault no program could have caused: the sandbox engine, the host) is
 raised on instead, so the episode is not scored at all (the runner masks it).
 """
@@ -17,10 +18,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from toolgym.envs.offloop import call_off_loop
 from toolgym.errors import ConfigError, InfrastructureError
 
 RewardFn = Callable[..., Any]
 _ARGS = ("completion", "answer", "task", "messages", "state")
+SYNC_TIMEOUT_S = 60.0  # a sync reward function's own time, waits for others left out
 
 
 @dataclass
@@ -33,10 +36,12 @@ class RubricResult:
 
 
 class Rubric:
-    """`Rubric([correct, (format_ok, 0.1)])`: functions with optional weights (default 1.0)."""
+    """`Rubric([correct, (format_ok, 0.1)])`: functions with optional weights (default 1.0).
+
+    `sync_timeout_s` bounds each sync function's own time (None: unbounded)."""
 
     def __init__(self, funcs: Sequence[RewardFn | tuple[RewardFn, float]], weights: Sequence[float] | None = None,
-                 range: tuple[float, float] | None = None) -> None:
+                 range: tuple[float, float] | None = None, sync_timeout_s: float | None = SYNC_TIMEOUT_S) -> None:
         items: list[tuple[str, RewardFn, float]] = []
         for i, f in enumerate(funcs):
             fn, w = (f if isinstance(f, tuple) else (f, 1.0 if weights is None else weights[i]))
@@ -50,6 +55,8 @@ class Rubric:
             raise ConfigError("a Rubric needs at least one reward function")
         self.items = items
         self._params = {name: _accepted(fn) for name, fn, _ in items}
+        self._async = {name: _is_async(fn) for name, fn, _ in items}
+        self.sync_timeout_s = sync_timeout_s
         # every component scores in [0, 1] unless documented otherwise
         lo = sum(min(0.0, w) for _, _, w in items)
         hi = sum(max(0.0, w) for _, _, w in items)
@@ -67,7 +74,10 @@ class Rubric:
             params = self._params[name]
             args = kwargs if params is None else {k: v for k, v in kwargs.items() if k in params}
             try:
-                v = fn(**args)
+                if self._async[name]:
+                    v = fn(**args)
+                else:  # never on the loop's thread: a slow scorer would freeze every batch-mate
+                    v = await call_off_loop(fn, args, self.sync_timeout_s)
                 if inspect.isawaitable(v):
                     v = await v
                 v = float(v)
@@ -85,6 +95,12 @@ class Rubric:
     def score(self, **kwargs: Any) -> RubricResult:
         """Synchronous scoring (for use outside an event loop)."""
         return asyncio.run(self.ascore(**kwargs))
+
+
+def _is_async(fn: RewardFn) -> bool:
+    """fn is a coroutine function. Anything else runs off the loop; what it returns is awaited if it
+    is awaitable (an object whose __call__ is async only creates its coroutine there)."""
+    return inspect.iscoroutinefunction(fn)
 
 
 def _accepted(fn: RewardFn) -> set[str] | None:

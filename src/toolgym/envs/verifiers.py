@@ -155,7 +155,11 @@ class _VerifyWorker:
         import json
         import selectors
 
-        with self._lock:
+        from toolgym.sandbox.waiting import waiting
+
+        with waiting():  # the worker is shared: time spent behind other episodes' answers is theirs
+            self._lock.acquire()
+        try:
             if self._proc is None or self._proc.poll() is not None:
                 self._start()
             try:
@@ -171,6 +175,8 @@ class _VerifyWorker:
                 pass
             self._stop()
             return False
+        finally:
+            self._lock.release()
 
 
 def _serve() -> None:  # pragma: no cover - runs in the child interpreter
@@ -314,11 +320,20 @@ def extract_code(text: Any, language: str = "python") -> str | None:
 
 
 def rg_score(dataset: Any, answer: str | None, entry: dict[str, Any]) -> float:
-    """A reasoning-gym dataset's own scorer, clipped to [0, 1]; any exception scores 0."""
-    try:
-        v = float(dataset.score_answer(answer=answer, entry=entry))
-    except Exception:
-        return 0.0
+    """A reasoning-gym dataset's own scorer, clipped to [0, 1]; any exception scores 0.
+
+    The scorer runs under `scorer_guard.guarded()`: one that tries to execute the answer (some
+    `eval()` it or hand it to sympy's `parse_expr`) or to act on the host raises `ScorerRefused`
+    (the answer scores 0, and the rubric reports why), whatever the scorer returned."""
+    from toolgym.envs.scorer_guard import ScorerRefused, guarded
+
+    with guarded() as guard:
+        try:
+            v = float(dataset.score_answer(answer=answer, entry=entry))
+        except Exception:  # a scorer's own failure scores 0; a refusal is read from the guard below
+            v = 0.0
+    if guard.tripped is not None:
+        raise ScorerRefused(f"the {type(dataset).__name__} scorer tried {guard.tripped} on the answer; scored 0")
     if math.isnan(v):
         return 0.0
     return min(1.0, max(0.0, v))

@@ -21,37 +21,46 @@ _CLOCK: contextvars.ContextVar[WaitClock | None] = contextvars.ContextVar("toolg
 
 
 class WaitClock:
-    """Seconds spent waiting for others, thread-safe; waits in progress included."""
+    """Seconds spent waiting for others, thread-safe; waits in progress included.
 
-    def __init__(self) -> None:
+    A clock with a `parent` (a bounded part of an environment call, e.g. one reward function)
+    reports every wait to the parent as well, so both leave it out of their own time."""
+
+    def __init__(self, parent: WaitClock | None = None) -> None:
         self._lock = threading.Lock()
         self._closed = 0.0
-        self._open: dict[int, float] = {}
+        self._open: dict[int, tuple[float, int | None]] = {}
         self._ids = itertools.count()
+        self._parent = parent
 
     def start(self) -> int:
         """A wait begins now; returns its token for `stop`."""
+        up = self._parent.start() if self._parent is not None else None
         with self._lock:
             token = next(self._ids)
-            self._open[token] = time.monotonic()
+            self._open[token] = (time.monotonic(), up)
             return token
 
     def stop(self, token: int) -> None:
         with self._lock:
-            began = self._open.pop(token, None)
+            began, up = self._open.pop(token, (None, None))
             if began is not None:
                 self._closed += time.monotonic() - began
+        if up is not None and self._parent is not None:
+            self._parent.stop(up)
 
     def charge(self, seconds: float) -> None:
         """Part of a closed wait turned out to be the episode's own time (its share of a judge call)."""
         with self._lock:
             self._closed -= max(0.0, seconds)
+        if self._parent is not None:
+            self._parent.charge(seconds)
 
     @property
     def seconds(self) -> float:
         with self._lock:
             now = time.monotonic()
-            return self._closed + sum(now - began for began in self._open.values())
+            return self._closed + sum(now - began for began, _ in self._open.values())
 
 
 def current() -> WaitClock | None:

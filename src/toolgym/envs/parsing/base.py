@@ -11,12 +11,16 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
 from toolgym.envs.answers import extract_answer
 
 MAX_CALLS_PER_TURN = 8
+# what a tool name may be (a Tool's own names are a subset); any other name is a malformed call, so no
+# text a model picks as a name (a lone surrogate, control characters, megabytes) reaches the episode
+TOOL_NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 _DECODER = json.JSONDecoder()
 
 
@@ -216,6 +220,14 @@ class ToolCallParser:
             calls, errors = self.find_calls(visible)
         except RecursionError:  # a parser's own bound failed: still an answer for the model, never a crash
             calls, errors = [], [ParseError("the tool call is nested too deeply to read")]
+        named: list[ToolCall] = []
+        for call in calls:
+            if isinstance(call.name, str) and TOOL_NAME.fullmatch(call.name):
+                named.append(call)
+            else:
+                errors.append(ParseError(f"invalid tool name {ascii(call.name)[:80]}: "
+                                         "a tool name is 1 to 64 of A-Z a-z 0-9 _ . -"))
+        calls = named
         if len(calls) > self.max_calls:
             errors.append(ParseError(f"too many tool calls in one turn ({len(calls)}); only the first {self.max_calls} ran"))
             calls = calls[: self.max_calls]

@@ -1,7 +1,10 @@
 """toolgym/ReasoningGym-v0: any reasoning-gym procedural dataset by name, seeded and unbounded.
 
-The reward is the dataset's own scorer (an exception scores 0). Tasks are regenerated from
-(dataset, seed, index), so the same seed and index always give the same task.
+The reward is the dataset's own scorer (an exception scores 0), run under
+`toolgym.envs.scorer_guard`: a scorer may not execute the answer in the trainer. A dataset whose
+scorer does so even on its own reference answer (it `eval()`s it, or parses it with sympy's
+`parse_expr`) would score every answer 0, so it is refused when its source is built. Tasks are
+regenerated from (dataset, seed, index), so the same seed and index always give the same task.
 """
 
 from __future__ import annotations
@@ -34,9 +37,27 @@ def _dataset(name: str, seed: int, config_json: str) -> Any:
         hint = f"; did you mean {', '.join(close)}?" if close else ""
         raise ConfigError(f"unknown reasoning-gym dataset {name!r}{hint}")
     try:
-        return reasoning_gym.create_dataset(name, seed=seed, size=2**31 - 1, **json.loads(config_json))
+        ds = reasoning_gym.create_dataset(name, seed=seed, size=2**31 - 1, **json.loads(config_json))
     except (TypeError, ValueError, AssertionError) as exc:
         raise ConfigError(f"reasoning-gym dataset {name!r}: bad config {config_json}: {exc}") from None
+    _refuse_unsafe_scorer(name, ds)
+    return ds
+
+
+def _refuse_unsafe_scorer(name: str, ds: Any) -> None:
+    """Score the dataset's first reference answer under the scorer guard: a scorer that executes
+    even that (eval, sympy's parse_expr) would score every answer 0, so the dataset is refused."""
+    from toolgym.envs.scorer_guard import guarded
+
+    entry = ds[0]
+    with guarded() as guard:
+        try:
+            ds.score_answer(answer=entry.get("answer"), entry=entry)
+        except Exception:  # a scorer's own failure is not the guard's business
+            pass
+    if guard.tripped is not None:
+        raise ConfigError(f"reasoning-gym dataset {name!r} is refused: its scorer runs the answer as code in the "
+                          f"trainer ({guard.tripped}), so toolgym would score every answer 0; pick another dataset")
 
 
 def get_dataset(name: str, seed: int = 0, config: dict[str, Any] | None = None) -> Any:
