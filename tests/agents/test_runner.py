@@ -111,7 +111,32 @@ def test_each_episode_is_a_tenant_of_its_tasks_sandbox_calls(hf):
                       EpisodeLimits(max_turns=2), seed=1)
     r.run([3, 8, 3], group_size=2)
     assert len(seen) == 6 and all(ep is not None for _, ep in seen)
-    keys = {seed: {ep.key for s, ep in seen if s == seed} for seed, _ in seen}
+    keys = {seed: {ep.keys for s, ep in seen if s == seed} for seed, _ in seen}
     assert len(keys[3]) == 1 and len(keys[8]) == 1 and keys[3] != keys[8]  # task 3 twice: still one key
     assert len({ep.tenant for _, ep in seen}) == 6
     assert tenancy.current() is None  # nothing leaks out of an episode
+
+
+def test_an_episode_is_keyed_by_the_task_its_env_drew_whatever_the_seed(hf):
+    """Round-6 red team y02: two seeds that draw one task gave two keys, so a solver's and a copier's tool
+    calls could share a sandbox. After reset, calls carry the drawn task's key too."""
+    from toolgym.sandbox import tenancy
+
+    seen = []
+
+    class SameTask(ToolEchoEnv):
+        def reset(self, seed=None, options=None):
+            obs, info = super().reset(seed=0, options=options)  # every seed draws task 0
+            return obs, {**info, "task_id": "echo-0"}
+
+        def step(self, text):
+            seen.append(tenancy.current())
+            return super().step(text)
+
+    r = RolloutRunner(hf, ChatTemplate(hf.tokenizer), lambda: SameTask(turns=2), SamplingParams(max_tokens=4),
+                      EpisodeLimits(max_turns=2), seed=1)
+    r.run([32, 33], group_size=1)
+    first = {ep.keys for ep in seen if ep is not None}
+    assert len(seen) >= 2 and len(first) == 2  # two seeds: two episodes' key sets
+    shared = set.intersection(*(set(k) for k in first))
+    assert len(shared) == 1  # and one key in common: the task drawn

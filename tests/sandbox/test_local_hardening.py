@@ -119,6 +119,9 @@ def test_seccomp_program_shape():
         assert ev(raw, nr["fcntl"], (3, cmd)) == enolck, cmd
     for cmd in (1, 3, 4, 5, 36):  # F_GETFD F_GETFL F_SETFL F_GETLK F_OFD_GETLK
         assert ev(raw, nr["fcntl"], (3, cmd)) == seccomp.SECCOMP_RET_ALLOW, cmd
+    for cmd in (1024, 1026):  # F_SETLEASE, F_NOTIFY: watches on a shared inode (round-6 y05)
+        assert ev(raw, nr["fcntl"], (3, cmd)) == eperm, cmd
+    assert ev(raw, nr["io_setup"], (1, 0)) == seccomp.SECCOMP_RET_ERRNO | errno.ENOSYS
     for flag in (0x80, 0x20000, 0x02000000, 0x04000000, 0x08000000, 0x10000000, 0x20000000, 0x40000000):
         assert ev(raw, nr["clone"], (flag | 0x11,)) == eperm, hex(flag)
     assert ev(raw, nr["personality"], (8,)) == eperm
@@ -497,6 +500,25 @@ def test_no_file_lock_can_be_taken_on_the_hosts_files_shared_by_every_sandbox(lo
     out = json.loads(r.stdout)
     assert (out["flock"], out["setlk"], out["ofd"]) == (errno.ENOLCK,) * 3, out
     assert (out["getlk"], out["getfl"]) == (0, 0), out
+
+
+def test_no_watch_can_be_set_on_the_hosts_files_shared_by_every_sandbox(local_sb):
+    """Round-6 red team y05/y09/y03: an inotify or fanotify watch (or dnotify) on a /usr file saw another
+    local sandbox open it (AC through the opens), and io_setup moved the host's AIO count that every sandbox
+    reads. All are refused now."""
+    code = ("import ctypes, errno, fcntl, json, os\n"
+            "libc = ctypes.CDLL(None, use_errno=True)\n"
+            "def sc(r):\n    return 0 if r >= 0 else ctypes.get_errno()\n"
+            "ctx = ctypes.c_ulong(0)\n"
+            "fd = os.open(os.path.dirname(os.__file__), os.O_RDONLY)\n"
+            "def notify():\n    try:\n        fcntl.fcntl(fd, fcntl.F_NOTIFY, fcntl.DN_ACCESS)\n        return 0\n"
+            "    except OSError as e:\n        return e.errno\n"
+            "print(json.dumps({'inotify': sc(libc.inotify_init1(0)), 'fanotify': sc(libc.fanotify_init(0, 0)),\n"
+            "                  'dnotify': notify(), 'aio': sc(libc.syscall(206, 1, ctypes.byref(ctx)))}))\n")  # io_setup
+    r = local_sb.run(code)
+    assert r.status == "ok", r
+    out = json.loads(r.stdout)
+    assert out == {"inotify": errno.EPERM, "fanotify": errno.EPERM, "dnotify": errno.EPERM, "aio": errno.ENOSYS}, out
 
 
 def test_local_worker_has_memory_and_pids_limits(local_sb):

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextvars
 import copy
 import json
 from collections.abc import Callable, Sequence
@@ -342,9 +343,10 @@ class ToolEnv(gymnasium.Env):
             asyncio.get_running_loop()
         except RuntimeError:
             return self._loop.run_until_complete(coro)
-        # called from inside a running loop: drive our private loop on a helper thread
+        # called from inside a running loop: drive our private loop on a helper thread, in this context (the
+        # episode a sandbox call belongs to, toolgym.sandbox.tenancy, and the wait clock travel with it)
         with concurrent.futures.ThreadPoolExecutor(1) as ex:
-            return ex.submit(self._loop.run_until_complete, coro).result()
+            return ex.submit(contextvars.copy_context().run, self._loop.run_until_complete, coro).result()
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
         return self._run(self.areset(seed=seed, options=options))

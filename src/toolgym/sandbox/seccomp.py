@@ -18,7 +18,10 @@ F_SETLKW and their open-file-description forms). The sandbox's /usr, /etc and in
 host's files, bound by inode into every local sandbox: a lock taken there is seen from every other
 sandbox, a channel between programs judged at the same time (red team round 5, x06: a solver locked
 one stdlib file per bit of its answer and a copier read them). Locks on a sandbox's own files carry
-nothing anyone else could read, but no program needs them to be judged, so none is taken.
+nothing anyone else could read, but no program needs them to be judged, so none is taken. For the same
+reason watches on files are refused (EPERM: inotify, fanotify, fcntl F_NOTIFY and F_SETLEASE: a watch
+on a /usr file saw another sandbox open it), and `io_setup` gets ENOSYS (the host's count of AIO
+contexts is readable in every sandbox).
 Everything else is allowed.
 """
 
@@ -51,7 +54,8 @@ SECCOMP_RET_ALLOW = 0x7FFF0000
 # x86_64 syscall numbers (arch/x86/entry/syscalls/syscall_64.tbl; checked against
 # asm/unistd_64.h, open_tree_attr (6.15) against the kernel's table)
 SYSCALLS_X86_64 = {
-    "clone": 56, "fcntl": 72, "flock": 73, "ptrace": 101, "syslog": 103, "personality": 135, "vhangup": 153, "pivot_root": 155,
+    "clone": 56, "fcntl": 72, "flock": 73, "ptrace": 101, "io_setup": 206, "inotify_init": 253,
+    "inotify_add_watch": 254, "inotify_init1": 294, "fanotify_init": 300, "fanotify_mark": 301, "syslog": 103, "personality": 135, "vhangup": 153, "pivot_root": 155,
     "adjtimex": 159, "chroot": 161, "acct": 163, "settimeofday": 164, "mount": 165, "umount2": 166,
     "swapon": 167, "swapoff": 168, "reboot": 169, "iopl": 172, "ioperm": 173, "init_module": 175,
     "delete_module": 176, "quotactl": 179, "lookup_dcookie": 212, "clock_settime": 227,
@@ -74,11 +78,17 @@ DENY_EPERM = (
     "io_uring_setup", "io_uring_enter", "io_uring_register",
     "quotactl", "acct", "settimeofday", "clock_settime", "adjtimex", "iopl", "ioperm", "syslog",
     "vhangup", "lookup_dcookie",
+    # watches on files: /usr and the interpreter are the host's, shared by inode with every local sandbox,
+    # so a watch there sees another sandbox's opens (round-6 red team y05, y09)
+    "inotify_init", "inotify_init1", "inotify_add_watch", "fanotify_init", "fanotify_mark",
 )
-DENY_ENOSYS = ("clone3",)
+# io_setup: the host-wide count of AIO contexts is readable (/proc/sys/fs/aio-nr) in every sandbox (y03)
+DENY_ENOSYS = ("clone3", "io_setup")
 DENY_ENOLCK = ("flock",)
 # fcntl commands that take a lock: F_SETLK, F_SETLKW, F_OFD_SETLK, F_OFD_SETLKW (F_GETLK only reads)
 FCNTL_LOCKS = (6, 7, 37, 38)
+# fcntl commands that watch a shared inode: F_SETLEASE, F_NOTIFY (dnotify)
+FCNTL_WATCHES = (1024, 1026)
 
 CLONE_NEWTIME, CLONE_NEWNS, CLONE_NEWCGROUP, CLONE_NEWUTS = 0x80, 0x20000, 0x02000000, 0x04000000
 CLONE_NEWIPC, CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET = 0x08000000, 0x10000000, 0x20000000, 0x40000000
@@ -143,6 +153,7 @@ def program() -> bytes:
         ("label", "fcntl"),
         (BPF_LD_W_ABS, 0, 0, OFF_ARG1_LO),
         *[(BPF_JEQ_K, "enolck", 0, cmd) for cmd in FCNTL_LOCKS],
+        *[(BPF_JEQ_K, "eperm", 0, cmd) for cmd in FCNTL_WATCHES],
         (BPF_RET_K, 0, 0, SECCOMP_RET_ALLOW),
         ("label", "personality"),
         (BPF_LD_W_ABS, 0, 0, OFF_ARG0_LO),

@@ -31,9 +31,9 @@ NONE: Occupants = frozenset()
 
 @dataclass(frozen=True)
 class Episode:
-    """The task key and the tenant id of the episode a call belongs to."""
+    """The task keys and the tenant id of the episode a call belongs to."""
 
-    key: str
+    keys: tuple[str, ...]
     tenant: str
 
 
@@ -49,12 +49,20 @@ def episode(task: Any, tenant: str | None = None) -> Iterator[Episode]:
     """Calls made inside (tasks and threads started from it inherit the context) belong to one new
     episode of `task` (any JSON-able description that is equal for the rollouts of one task); `tenant`
     names the episode when the caller has its own id (calls of one tenant may share a sandbox)."""
-    ep = Episode("task:" + digest(task), tenant or uuid.uuid4().hex)
+    ep = Episode(("task:" + digest(task),), tenant or uuid.uuid4().hex)
     token = _EPISODE.set(ep)
     try:
         yield ep
     finally:
         _EPISODE.reset(token)
+
+
+def also(task: Any) -> None:
+    """The current episode is of `task` too, from now on: the runner adds the task an environment drew
+    (two seeds may draw one task) once its reset has said which."""
+    ep = current()
+    if ep is not None:
+        _EPISODE.set(Episode((*ep.keys, "task:" + digest(task)), ep.tenant))
 
 
 def digest(value: Any) -> str:
@@ -69,7 +77,7 @@ def occupants_now(*keys: str) -> Occupants:
     tenant = ep.tenant if ep is not None else uuid.uuid4().hex
     pairs = {(k, tenant) for k in keys}
     if ep is not None:
-        pairs.add((ep.key, tenant))
+        pairs.update((k, tenant) for k in ep.keys)
     return frozenset(pairs)
 
 
