@@ -184,3 +184,30 @@ def test_reward_range_follows_the_rubric():
     env.reset(seed=1)
     *_, r, _, _, info = env.step(f"Answer: {env.task.ground_truth}")
     assert r == 3.0 and info["reward_breakdown"] == {"correct": 1.0, "correct_1": 2.0}
+
+
+def test_sync_api_inside_a_running_loop_keeps_the_callers_episode():
+    """Round-6 red team y07: reset/step called from inside a running loop drive the env's own loop on a
+    helper thread, which lost the caller's context, so sandbox calls made there carried no episode
+    (toolgym.sandbox.tenancy) and could share a sandbox with another episode of the same task."""
+    from toolgym.sandbox import tenancy
+
+    seen = []
+
+    @tool
+    def where() -> str:
+        """Report the episode this call belongs to."""
+        seen.append(tenancy.current())
+        return "ok"
+
+    env = ToolEnv(GeneratorSource(make_task), tools=[where], rubric=Rubric([correct]), sandbox=None,
+                  system_prompt="Use tools.")
+
+    async def inside_a_loop():
+        with tenancy.episode({"task": "t1"}) as ep:
+            env.reset(seed=1)
+            env.step(call("where"))
+            return ep
+
+    ep = asyncio.run(inside_a_loop())
+    assert seen == [ep]
