@@ -52,15 +52,35 @@ def test_a_key_is_never_served_for_a_second_tenant_by_one_worker():
     pool.close()
 
 
-def test_the_pool_waits_for_a_busy_worker_that_fits_instead_of_replacing_an_idle_one():
-    pool = Pool(Idle, size=2)
+def test_callers_that_no_idle_worker_fits_get_fresh_sandboxes_started_at_once():
+    """Two callers of new tenants of served keys: each gets a fresh sandbox, both started together (a
+    start is cheaper than waiting for a busy call), and a caller that fits an idle worker starts none."""
+    starts = []
+
+    class Slow(Idle):
+        def __init__(self) -> None:
+            super().__init__()
+            starts.append(time.monotonic())
+            time.sleep(0.3)
+
+    pool = Pool(Slow, size=2)
     pool.wait_ready(10)
-    busy = pool.acquire(occupants=occ("task", "A"))
-    other = pool.acquire(occupants=occ("task", "B"))
-    pool.release(other)  # idle, but it served the task for B
-    threading.Timer(0.3, pool.release, args=(busy,)).start()
-    t = time.monotonic()
-    got = pool.acquire(occupants=occ("task", "A"))
-    assert got is busy and time.monotonic() - t >= 0.25 and pool.stats()["retired"] == 0
-    pool.release(got)
+    for tenant in ("A", "B"):
+        w = pool.acquire(occupants=occ("task", tenant))
+        pool.release(w)
+    del starts[:]
+    got = []
+    threads = [threading.Thread(target=lambda t=t: got.append(pool.acquire(occupants=occ("task", t))))
+               for t in ("C", "D")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(10)
+    assert len(got) == 2 and len(starts) == 2 and abs(starts[0] - starts[1]) < 0.25, starts
+    assert pool.stats()["retired"] == 2
+    for w in got:
+        pool.release(w)
+    w = pool.acquire(occupants=occ("task", "C"))  # C's worker fits C again: nothing retired
+    assert pool.stats()["retired"] == 2
+    pool.release(w)
     pool.close()

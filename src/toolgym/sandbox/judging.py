@@ -527,6 +527,8 @@ class _Batcher:
         return report
 
     def _pump(self) -> None:
+        pool = getattr(self.sb, "_pool", None) if isinstance(self.sb, Sandbox) else None
+        idle = pool.idle_served() if pool is not None and self.queue and self.busy < self.slots else []
         while self.queue and self.busy < self.slots:
             # Share the queue fairly among free slots, at most MAX_BATCH per call, no more than one call
             # carries (each job alone fits: see _refusal), and no two tenants of one key (two episodes of a
@@ -534,10 +536,16 @@ class _Batcher:
             free = self.slots - self.busy
             n = max(1, min(MAX_BATCH, -(-len(self.queue) // free)))
             room = MAX_INPUT_BYTES - _CALL_OVERHEAD
-            batch, rest, held = [], [], {}
+            # formed to fit an idle sandbox that can take the first job (what it has served counts as held), so
+            # that the call runs at once instead of waiting for a busy one or starting a fresh one
+            first = self.queue[0][0].occupants
+            target = next((m for m in idle if not tenancy.conflict(m, first)), None)
+            if target is not None:
+                idle.remove(target)
+            batch, rest, held = [], [], dict(target or {})
             for item in self.queue:
                 job = item[0]
-                if len(batch) < n and job.size <= room and not tenancy.conflict(held.items(), job.occupants):
+                if len(batch) < n and job.size <= room and not tenancy.conflict(held, job.occupants):
                     batch.append(item)
                     held.update(job.occupants)
                     room -= job.size

@@ -9,9 +9,9 @@ sampling included) does not count against the pool's size: the pool starts anoth
 call ever waits for a session to end; once the session ends, the pool shrinks back.
 
 Tenancy (see sandbox.tenancy): a call carries occupants, and a worker that has served a key for one
-tenant never serves it for another. `acquire` takes an idle worker that fits; when none fits, it waits
-for a busy one that will, and when no live worker fits and the pool is full, it retires an idle one
-(closed, not counted as discarded) and waits for a fresh one.
+tenant never serves it for another. `acquire` takes an idle worker that fits; when none fits and the
+pool is full, it retires an idle one (closed, not counted as discarded) and waits for a fresh one,
+one start at a time for each caller that waits so.
 """
 
 from __future__ import annotations
@@ -46,6 +46,7 @@ class Pool:
         self._all: list[Worker] = []
         self._starting = 0
         self._waiting = 0  # callers of acquire waiting for a worker
+        self._unfit = 0  # of those, callers that an idle worker did not fit
         self._cond = threading.Condition()
         self._closed = False
         self.last_error: str | None = None
@@ -131,14 +132,15 @@ class Pool:
 
     def _fitting(self, occupants: Occupants) -> Worker | None:
         for w in self._idle:
-            if not conflict(self._served.get(id(w), {}).items(), occupants):
+            if not conflict(self._served.get(id(w), {}), occupants):
                 return w
         return None
 
-    def _busy_fits(self, occupants: Occupants) -> bool:
-        """Whether a worker serving a call (not one a session holds) will fit once free: waiting for it
-        costs no sandbox start."""
-        return any(not conflict(self._served.get(i, {}).items(), occupants) for i in self._busy - self._held)
+    def idle_served(self) -> list[dict[str, str]]:
+        """What each idle worker has served (key -> tenant), for a caller that forms a call to fit one of
+        them (the judge's micro-batches): a call that fits no idle worker waits or costs a fresh sandbox."""
+        with self._cond:
+            return [dict(self._served.get(id(w), {})) for w in self._idle]
 
     def _retire_idle(self) -> None:
         """No idle worker fits, the pool is full and none is starting: replace the idle worker at the head."""
@@ -155,34 +157,48 @@ class Pool:
 
     def _acquire(self, deadline: float, timeout: float, hold: bool, occupants: Occupants) -> Worker:
         """`acquire`, under the pool's lock."""
-        while True:
-            if self._closed:
-                raise SandboxUnavailable("the sandbox is closed")
-            w = self._fitting(occupants) if self._idle else None
-            if w is not None:
-                self._idle.remove(w)
-                self._busy.add(id(w))
-                if hold:
-                    self._held.add(id(w))
-                return w
-            if self._idle and self._counted() >= self.size and not self._starting and not self._busy_fits(occupants):
-                self._retire_idle()
-                continue
-            if self._counted() < self.size:
-                self._cond.release()
-                try:
-                    self._start_async()
-                finally:
-                    self._cond.acquire()
-            elif self._starting == 0 and self.last_error and not self._all:
-                raise SandboxUnavailable(f"cannot start a sandbox: {self.last_error}")
-            left = deadline - time.monotonic()
-            if left <= 0 and not (self._busy - self._held) and not self._starting:
-                raise SandboxUnavailable(f"no sandbox became free in {timeout:.0f}s (every one is held by a "
-                                         f"session): {self.last_error}")
-            self._cond.wait(min(left, 1.0) if left > 0 else 1.0)
-            if self.last_error and self._starting == 0 and not self._all and not self._idle:
-                raise SandboxUnavailable(f"cannot start a sandbox: {self.last_error}")
+        unfit = False  # counted in self._unfit while this caller waits for a worker that fits
+        try:
+            while True:
+                if self._closed:
+                    raise SandboxUnavailable("the sandbox is closed")
+                w = self._fitting(occupants) if self._idle else None
+                if w is not None:
+                    self._idle.remove(w)
+                    self._busy.add(id(w))
+                    if hold:
+                        self._held.add(id(w))
+                    return w
+                if not unfit and self._idle:
+                    unfit = True
+                    self._unfit += 1
+                # one fresh sandbox starting for each caller that no idle worker fits, at once (not one by one):
+                # a start costs less than waiting for a busy worker's call (the judge's micro-batches are
+                # formed to fit an idle worker, see judging._Batcher, so this is rare in a step)
+                if self._idle and self._counted() >= self.size and self._starting < self._unfit:
+                    self._retire_idle()
+                    continue
+                self._wait_step(deadline, timeout)
+        finally:
+            self._unfit -= int(unfit)
+
+    def _wait_step(self, deadline: float, timeout: float) -> None:
+        """Start a worker if the pool has room, else wait a little for one to come free (under the lock)."""
+        if self._counted() < self.size:
+            self._cond.release()
+            try:
+                self._start_async()
+            finally:
+                self._cond.acquire()
+        elif self._starting == 0 and self.last_error and not self._all:
+            raise SandboxUnavailable(f"cannot start a sandbox: {self.last_error}")
+        left = deadline - time.monotonic()
+        if left <= 0 and not (self._busy - self._held) and not self._starting:
+            raise SandboxUnavailable(f"no sandbox became free in {timeout:.0f}s (every one is held by a "
+                                     f"session): {self.last_error}")
+        self._cond.wait(min(left, 1.0) if left > 0 else 1.0)
+        if self.last_error and self._starting == 0 and not self._all and not self._idle:
+            raise SandboxUnavailable(f"cannot start a sandbox: {self.last_error}")
 
     def release(self, worker: Worker, healthy: bool = True, reason: str = "") -> None:
         with self._cond:

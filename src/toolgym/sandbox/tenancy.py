@@ -21,7 +21,7 @@ import contextvars
 import hashlib
 import json
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -81,7 +81,8 @@ def occupants_now(*keys: str) -> Occupants:
     return frozenset(pairs)
 
 
-def conflict(a: Iterable[tuple[str, str]], b: Iterable[tuple[str, str]]) -> bool:
-    """Whether two sets of occupants hold one key for two tenants (they may not share a sandbox lifetime)."""
-    held = dict(a)
+def conflict(a: Mapping[str, str] | Iterable[tuple[str, str]], b: Iterable[tuple[str, str]]) -> bool:
+    """Whether two sets of occupants (a: pairs, or a key -> tenant map) hold one key for two tenants (they
+    may not share a sandbox lifetime)."""
+    held = a if isinstance(a, Mapping) else dict(a)
     return any(held.get(k, t) != t for k, t in b)
