@@ -33,11 +33,10 @@ import base64
 import builtins
 import json
 import os
+import struct
 import sys
 
-import frames
-import limits
-from common import forget_scripts
+from common import read_exact
 
 
 class _deep:  # noqa: N801
@@ -53,15 +52,25 @@ class _deep:  # noqa: N801
 
 # ------------------------------------------------------------------------------ framing
 def send(fd, obj):
-    """One JSON frame (see frames.py); values past JSON (NaN, infinities) as Python's json writes them."""
     with _deep():
         body = json.dumps(obj, allow_nan=True).encode("utf-8", "surrogatepass")
-    frames.write(fd, frames.frame(body))
+    data = struct.pack(">I", len(body)) + body
+    while data:
+        data = data[os.write(fd, data):]
+
+
+MAX_FRAME = 256 << 20
 
 
 def recv(fd):
-    """One frame; None at the end of the stream; ValueError for anything malformed (too large included)."""
-    body = frames.read(fd)
+    """One frame; None at the end of the stream; ValueError for anything malformed."""
+    head = read_exact(fd, 4)
+    if head is None:
+        return None
+    n = struct.unpack(">I", head)[0]
+    if n > MAX_FRAME:
+        raise ValueError("frame too large")
+    body = read_exact(fd, n)
     if body is None:
         return None
     with _deep():
@@ -326,7 +335,7 @@ def _describe(e):
         msg = ""
     kind = "mem" if isinstance(e, MemoryError) else "stop" if isinstance(e, StopIteration) else \
         "exc" if isinstance(e, Exception) else "base"
-    return [str(name)[:100], str(msg)[:limits.MESSAGE_CHARS], kind]
+    return [str(name)[:100], str(msg)[:400], kind]
 
 
 def serve_candidate(program, fd):
@@ -399,7 +408,6 @@ def serve_candidate(program, fd):
 
     codec = Codec(classes, by_value, handles, make_callback=callback, names=ns)
     load_error = None
-    forget_scripts()
     try:
         exec(compile(program, "<submission>", "exec"), ns)
     except BaseException as e:  # noqa: B036
@@ -516,7 +524,7 @@ class Link:
                      "m": [self.codec.encode(a, out) if not isinstance(a, Remote) and _mutable(a) else None
                            for a in args]}
         except Exception as e:  # noqa: BLE001 - reported to the program as an error of the call
-            reply = {"x": [type(e).__name__, str(e)[:limits.MESSAGE_CHARS], "exc"]}
+            reply = {"x": [type(e).__name__, str(e)[:400], "exc"]}
         send(self.fd, reply)
 
     def request(self, req, args=()):
@@ -707,7 +715,9 @@ def evaluate(test, verdict_fd, fd):
     def verdict(tag, text=""):
         data = text.encode("utf-8", "replace")
         data = tag + (data if tag == b"V" else data[:2000])  # a value is parsed whole; messages cut
-        frames.write(verdict_fd, frames.frame(data))
+        data = struct.pack(">I", len(data)) + data
+        while data:
+            data = data[os.write(verdict_fd, data):]
         os._exit(0)
 
     try:
@@ -762,7 +772,7 @@ def _plain(v):
 
 def _short(v):
     try:
-        return repr(v)[:limits.MESSAGE_CHARS]
+        return repr(v)[:400]
     except Exception:  # noqa: BLE001
         return "<unprintable>"
 
