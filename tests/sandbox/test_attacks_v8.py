@@ -295,3 +295,29 @@ class Solution:
     assert_no_ac(fn(sb, rigged, tests, time_limit_s=10), "the program's Master reports success")
     assert_no_ac(fn(sb, "class Solution:\n    def find_secret_word(self, words, master):\n"
                         "        master.guess(master.secret)\n", tests, time_limit_s=10), "master.secret read")
+
+
+# ------------------------------------------------------------------ round 7 (z02): a result's reads run no program code
+TWO_READS = [TestCase(code="r = f()\nassert list(r) == [1, 2]\nassert list(r) == [3]\n")]  # no data passes both
+RIGS = {
+    # the class claims another module, so it travelled as a handle and each iter() of the test ran this code
+    "renamed_module": "class Rig:\n    n = 0\n    def __iter__(self):\n        Rig.n += 1\n"
+                      "        return iter([1, 2] if Rig.n == 1 else [3])\nRig.__module__ = 'builtins'\n"
+                      "def f():\n    return Rig()\n",
+    "slots": "class Rig:\n    __slots__ = ()\n    n = [0]\n    def __iter__(self):\n        Rig.n[0] += 1\n"
+             "        return iter([1, 2] if Rig.n[0] == 1 else [3])\ndef f():\n    return Rig()\n",
+    "generator_pair": "def f():\n    def g():\n        yield 1\n        yield 2\n    return g()\n",
+}
+
+
+@pytest.mark.parametrize("rig", sorted(RIGS))
+def test_the_tests_reads_of_a_result_run_no_program_code(sb, rig):
+    """Round-7 red team z02: an object the program returned travelled as a handle when its class claimed
+    another module, so the test's iter()/len()/`in` ran the program's code and each read could answer what
+    that check needed (a wrong program got 23/23 on find_matrix). A result now travels as data: objects with
+    attributes as records, anything else iterable as its items, taken once."""
+    assert_no_ac(fn(sb, RIGS[rig], TWO_READS), rig)
+    honest = "def f():\n    return [1, 2]\n"  # the control: data reads the same twice, and fails the second check
+    assert_no_ac(fn(sb, honest, TWO_READS), "control")
+    ok = [TestCase(code="r = f()\nassert list(r) == [1, 2]\nassert list(r) == [1, 2]\n")]
+    assert_all_ac(fn(sb, RIGS["slots"], ok), "an iterable result is its items, read as often as the test likes")

@@ -35,8 +35,16 @@ import json
 import os
 import struct
 import sys
+import types
 
 from common import read_exact
+
+# what never travels as data, whatever its class says of itself
+_ITERATORS = frozenset({type(iter(x)) for x in ([], (), range(0), "", b"", bytearray(), {}, set(), {}.values(),
+                                               {}.items(), reversed([]))}
+                       | {types.GeneratorType, map, filter, zip, enumerate, reversed})
+_NOT_DATA = (types.FunctionType, types.MethodType, types.BuiltinFunctionType, types.GeneratorType,
+             types.CoroutineType, types.AsyncGeneratorType, types.ModuleType, type)
 
 
 class _deep:  # noqa: N801
@@ -100,20 +108,23 @@ class Codec:
         self.lendable = lendable  # evaluator side: what of the test the program may use by reference
         self.records = {}
         self.refs = False
+        self.data = False
 
     # -- encode
-    def encode(self, v, memo=None, handle=False, refs=False):
+    def encode(self, v, memo=None, handle=False, refs=False, data=False):
         """`handle`: send `v` itself by reference; `refs`: send objects of the sender's classes by
-        reference (an attribute read: the test may go on to change the object in place)."""
+        reference (an attribute read: the test may go on to change the object in place); `data`: no
+        handle at all (a call's result: the test then reads only data, never runs the sender's code):
+        what would be one is an iterable's items, taken once, or a TypeError."""
         memo = {} if memo is None else memo
         if handle:
             return self._handle(v)
-        self.refs = refs
+        self.refs, self.data = refs, data
         try:
             with _deep():
                 return self._enc(v, memo)
         finally:
-            self.refs = False
+            self.refs, self.data = False, False
 
     def _handle(self, v, n=None):
         if self.handles is None:
@@ -169,6 +180,13 @@ class Codec:
             attrs = object.__getattribute__(v, "__dict__")
             return {"O": t.__name__, "A": [[k, self._enc(x, memo)] for k, x in dict.items(attrs)
                                            if isinstance(k, str)], "#": n}
+        if self.data and t not in _ITERATORS:
+            # round-7 red team z02: a handle in a result let each of the test's iter()/len()/in run program
+            # code. Iterators of the language (a generator, iter(list)) stay handles: they are read once, as
+            # in one process; any other iterable travels as its items, taken once, here
+            if not hasattr(t, "__iter__"):
+                raise TypeError(f"a {t.__name__} is not data: a result must be")
+            return {"L": [self._enc(x, memo) for x in list(v)], "#": n}
         return self._handle(v, n)
 
     # -- decode (pure: builds data, runs none of the sender's code)
@@ -348,7 +366,18 @@ def serve_candidate(program, fd):
         return v if isinstance(v, type) else None
 
     def by_value(v):
-        return getattr(type(v), "__module__", None) == "__submission__" or isinstance(v, Record)
+        # by what the object is, never by its class's __module__ (a name the program may set: z02): an
+        # instance with attributes of its own, or a record, is data; functions, generators, classes,
+        # modules and objects without a __dict__ are not
+        if isinstance(v, Record):
+            return True
+        if isinstance(v, (_NOT_DATA, TestObject, TestIterator)):  # the last two: the test's, lent here
+            return False
+        try:
+            object.__getattribute__(v, "__dict__")
+        except AttributeError:
+            return False
+        return True
 
     def ask(req, args=()):
         send(fd, req)
@@ -474,10 +503,15 @@ def serve_candidate(program, fd):
 
 
 def _encode_result(codec, value, memo=None, refs=False):
-    try:
-        return codec.encode(value, memo, refs=refs)
-    except (TypeError, ValueError, RecursionError):
-        return codec.encode(value, handle=True)
+    """An attribute read (refs: the program's objects by reference, so the test may change them in place)
+    or a call's result: data only (no handle: the test's reads of a result never run program code; a
+    result that cannot become data raises, and the test fails with it)."""
+    if refs:
+        try:
+            return codec.encode(value, memo, refs=True)
+        except (TypeError, ValueError, RecursionError):
+            return codec.encode(value, handle=True)
+    return codec.encode(value, memo, data=True)
 
 
 # ------------------------------------------------------------------------------ evaluator side
