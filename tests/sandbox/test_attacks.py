@@ -34,7 +34,7 @@ import pytest
 import toolgym
 from tests.sandbox.conftest import open_for, require_backend
 from tests.sandbox.judging import MEM, RIGHT, TL, WRONG, assert_all_ac, assert_no_ac, fn, statuses
-from toolgym.sandbox import Limits, tenancy
+from toolgym.sandbox import Limits
 from toolgym.sandbox.judging import TestCase, ajudge, judge
 
 REPO = Path(toolgym.__file__).resolve().parents[2]
@@ -92,11 +92,10 @@ def assert_clean(sb) -> None:
 async def gather_batch(sb, *coros):
     """Run `coros` (ajudge calls) as ONE micro-batch: the first ajudge on an idle one-worker
     sandbox goes alone, so a warm-up job goes first and the rest queue behind it. The jobs are one
-    tenant's (toolgym.sandbox.tenancy), so that jobs with the same tests may share the call: these tests
-    are about batch-mates; tests/sandbox/test_attacks_v7.py is about tenants."""
+    tenant's (the `one_tenant` fixture of tests/sandbox/conftest.py), so that jobs with the same tests may
+    share the call."""
     warm = ajudge(sb, RIGHT, [TestCase(call="add", args=[1, 2], expected=3)], mode="function")
-    with tenancy.episode("batch-mates", tenant="batch-mates"):
-        reports = await asyncio.gather(warm, *coros)
+    reports = await asyncio.gather(warm, *coros)
     assert reports[0].all_passed, reports[0].verdicts
     return reports[1:]
 

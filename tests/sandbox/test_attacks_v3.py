@@ -58,7 +58,7 @@ def test_a_generator_argument_can_be_iterated(sb):
 # ================================================================ V2: copy-back pours a Record into the test's object
 
 
-SORT_RIGHT = PROGRAM_LISTNODE + '''
+SORT_IN_PLACE = '''
 class Solution:
     def sort_in_place(self, head):
         nodes = []
@@ -68,6 +68,7 @@ class Solution:
         for n, v in zip(nodes, sorted(n.val for n in nodes)):
             n.val = v
 '''
+SORT_RIGHT = PROGRAM_LISTNODE + SORT_IN_PLACE
 
 SORT_WRONG = PROGRAM_LISTNODE + '''
 class Solution:

@@ -23,6 +23,7 @@ import secrets
 import pytest
 
 from tests.sandbox.judging import assert_all_ac, assert_no_ac, fn
+from tests.sandbox.test_attacks_v3 import SORT_IN_PLACE
 from toolgym.sandbox.judging import TestCase
 
 # A guessing game: the judge's Oracle holds the secret, counts guesses and says whether the program won.
@@ -233,16 +234,6 @@ assert out == {sorted}, out
 '''
 MARKED_NODE = '__by_value__ = ("Node",)\n' + PLAIN_NODE.replace(
     "    def __repr__", "    def values(self):\n        return [self.val]\n\n    def __repr__")
-SORT_IN_PLACE = '''
-class Solution:
-    def sort_in_place(self, head):
-        nodes = []
-        while head:
-            nodes.append(head)
-            head = head.next
-        for n, v in zip(nodes, sorted(n.val for n in nodes)):
-            n.val = v
-'''
 
 
 @pytest.mark.parametrize("test", [PLAIN_NODE, MARKED_NODE], ids=["dunders-only", "listed"])

@@ -167,8 +167,9 @@ class RolloutRunner:
             obs, info = await budget.run(_reset(env, spec))
             timings["env_s"] += time.perf_counter() - t
             info = dict(info or {})
-            traj.task_id = str(info.get("task_id") or _task_id(info) or traj.task_id)
-            if info.get("task_id") or _task_id(info):  # the task drawn, whatever seed drew it
+            drawn = info.get("task_id") or _task_id(info)
+            traj.task_id = str(drawn or traj.task_id)
+            if drawn:  # the task drawn, whatever seed drew it
                 tenancy.also({"env": self.env_id, "task_id": traj.task_id})
             messages = _messages(obs)
             tools = info.get("tools") or info.get("tool_schemas") or None

@@ -74,11 +74,12 @@ def occupants_now(*keys: str) -> Occupants:
     """The occupants of a call made now: the current episode's task key, plus `keys` (a judge job's tests),
     all for the current episode (or for a tenant of their own outside one)."""
     ep = current()
-    tenant = ep.tenant if ep is not None else uuid.uuid4().hex
-    pairs = {(k, tenant) for k in keys}
-    if ep is not None:
-        pairs.update((k, tenant) for k in ep.keys)
-    return frozenset(pairs)
+    if ep is None:
+        if not keys:
+            return NONE  # a plain run outside an episode: nothing to keep apart
+        tenant = uuid.uuid4().hex
+        return frozenset((k, tenant) for k in keys)
+    return frozenset((k, ep.tenant) for k in (*keys, *ep.keys))
 
 
 def conflict(a: Mapping[str, str] | Iterable[tuple[str, str]], b: Iterable[tuple[str, str]]) -> bool:
