@@ -84,3 +84,18 @@ def test_callers_that_no_idle_worker_fits_get_fresh_sandboxes_started_at_once():
     assert pool.stats()["retired"] == 2
     pool.release(w)
     pool.close()
+
+
+def test_a_call_is_formed_for_an_idle_worker_that_can_take_some_queued_job():
+    """The judge forms a micro-batch for an idle sandbox: when the queue's first job is a second tenant of a key
+    that sandbox served, the call takes the queued jobs it can (instead of a call that fits no idle sandbox
+    and retires one: two retires in the judge benchmark's first pass before)."""
+    from toolgym.sandbox.judging import _fitted
+
+    served_a = {"k": "T1"}
+    served_b = {"k": "T2", "j": "T4", "i": "T6"}
+    queued = [occ("k", "T3"), occ("j", "T3"), occ("i", "T5")]
+    assert _fitted([served_a], queued) is served_a
+    assert _fitted([served_b, served_a], queued) is served_a  # takes the job after the first one
+    assert _fitted([served_b, {}], queued) == {}  # a fresh worker takes the first job
+    assert _fitted([served_a], [occ("k", "T3")]) is None  # nothing it can take: the call waits or retires

@@ -536,10 +536,10 @@ class _Batcher:
             free = self.slots - self.busy
             n = max(1, min(MAX_BATCH, -(-len(self.queue) // free)))
             room = MAX_INPUT_BYTES - _CALL_OVERHEAD
-            # formed to fit an idle sandbox that can take the first job (what it has served counts as held), so
-            # that the call runs at once instead of waiting for a busy one or starting a fresh one
-            first = self.queue[0][0].occupants
-            target = next((m for m in idle if not tenancy.conflict(m, first)), None)
+            # formed to fit an idle sandbox (what it has served counts as held), so that the call runs at once
+            # instead of waiting for a busy one or starting a fresh one: one that takes the first job, else one
+            # that takes any queued job (the jobs it cannot take wait for another sandbox)
+            target = _fitted(idle, [job.occupants for job, _ in self.queue])
             if target is not None:
                 idle.remove(target)
             batch, rest, held = [], [], dict(target or {})
@@ -569,6 +569,15 @@ class _Batcher:
         finally:
             self.busy -= 1
             self._pump()
+
+
+def _fitted(idle: list[dict[str, str]], queued: list[tenancy.Occupants]) -> dict[str, str] | None:
+    """The idle sandbox (what it has served) a call should be formed for: the first that can take the
+    queue's first job, else the first that can take any queued job; None when none can take any."""
+    first = next((m for m in idle if not tenancy.conflict(m, queued[0])), None)
+    if first is not None:
+        return first
+    return next((m for m in idle if any(not tenancy.conflict(m, occ) for occ in queued[1:])), None)
 
 
 def _slots(sb: Any) -> int:
