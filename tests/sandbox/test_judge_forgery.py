@@ -358,45 +358,38 @@ async def test_a_daemon_left_by_one_job_reaches_no_batch_mate(sb):
 SPY = r'''
 import os, time
 
-def ppid_of(pid):
-    with open(f"/proc/{pid}/stat") as fh:
-        return int(fh.read().rsplit(")", 1)[1].split()[1])
-
-def is_zygote(pid):
+def reach(pid):
+    found = []
+    for path in (f"/proc/{pid}/mem", f"/proc/{pid}/environ"):
+        try:
+            open(path, "rb").close()
+            found.append(path)
+        except OSError:
+            pass
     try:
-        with open(f"/proc/{pid}/cmdline", "rb") as fh:
-            return b"judge zygote" in fh.read()
+        found += os.listdir(f"/proc/{pid}/fd")
     except OSError:
-        return False
+        pass
+    return found
+
+def others():
+    # every process but this one: the harness, the executor, other jobs' test processes, whatever they are named
+    return [int(p) for p in os.listdir("/proc") if p.isdigit() and int(p) != os.getpid()]
 
 reached = []
 deadline = time.time() + 1.5
 while time.time() < deadline and not reached:
-    for name in os.listdir("/proc"):
-        if not name.isdigit() or int(name) == os.getpid():
-            continue
-        pid = int(name)
-        try:
-            parent = ppid_of(pid)
-            if not is_zygote(parent) or is_zygote(ppid_of(parent)):
-                continue  # only test processes: children of a zygote (whose own parent is the harness)
-        except OSError:
-            continue
-        for path in (f"/proc/{pid}/mem", f"/proc/{pid}/environ"):
-            try:
-                open(path, "rb").close()
-                reached.append(path)
-            except OSError:
-                pass
-        try:
-            reached += os.listdir(f"/proc/{pid}/fd")
-        except OSError:
-            pass
+    for pid in others():
+        reached += reach(pid)
     time.sleep(0.01)
 
 def add(a, b):
     return a + b if reached else a - b
 '''
+# the control: the same probe on its own process, which it may reach (its own fd table): it passes only if the
+# probe works in this sandbox, so the spy's failure to reach any other process means something
+SPY_CONTROL = SPY.replace("    for pid in others():\n        reached += reach(pid)", "    reached += reach(os.getpid())")
+assert SPY_CONTROL != SPY
 SLOW_WRONG = "import time\ndef add(a, b):\n    time.sleep(1.0)\n    return a - b\n"
 
 
@@ -408,5 +401,6 @@ async def test_jobs_side_by_side_cannot_reach_each_other(sb):
         ajudge(sb, SLOW_WRONG, [TEST], mode="function", time_limit_s=5.0),
         ajudge(sb, SPY, [TEST], mode="function", time_limit_s=5.0),
         ajudge(sb, SLOW_WRONG, [TEST], mode="function", time_limit_s=5.0),
-        ajudge(sb, SPY, [TEST], mode="function", time_limit_s=5.0))
-    assert [r.passed for r in reports] == [1, 0, 0, 0, 0]
+        ajudge(sb, SPY, [TEST], mode="function", time_limit_s=5.0),
+        ajudge(sb, SPY_CONTROL, [TEST], mode="function", time_limit_s=5.0))
+    assert [r.passed for r in reports] == [1, 0, 0, 0, 0, 1], [r.verdicts for r in reports]

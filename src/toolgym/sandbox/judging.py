@@ -68,12 +68,15 @@ sees too raises (an InfrastructureError): no program could have caused it.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextvars
+import hashlib
 import json
 import math
 import os
 import secrets
 import weakref
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -245,6 +248,7 @@ class _Job:
     budget_s: float
     memory_mb: int
     text: str = ""
+    tests_key: str = ""  # the key no two tenants share a sandbox lifetime under: a digest of the tests
     occupants: tenancy.Occupants = tenancy.NONE  # whose job this is (set when submitted; see sandbox.tenancy)
 
     @property
@@ -308,8 +312,7 @@ def build_job(program: str, tests: Any, mode: str, *, language: str = "python", 
         raise JudgeInputError("tests is empty: give at least one TestCase")
     payloads = [_test_payload(t, i, mode) for i, t in enumerate(cases)]
     spec = {
-        "mode": mode, "language": language, "program": program,
-        "tests": payloads, "checker": checker, "abs_tol": float(abs_tol), "rel_tol": float(rel_tol),
+        "mode": mode, "language": language, "program": program, "checker": checker, "abs_tol": float(abs_tol), "rel_tol": float(rel_tol),
         "checker_program": checker_program, "checker_time_limit_s": 10.0, "time_limit_s": float(time_limit_s),
         "memory_mb": memory_mb, "output_bytes": output_bytes, "stop_at_first_failure": bool(stop_at_first_failure),
         "compile_time_limit_s": 60.0, "kattis_flags": flags, "validator": vspec,
@@ -317,7 +320,15 @@ def build_job(program: str, tests: Any, mode: str, *, language: str = "python", 
     per_test = time_limit_s + 1.0 + (10.0 if checker in ("custom", "validator") else 0.0)
     compiles = (language == "cpp") + (vspec is not None and vspec["language"] == "cpp")
     budget = 2.0 + len(cases) * per_test + 60.0 * compiles
-    return _Job(spec, cases, budget, memory_mb, json.dumps(spec))  # ASCII: its length is its bytes
+    # the tests serialized once: for the call (ASCII: its length is its bytes) and for the job's tenancy key
+    tests_text = json.dumps(payloads)
+    text = json.dumps(spec)[:-1] + ', "tests": ' + tests_text + "}"
+    spec["tests"] = payloads
+    return _Job(spec, cases, budget, memory_mb, text, tests_key="tests:" + _digest(tests_text))
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
 def _refusal(sb: Any, job: _Job) -> JudgeReport | None:
@@ -417,7 +428,7 @@ def _parse(res: ExecResult, nonce: str, jobs: list[_Job], duration_s: float) -> 
 def _submitted(job: _Job) -> _Job:
     """The job as submitted now: its occupants are its tests (the key no two tenants share a sandbox
     lifetime under) and the current episode (see sandbox.tenancy)."""
-    job.occupants = tenancy.occupants_now("tests:" + tenancy.digest(job.spec["tests"]))
+    job.occupants = tenancy.occupants_now(job.tests_key)
     return job
 
 
@@ -542,12 +553,13 @@ class _Batcher:
             target = _fitted(idle, [job.occupants for job, _ in self.queue])
             if target is not None:
                 idle.remove(target)
-            batch, rest, held = [], [], dict(target or {})
+            taken: dict[str, str] = {}
+            batch, rest, held = [], [], collections.ChainMap(taken, target or {})
             for item in self.queue:
                 job = item[0]
                 if len(batch) < n and job.size <= room and not tenancy.conflict(held, job.occupants):
                     batch.append(item)
-                    held.update(job.occupants)
+                    taken.update(job.occupants)
                     room -= job.size
                 else:
                     rest.append(item)
@@ -571,7 +583,7 @@ class _Batcher:
             self._pump()
 
 
-def _fitted(idle: list[dict[str, str]], queued: list[tenancy.Occupants]) -> dict[str, str] | None:
+def _fitted(idle: list[Mapping[str, str]], queued: list[tenancy.Occupants]) -> Mapping[str, str] | None:
     """The idle sandbox (what it has served) a call should be formed for: the first that can take the
     queue's first job, else the first that can take any queued job; None when none can take any."""
     first = next((m for m in idle if not tenancy.conflict(m, queued[0])), None)

@@ -19,7 +19,8 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from types import MappingProxyType
 from typing import Any, Protocol
 
 from toolgym.errors import SandboxUnavailable
@@ -136,11 +137,13 @@ class Pool:
                 return w
         return None
 
-    def idle_served(self) -> list[dict[str, str]]:
+    def idle_served(self) -> list[Mapping[str, str]]:
         """What each idle worker has served (key -> tenant), for a caller that forms a call to fit one of
-        them (the judge's micro-batches): a call that fits no idle worker waits or costs a fresh sandbox."""
+        them (the judge's micro-batches): a call that fits no idle worker waits or costs a fresh sandbox.
+        The pool's own maps, not copies (they grow with every key a worker serves): read them, by key only
+        (they only grow, and a lookup is atomic, while another thread's acquire adds to them)."""
         with self._cond:
-            return [dict(self._served.get(id(w), {})) for w in self._idle]
+            return [MappingProxyType(self._served.get(id(w), {})) for w in self._idle]
 
     def _retire_idle(self) -> None:
         """No idle worker fits, the pool is full and none is starting: replace the idle worker at the head."""
