@@ -312,3 +312,53 @@ def test_the_tests_reads_of_a_result_run_no_program_code(sb, rig):
     assert_no_ac(fn(sb, honest, TWO_READS), "control")
     ok = [TestCase(code="r = f()\nassert list(r) == [1, 2]\nassert list(r) == [1, 2]\n")]
     assert_all_ac(fn(sb, RIGS["slots"], ok), "an iterable result is its items, read as often as the test likes")
+
+
+# ------------------------------------------------------------------ round 7 (z06): identity across a call
+CLONE_TEST = '''
+class Node:
+    def __init__(self, val, children=None):
+        self.val = val
+        self.children = children or []
+
+def shape(n):
+    return (n.val, [shape(c) for c in n.children])
+
+root = Node(1, [Node(2), Node(3)])  # depth 2: the rebuilt result kept its children before
+want = shape(root)
+copy = Solution().clone(root)
+originals = []
+stack = [root]
+while stack:
+    n = stack.pop()
+    originals.append(n)
+    stack += n.children
+for n in originals:  # a clone shares nothing with the original: emptying the original leaves it whole
+    n.children = []
+assert shape(copy) == want, shape(copy)
+'''
+NODE = "class Node:\n    def __init__(self, val, children=None):\n        self.val = val\n" \
+       "        self.children = children or []\n"  # the program's own, as LeetCode's starter gives it
+CLONE = NODE + "class Solution:\n    def clone(self, n):\n        return Node(n.val, [self.clone(c) for c in n.children])\n"
+IDENTITY = [NODE + p for p in (
+    "class Solution:\n    def clone(self, root):\n        return root\n",  # round-7 z06: passed on depth <= 2
+    "class Solution:\n    def clone(self, root):\n        return [root][0]\n")]
+SAME_LIST = [TestCase(code="a = [3, 1, 2]\nb = f(a)\nassert b is a and a == [1, 2, 3], (a, b)\n")]
+SAME_PART = [TestCase(code="a = [[1], [2]]\nb = f(a)\nassert b is a[1] and b == [2, 9], (a, b)\n")]
+
+
+@pytest.mark.parametrize("program", range(len(IDENTITY)))
+def test_an_argument_comes_back_as_the_tests_own_object(sb, program):
+    """Round-7 red team z06: a result was rebuilt as new objects on the test's side, so `return root` passed a
+    clone test that catches "returned the original" by emptying the original's nodes (4 tests of LeetCode's
+    clone_n_ary_tree passed under the judge that fail in one process). What came from the test's arguments
+    now comes back as the test's own object, changed in place as the program changed it."""
+    tests = [TestCase(code=CLONE_TEST)]
+    assert_no_ac(fn(sb, IDENTITY[program], tests), "the original returned as its own clone")
+    assert_all_ac(fn(sb, CLONE, tests), "control: a real clone")
+
+
+def test_identity_of_arguments_and_their_parts_holds_as_in_one_process(sb):
+    assert_all_ac(fn(sb, "def f(a):\n    a.sort()\n    return a\n", SAME_LIST), "the sorted list is the test's")
+    assert_all_ac(fn(sb, "def f(a):\n    a[1].append(9)\n    return a[1]\n", SAME_PART), "a part of the argument")
+    assert_no_ac(fn(sb, "def f(a):\n    return sorted(a)\n", SAME_LIST), "control: a new list is not the test's")

@@ -107,6 +107,11 @@ class Codec:
         self.records = {}
         self.refs = False
         self.data = False
+        # identity across one call (round-7 z06): the candidate tags what it sends back that came from the
+        # test's arguments (`origins`: id -> the index the evaluator gave it), and the evaluator decodes a
+        # tagged value into its own original, in place (`originals`: index -> object it sent by value)
+        self.origins = None
+        self.originals = None
 
     # -- encode
     def encode(self, v, memo=None, handle=False, refs=False, data=False):
@@ -159,6 +164,13 @@ class Codec:
             return {"P": object.__getattribute__(v, "_target")}  # the program's own object, by name or handle
         n = len(memo)
         memo[key] = (n, v)  # keeps v alive, so its id is not reused during this encode
+        out = self._enc_value(v, t, memo, n)
+        if self.origins is not None and key in self.origins and ("L" in out or "D" in out or "S" in out
+                                                                 or "BA" in out or "O" in out):
+            out["a"] = self.origins[key]  # the test's own object, changed or not: the same object there
+        return out
+
+    def _enc_value(self, v, t, memo, n):
         if isinstance(v, list):
             return {"L": [self._enc(x, memo) for x in list.__iter__(v)], "#": n}
         if isinstance(v, dict):
@@ -202,6 +214,10 @@ class Codec:
             return d
         if "R" in d:
             return memo[d["R"]]
+        if "a" in d and self.originals is not None:
+            orig = self._original(d)
+            if orig is not None:
+                return self._dec_into(orig, d, memo)
         if "L" in d:
             out = memo[d["#"]] = []
             out.extend(self._dec(x, memo) for x in d["L"])
@@ -261,6 +277,43 @@ class Codec:
                 raise ValueError("malformed value")
             return self.make_callback(int(d["E"]), str(d.get("c", "f")))
         raise ValueError("malformed value")
+
+    def _original(self, d):
+        """The evaluator's own object a tagged value stands for, when it is of the value's kind (a list
+        for a list, a data object of the class named): else None, and the value is decoded as new."""
+        orig = self.originals.get(d["a"]) if isinstance(d["a"], int) else None
+        if "O" in d:
+            ok = self.by_value(orig) and type(orig).__name__ == d["O"] and \
+                isinstance(getattr(orig, "__dict__", None), dict) and not isinstance(orig, type)
+        else:
+            kind = next((t for k, t in (("L", list), ("D", dict), ("S", set), ("BA", bytearray)) if k in d), None)
+            ok = kind is not None and isinstance(orig, kind)
+        return orig if ok else None
+
+    def _dec_into(self, orig, d, memo):
+        """Decode a tagged value into the original it stands for, in place (as the call changed it)."""
+        memo[d["#"]] = orig
+        if "L" in d:
+            orig[:] = [self._dec(x, memo) for x in d["L"]]
+        elif "D" in d:
+            pairs = [(self._dec(k, memo), self._dec(x, memo)) for k, x in d["D"]]
+            orig.clear()
+            orig.update(pairs)
+        elif "S" in d:
+            items = [self._dec(x, memo) for x in d["S"]]
+            orig.clear()
+            orig.update(items)
+        elif "BA" in d:
+            orig[:] = base64.b64decode(d["BA"])
+        else:
+            attrs = {}
+            for k, x in d["A"]:
+                k = str(k)
+                attrs[k] = self._dec(x, memo)
+                _check_attribute(type(orig), k, attrs[k], self.proxy)
+            orig.__dict__.clear()
+            orig.__dict__.update(attrs)
+        return orig
 
     def _class(self, name):
         cls = self.classes(name)
@@ -324,7 +377,10 @@ def _mutable(v):
 
 def _copy_back(orig, new, data):
     """Make the sender's argument `orig` look like the receiver's after the call. `data(orig)`:
-    an object that went by value (a data class's); anything lent is never written into."""
+    an object that went by value (a data class's); anything lent is never written into. An original that
+    came back tagged was decoded into in place already (`new is orig`)."""
+    if new is orig:
+        return
     if isinstance(orig, list) and isinstance(new, list):
         orig[:] = new
     elif isinstance(orig, dict) and isinstance(new, dict):
@@ -483,10 +539,14 @@ def serve_candidate(program, fd):
             fn = getattr(obj, str(req["n"])) if op == "method" else obj
             value = fn(*args, **kwargs)
             out_memo = {}
-            reply = {"v": codec.encode(value, out_memo, handle=bool(req.get("ctor")))
-                     if req.get("ctor") else _encode_result(codec, value, out_memo)}
-            reply["m"] = [codec.encode(a, out_memo) if _mutable(a) else None for a in args]
-            reply["mk"] = [[k, codec.encode(a, out_memo)] for k, a in kwargs.items() if _mutable(a)]
+            codec.origins = {id(o): n for n, o in memo.items()}  # what came from the test's arguments
+            try:
+                reply = {"v": codec.encode(value, out_memo, handle=bool(req.get("ctor")))
+                         if req.get("ctor") else _encode_result(codec, value, out_memo)}
+                reply["m"] = [codec.encode(a, out_memo) if _mutable(a) else None for a in args]
+                reply["mk"] = [[k, codec.encode(a, out_memo)] for k, a in kwargs.items() if _mutable(a)]
+            finally:
+                codec.origins = None
             send(fd, reply)
         except BaseException as e:  # noqa: B036
             try:
@@ -622,11 +682,15 @@ class Remote:
             req["n"] = name
         if object.__getattribute__(self, "_kind") == "class" and op == "call":
             req["ctor"] = True
-        value, dmemo, reply = link.request(req, args)
-        kw_new = dict(reply.get("mk") or [])
-        for k, a in kwargs.items():
-            if k in kw_new:
-                _copy_back(a, codec.decode(kw_new[k], dmemo), codec.by_value)
+        codec.originals = {n: v for n, v in memo.values()}  # what the program may send back as the same object
+        try:
+            value, dmemo, reply = link.request(req, args)
+            kw_new = dict(reply.get("mk") or [])
+            for k, a in kwargs.items():
+                if k in kw_new:
+                    _copy_back(a, codec.decode(kw_new[k], dmemo), codec.by_value)
+        finally:
+            codec.originals = None
         return value
 
     def __call__(self, *args, **kwargs):
