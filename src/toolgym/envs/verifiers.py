@@ -268,9 +268,12 @@ def extract_code(text: Any, language: str = "python") -> str | None:
 def rg_score(dataset: Any, answer: str | None, entry: dict[str, Any]) -> float:
     """A reasoning-gym dataset's own scorer, clipped to [0, 1]; any exception scores 0.
 
-    The scorer runs under `scorer_guard.guarded()`: one that tries to execute the answer (some
-    `eval()` it or hand it to sympy's `parse_expr`) or to act on the host raises `ScorerRefused`
-    (the answer scores 0, and the rubric reports why), whatever the scorer returned."""
+    The scorer runs in the calling process, under `scorer_guard.guarded()`: one that tries to
+    execute the answer (some `eval()` it or hand it to sympy's `parse_expr`) or to act on the host
+    raises `ScorerRefused` (the answer scores 0, and the rubric reports why), whatever the scorer
+    returned. The guard cannot stop a C call that holds the GIL, so toolgym calls this only inside
+    the scorer worker (`toolgym.envs.scorer_worker`, through `tasks.reasoning_gym.rg_reward`), never
+    in a trainer."""
     from toolgym.envs.scorer_guard import ScorerRefused, guarded
 
     with guarded() as guard:
