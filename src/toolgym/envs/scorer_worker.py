@@ -148,21 +148,21 @@ class ScorerWorker:
 
     def _read(self, deadline_s: float) -> dict[str, Any]:
         """One reply line within `deadline_s` of now."""
-        import selectors
+        import select
         import time
 
         end = time.monotonic() + deadline_s
         fd = self._proc.stdout.fileno()
-        with selectors.DefaultSelector() as sel:
-            sel.register(fd, selectors.EVENT_READ)
-            while b"\n" not in self._buf:
-                rest = end - time.monotonic()
-                if rest <= 0 or not sel.select(rest):
-                    raise ScorerTimeout(f"no reply within {deadline_s:g} s")
-                chunk = os.read(fd, 1 << 16)
-                if not chunk:
-                    raise ScorerFailed("its pipe closed: killed for memory or CPU time?")
-                self._buf += chunk
+        poller = select.poll()
+        poller.register(fd, select.POLLIN)
+        while b"\n" not in self._buf:
+            rest = end - time.monotonic()
+            if rest <= 0 or not poller.poll(max(1, int(rest * 1000))):
+                raise ScorerTimeout(f"no reply within {deadline_s:g} s")
+            chunk = os.read(fd, 1 << 16)
+            if not chunk:
+                raise ScorerFailed("its pipe closed: killed for memory or CPU time?")
+            self._buf += chunk
         line, self._buf = self._buf.split(b"\n", 1)
         try:
             reply = json.loads(line)
