@@ -195,7 +195,7 @@ def test_rg_score_never_raises():
 
 def test_verify_worker_recovers_after_its_process_dies():
     """The off-main-thread worker is restarted when its child interpreter has died."""
-    from toolgym.envs import verifiers
+    from toolgym.envs.scorer_worker import worker
 
     def compare():
         out["v"] = math_equal("2x+2x", "4x")
@@ -205,11 +205,11 @@ def test_verify_worker_recovers_after_its_process_dies():
     t.start()
     t.join(120)
     assert out["v"] is True
-    proc = verifiers._WORKER._proc
+    proc = worker()._proc
     proc.kill()
     proc.wait()
     out.clear()
     t = threading.Thread(target=compare)
     t.start()
     t.join(120)
-    assert out["v"] is True and verifiers._WORKER._proc is not proc
+    assert out["v"] is True and worker()._proc is not proc

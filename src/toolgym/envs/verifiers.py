@@ -3,7 +3,8 @@
 
 `math_equal` tries an exact numeric comparison first and falls back to math-verify (+ sympy).
 math-verify's timeout uses signal.alarm, which only works in the main thread: off the main
-thread the check runs in a small child interpreter that is killed on timeout.
+thread the check runs in the scorer worker (`toolgym.envs.scorer_worker`), a child interpreter
+killed past its deadline.
 """
 
 from __future__ import annotations
@@ -127,73 +128,12 @@ def _mv_compare(gold: str, pred: str, timeout_s: int) -> bool:
         return False
 
 
-class _VerifyWorker:
-    """One child interpreter that runs math-verify with alarms (in its main thread), spoken to in
-    JSON lines over pipes; killed and restarted when a comparison overruns. A plain subprocess
-    (not multiprocessing) so the user's __main__ module is never re-imported."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._proc: Any = None
-
-    def _start(self) -> None:
-        import subprocess
-        import sys
-
-        self._proc = subprocess.Popen(
-            [sys.executable, "-c", "from toolgym.envs.verifiers import _serve; _serve()"],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, bufsize=1,
-        )
-
-    def _stop(self) -> None:
-        if self._proc is not None:
-            self._proc.kill()
-            self._proc.wait(timeout=10)
-        self._proc = None
-
-    def compare(self, gold: str, pred: str, timeout_s: float) -> bool:
-        import json
-        import selectors
-
-        from toolgym.sandbox.waiting import waiting
-
-        with waiting():  # the worker is shared: time spent behind other episodes' answers is theirs
-            self._lock.acquire()
-        try:
-            if self._proc is None or self._proc.poll() is not None:
-                self._start()
-            try:
-                self._proc.stdin.write(json.dumps([gold, pred, max(1, int(timeout_s))]) + "\n")
-                self._proc.stdin.flush()
-                with selectors.DefaultSelector() as sel:
-                    sel.register(self._proc.stdout, selectors.EVENT_READ)
-                    if sel.select(timeout_s + 30.0):  # + start-up and import time of the first call
-                        line = self._proc.stdout.readline()
-                        if line:
-                            return bool(json.loads(line))
-            except (OSError, ValueError):
-                pass
-            self._stop()
-            return False
-        finally:
-            self._lock.release()
+def _mv_load() -> None:
+    """Import math-verify (the scorer worker's setup for `_mv_compare`: its import is not an answer's time)."""
+    import math_verify  # noqa: F401
 
 
-def _serve() -> None:  # pragma: no cover - runs in the child interpreter
-    import json
-    import sys
-
-    for line in sys.stdin:
-        try:
-            gold, pred, t = json.loads(line)
-            ok = _mv_compare(gold, pred, t)
-        except Exception:
-            ok = False
-        sys.stdout.write("true\n" if ok else "false\n")
-        sys.stdout.flush()
-
-
-_WORKER = _VerifyWorker()
+_MV_SLACK_S = 10.0  # math-verify's own alarms end a comparison at timeout_s; the worker's kill is the backstop
 
 
 def math_equal(pred: Any, gold: Any, *, rel_tol: float = 1e-6, timeout_s: int = 5) -> bool:
@@ -216,7 +156,13 @@ def math_equal(pred: Any, gold: Any, *, rel_tol: float = 1e-6, timeout_s: int = 
         return False
     if threading.current_thread() is threading.main_thread():
         return _mv_compare(g, p, timeout_s)
-    return _WORKER.compare(g, p, timeout_s)
+    from toolgym.envs.scorer_worker import ScorerFailed, ScorerTimeout, worker
+
+    try:
+        return bool(worker().call(f"{__name__}:_mv_compare", [g, p, max(1, int(timeout_s))],
+                                  deadline_s=timeout_s + _MV_SLACK_S, setup=(f"{__name__}:_mv_load", [], 120.0)))
+    except (ScorerTimeout, ScorerFailed):  # a comparison that overran or crashed its worker is "not equal"
+        return False
 
 
 # ---------------------------------------------------------------------------- multiple choice
@@ -322,9 +268,12 @@ def extract_code(text: Any, language: str = "python") -> str | None:
 def rg_score(dataset: Any, answer: str | None, entry: dict[str, Any]) -> float:
     """A reasoning-gym dataset's own scorer, clipped to [0, 1]; any exception scores 0.
 
-    The scorer runs under `scorer_guard.guarded()`: one that tries to execute the answer (some
-    `eval()` it or hand it to sympy's `parse_expr`) or to act on the host raises `ScorerRefused`
-    (the answer scores 0, and the rubric reports why), whatever the scorer returned."""
+    The scorer runs in the calling process, under `scorer_guard.guarded()`: one that tries to
+    execute the answer (some `eval()` it or hand it to sympy's `parse_expr`) or to act on the host
+    raises `ScorerRefused` (the answer scores 0, and the rubric reports why), whatever the scorer
+    returned. The guard cannot stop a C call that holds the GIL, so toolgym calls this only inside
+    the scorer worker (`toolgym.envs.scorer_worker`, through `tasks.reasoning_gym.rg_reward`), never
+    in a trainer."""
     from toolgym.envs.scorer_guard import ScorerRefused, guarded
 
     with guarded() as guard:

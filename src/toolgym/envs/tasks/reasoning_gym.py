@@ -1,10 +1,14 @@
 """toolgym/ReasoningGym-v0: any reasoning-gym procedural dataset by name, seeded and unbounded.
 
-The reward is the dataset's own scorer (an exception scores 0), run under
-`toolgym.envs.scorer_guard`: a scorer may not execute the answer in the trainer. A dataset whose
+The reward is the dataset's own scorer (an exception scores 0). It never runs in the trainer: it
+runs in the scorer worker (`toolgym.envs.scorer_worker`), a child interpreter with memory and CPU
+limits that is killed past `SCORE_DEADLINE_S` (the answer scores 0, with a `ScorerTimeout` note),
+so a scorer's C call that holds the GIL (coin_flip on '1e-7000000') stalls no other episode. There
+it runs under `toolgym.envs.scorer_guard`: a scorer may not execute the answer. A dataset whose
 scorer does so even on its own reference answer (it `eval()`s it, or parses it with sympy's
-`parse_expr`) would score every answer 0, so it is refused when its source is built. Tasks are
-regenerated from (dataset, seed, index), so the same seed and index always give the same task.
+`parse_expr`) would score every answer 0, so it is refused when its source is built (the check runs
+in the worker too). Tasks are regenerated from (dataset, seed, index), in the trainer and in the
+worker alike, so the same seed and index always give the same task.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from typing import Any
 from toolgym.envs.builtin_tools import python_tool
 from toolgym.envs.core import ToolEnv, jsonable
 from toolgym.envs.rubric import Rubric
+from toolgym.envs.scorer_worker import ScorerFailed, ScorerTimeout, in_worker, worker
 from toolgym.envs.sources import GeneratorSource
 from toolgym.envs.types import Task
 from toolgym.envs.verifiers import rg_score
@@ -25,6 +30,8 @@ from toolgym.errors import ConfigError
 SYSTEM_PROMPT = "Solve the task. Put only the final answer between <answer> and </answer>."
 TOOL_PROMPT = SYSTEM_PROMPT + " You may run Python by writing a ```python code block; its output is returned."
 _TEST_SALT = 1_000_003  # the "test" partition draws from a disjoint seed
+SCORE_DEADLINE_S = 5.0  # one answer's scoring in the worker (honest scorers take milliseconds)
+BUILD_DEADLINE_S = 300.0  # the worker's import of reasoning-gym and its build of a dataset
 
 
 @functools.lru_cache(maxsize=32)
@@ -40,13 +47,31 @@ def _dataset(name: str, seed: int, config_json: str) -> Any:
         ds = reasoning_gym.create_dataset(name, seed=seed, size=2**31 - 1, **json.loads(config_json))
     except (TypeError, ValueError, AssertionError) as exc:
         raise ConfigError(f"reasoning-gym dataset {name!r}: bad config {config_json}: {exc}") from None
-    _refuse_unsafe_scorer(name, ds)
+    if in_worker():
+        _refuse_unsafe_scorer(name, ds)
+    else:  # the worker builds its own copy and checks its scorer there; a refusal comes back as ConfigError
+        try:
+            worker().call(f"{__name__}:_build_here", [name, seed, config_json], deadline_s=BUILD_DEADLINE_S)
+        except (ScorerTimeout, ScorerFailed) as exc:
+            raise ConfigError(f"reasoning-gym dataset {name!r}: the scorer worker could not build it: {exc}") from None
     return ds
 
 
+def _build_here(name: str, seed: int, config_json: str) -> None:
+    """In the worker: build (and cache) the dataset, its scorer checked."""
+    _dataset(name, seed, config_json)
+
+
+def _score_here(name: str, seed: int, config_json: str, index: int, answer: str | None) -> float:
+    """In the worker: the dataset's scorer on one answer, the entry regenerated from its index."""
+    ds = _dataset(name, seed, config_json)
+    return rg_score(ds, answer, ds[index])
+
+
 def _refuse_unsafe_scorer(name: str, ds: Any) -> None:
-    """Score the dataset's first reference answer under the scorer guard: a scorer that executes
-    even that (eval, sympy's parse_expr) would score every answer 0, so the dataset is refused."""
+    """Score the dataset's first reference answer under the scorer guard (in the worker): a scorer
+    that executes even that (eval, sympy's parse_expr) would score every answer 0, so the dataset
+    is refused."""
     from toolgym.envs.scorer_guard import guarded
 
     entry = ds[0]
@@ -89,14 +114,17 @@ def rg_source(name: str, seed: int = 0, config: dict[str, Any] | None = None, pa
 
 
 def rg_reward(answer: str | None, completion: str, task: Task) -> float:
-    """The reasoning-gym scorer on the stated answer, with the entry regenerated from the task metadata."""
+    """The reasoning-gym scorer on the stated answer, in the scorer worker, with the entry regenerated
+    there from the task metadata. Past `SCORE_DEADLINE_S` it raises `ScorerTimeout` (scored 0)."""
     m = task.metadata
     try:
-        ds = get_dataset(m["rg_dataset"], int(m["rg_seed"]), m.get("rg_config") or None)
-        entry = ds[int(m["rg_index"])]
+        name, seed, index = str(m["rg_dataset"]), int(m["rg_seed"]), int(m["rg_index"])
+        key = json.dumps(m.get("rg_config") or {}, sort_keys=True)
     except Exception:
         return 0.0
-    return rg_score(ds, answer, entry)
+    return float(worker().call(f"{__name__}:_score_here", [name, seed, key, index, answer],
+                               deadline_s=SCORE_DEADLINE_S,
+                               setup=(f"{__name__}:_build_here", [name, seed, key], BUILD_DEADLINE_S)))
 
 
 class ReasoningGymEnv(ToolEnv):
