@@ -362,3 +362,41 @@ def test_identity_of_arguments_and_their_parts_holds_as_in_one_process(sb):
     assert_all_ac(fn(sb, "def f(a):\n    a.sort()\n    return a\n", SAME_LIST), "the sorted list is the test's")
     assert_all_ac(fn(sb, "def f(a):\n    a[1].append(9)\n    return a[1]\n", SAME_PART), "a part of the argument")
     assert_no_ac(fn(sb, "def f(a):\n    return sorted(a)\n", SAME_LIST), "control: a new list is not the test's")
+
+
+# ------------------------------------------------------------------ round 8 (r01): the data rule is the evaluator's
+FORGED_HANDLE = '''
+import sys
+
+class Rig:
+    def __init__(self):
+        self.items = [1, 2, None, 3, None]  # None: a StopIteration, and then more
+    def __iter__(self):
+        return self
+    def __next__(self):
+        x = self.items.pop(0) if self.items else None
+        if x is None:
+            raise StopIteration
+        return x
+    def __len__(self):
+        return 2
+
+def f():
+    return Rig()
+
+# the candidate's copy of the protocol is the program's to change: every result goes out as a handle
+sys.modules["rpc"]._encode_result = lambda codec, value, memo=None, refs=False: codec.encode(value, handle=True)
+'''
+
+
+@pytest.mark.parametrize("check", ["assert list(r) == [1, 2]\nassert list(r) == [3]\n",
+                                   "assert len(r) == 2 and list(r) == [1, 2]\n"])
+def test_a_result_the_program_sends_as_a_handle_is_read_once(sb, check):
+    """Round-8 red team r01: results were kept data-only by the candidate's encoder, which runs in the
+    program's process: a program that replaced it sent its rigged object as a handle, and the test's
+    iter()/len() ran its code (23/23 on LeetCode find_matrix for a wrong program). The evaluator now
+    reads any handle in a result as an iterator read once, as a generator is: no len(), and an
+    exhausted one stays exhausted."""
+    assert_no_ac(fn(sb, FORGED_HANDLE, [TestCase(code="r = f()\n" + check)]), "forged handle result")
+    gen = "def f():\n    yield 1\n    yield 2\n"  # control: a real generator result reads as in one process
+    assert_all_ac(fn(sb, gen, [TestCase(code="r = f()\nassert list(r) == [1, 2]\nassert list(r) == []\n")]))

@@ -112,6 +112,10 @@ class Codec:
         # tagged value into its own original, in place (`originals`: index -> object it sent by value)
         self.origins = None
         self.originals = None
+        self.data_dec = False
+        # candidate side: id(stand-in) -> (index, stand-in) for each object or function the test lent, so
+        # that one sent back is the test's own again (`{"E": index}`), not a handle on the stand-in
+        self.lent = {}
 
     # -- encode
     def encode(self, v, memo=None, handle=False, refs=False, data=False):
@@ -162,6 +166,8 @@ class Codec:
             return {"R": memo[key][0]}
         if self.proxy is not None and isinstance(v, self.proxy):
             return {"P": object.__getattribute__(v, "_target")}  # the program's own object, by name or handle
+        if key in self.lent:
+            return {"E": self.lent[key][0]}  # the test's lent object back to the test
         n = len(memo)
         memo[key] = (n, v)  # keeps v alive, so its id is not reused during this encode
         out = self._enc_value(v, t, memo, n)
@@ -204,10 +210,18 @@ class Codec:
         return self._handle(v, n)
 
     # -- decode (pure: builds data, runs none of the sender's code)
-    def decode(self, d, memo=None):
+    def decode(self, d, memo=None, data=False):
+        """`data` (the evaluator reading a call's result or copied-back arguments): the rule that a result
+        is data is kept HERE, not by the sender, whose process is the program's (round-8 red team r01:
+        a program that patched its own encoder sent its rigged object as a handle): a handle anywhere in
+        it is a `ResultIterator`, read once as a generator is, and nothing else of the program."""
         memo = {} if memo is None else memo
-        with _deep():
-            return self._dec(d, memo)
+        self.data_dec = data
+        try:
+            with _deep():
+                return self._dec(d, memo)
+        finally:
+            self.data_dec = False
 
     def _dec(self, d, memo):
         if not isinstance(d, dict):
@@ -266,6 +280,8 @@ class Codec:
                 out = self.handles[int(d["H"])]
             else:
                 out = self.make_proxy(int(d["H"]), str(d.get("t", "object")))
+                if self.data_dec:
+                    out = ResultIterator(out)
             if "#" in d:
                 memo[d["#"]] = out
             return out
@@ -273,6 +289,8 @@ class Codec:
             t = d["P"]
             return self.handles[int(t["h"])] if "h" in t else self.names[str(t["n"])]
         if "E" in d:
+            if self.handles is None:
+                return self.callbacks[int(d["E"])]  # the test's own lent object or function, sent back
             if self.make_callback is None:
                 raise ValueError("malformed value")
             return self.make_callback(int(d["E"]), str(d.get("c", "f")))
@@ -472,6 +490,11 @@ def serve_candidate(program, fd):
                 raise
 
     def callback(cid, kind):
+        stand_in = _stand_in(cid, kind)
+        codec.lent[id(stand_in)] = (cid, stand_in)
+        return stand_in
+
+    def _stand_in(cid, kind):
         if kind == "o":
             return TestObject(cid)
         if kind == "i":
@@ -615,6 +638,8 @@ class Link:
         send(self.fd, reply)
 
     def request(self, req, args=()):
+        """Send `req`, serve the program's calls back, and return the reply's value (data only for a call's
+        result, but a constructor's new object), the decode memo and the reply; copies arguments back."""
         if self.dead:
             raise CandidateAbort("the program ended during the test")
         try:
@@ -629,10 +654,11 @@ class Link:
                 name, msg, kind = (str(x) for x in reply["x"])
             else:
                 memo = {}
-                value = self.codec.decode(reply["v"], memo)
+                call = req.get("op") in ("call", "method")
+                value = self.codec.decode(reply["v"], memo, data=call and not req.get("ctor"))
                 for orig, new in zip(args, reply.get("m") or [], strict=False):
                     if new is not None:
-                        _copy_back(orig, self.codec.decode(new, memo), self.codec.by_value)
+                        _copy_back(orig, self.codec.decode(new, memo, data=True), self.codec.by_value)
                 return value, memo, reply
         except (OSError, ValueError, KeyError, TypeError, IndexError, AttributeError, RecursionError):
             # the stream broke or carried something malformed: the program failed the test
@@ -688,7 +714,7 @@ class Remote:
             kw_new = dict(reply.get("mk") or [])
             for k, a in kwargs.items():
                 if k in kw_new:
-                    _copy_back(a, codec.decode(kw_new[k], dmemo), codec.by_value)
+                    _copy_back(a, codec.decode(kw_new[k], dmemo, data=True), codec.by_value)
         finally:
             codec.originals = None
         return value
@@ -747,6 +773,33 @@ class Remote:
 
     def __mro_entries__(self, bases):
         return (object,)  # a test class "subclassing" a program's interface class (LeetCode's MountainArray)
+
+
+class ResultIterator:
+    """A handle in a call's result (one of the language's iterators, a generator): the test may only read
+    it once, as in one process. next() crosses (each item as data); once it is exhausted or has raised, it
+    stays so, whatever the program's object would answer next (so two reads cannot see two contents)."""
+
+    __slots__ = ("_remote", "_done")
+
+    def __init__(self, remote):
+        self._remote = remote
+        self._done = False
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        if self._done:
+            raise StopIteration
+        try:
+            return self._remote._call("method", (), {}, "__next__")
+        except BaseException:
+            self._done = True
+            raise
+
+    def __repr__(self):
+        return "<iterator of the program>"
 
 
 class ProgramNamespace:
