@@ -448,18 +448,6 @@ def listing(path, spare=(), protected=lambda path: False):
         return []
 
 
-def read_exact(fd, n):
-    """Exactly `n` bytes from `fd`, or None at the end of the stream."""
-    chunks, got = [], 0
-    while got < n:
-        b = os.read(fd, min(n - got, 1 << 20))
-        if not b:
-            return None
-        chunks.append(b)
-        got += len(b)
-    return b"".join(chunks)
-
-
 def reap():
     """Collect dead children and orphans (PID 1 and subreapers inherit them). {pid: status}."""
     done = {}
@@ -506,12 +494,21 @@ def print_exc(exc):
     sys.stderr.write("".join(traceback.TracebackException(type(exc), exc, tb).format()))
 
 
+def forget_scripts():
+    """Take these scripts' modules (common, frames, ...: marked `__sandbox__` by the bootstrap, see
+    toolgym.sandbox.scripts) out of sys.modules before a program runs, so that its `import limits`
+    finds its own limits.py (or nothing), never ours. The scripts keep theirs: their globals hold them."""
+    for name in [n for n, m in sys.modules.items() if getattr(m, "__dict__", {}).get("__sandbox__") is True]:
+        del sys.modules[name]
+
+
 def run_as_main(path, filename):
     """Run the program in `path` as `python -I main.py` would, in this (forked) interpreter,
     then exit with its status: threads joined, atexit hooks run, streams flushed."""
     import builtins
     import types
 
+    forget_scripts()
     main = types.ModuleType("__main__")
     main.__file__ = path
     main.__builtins__ = builtins
