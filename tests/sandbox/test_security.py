@@ -256,6 +256,22 @@ def test_a_programs_own_module_named_like_a_script_is_the_one_it_imports(sb):
     healthy(sb)
 
 
+def test_no_program_of_the_judge_sees_the_scripts_modules(sb):
+    """The judge's test processes (children of the zygote, a fork server: it takes the scripts' modules out
+    of sys.modules once, before it serves) hold none of them either: a stdio program, and a function-mode
+    program, whose tests read what it found."""
+    from toolgym.sandbox.judging import TestCase, judge
+
+    names = ("common", "frames", "limits", "forkserver", "zygote", "rpc", "kattis_validation")
+    found = f"import sys\nFOUND = sorted(n for n in {names!r} if n in sys.modules)\n"
+    r = judge(sb, found + "print(FOUND)\n", [TestCase(input="", output="[]\n")], mode="stdio")
+    assert r.all_passed, r.verdicts
+    r = judge(sb, found + "def found():\n    return FOUND\n", [TestCase(code="assert found() == [], found()")],
+              mode="function")
+    assert r.all_passed, r.verdicts
+    healthy(sb)
+
+
 def test_nothing_passes_from_one_call_to_the_next(sb):
     discarded = sb.stats()["discarded"]
     plant = ("import os\nfor d in ['/tmp', '/var/tmp', '/dev/shm', '/dev/mqueue', '.']:\n    try:\n"

@@ -496,8 +496,9 @@ def print_exc(exc):
 
 def forget_scripts():
     """Take these scripts' modules (common, frames, ...: marked `__sandbox__` by the bootstrap, see
-    toolgym.sandbox.scripts) out of sys.modules before a program runs, so that its `import limits`
-    finds its own limits.py (or nothing), never ours. The scripts keep theirs: their globals hold them."""
+    toolgym.sandbox.scripts) out of sys.modules, so that a program's `import limits` finds its own
+    limits.py (or nothing), never ours. The scripts keep theirs: their globals hold them. Called once,
+    by a fork server before it serves (forkserver.py): every program runs in one of its children."""
     for name in [n for n, m in sys.modules.items() if getattr(m, "__dict__", {}).get("__sandbox__") is True]:
         del sys.modules[name]
 
@@ -508,7 +509,6 @@ def run_as_main(path, filename):
     import builtins
     import types
 
-    forget_scripts()
     main = types.ModuleType("__main__")
     main.__file__ = path
     main.__builtins__ = builtins

@@ -64,7 +64,6 @@ from common import (
     drop_to,
     exit_code,
     flush,
-    forget_scripts,
     ipc_objects,
     listing,
     live,
@@ -755,7 +754,6 @@ def _session_loop(ctl):
 
     _python_signals()
     _python_stdio()
-    forget_scripts()
     ns = types.ModuleType("__main__")
     ns.__builtins__ = builtins
     sys.modules["__main__"] = ns

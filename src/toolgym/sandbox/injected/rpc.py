@@ -38,7 +38,6 @@ import types
 
 import frames
 import limits
-from common import forget_scripts
 
 # what never travels as data, whatever its class says of itself
 _ITERATORS = frozenset({type(iter(x)) for x in ([], (), range(0), "", b"", bytearray(), {}, set(), {}.values(),
@@ -421,7 +420,6 @@ def serve_candidate(program, fd):
 
     codec = Codec(classes, by_value, handles, make_callback=callback, names=ns)
     load_error = None
-    forget_scripts()
     try:
         exec(compile(program, "<submission>", "exec"), ns)
     except BaseException as e:  # noqa: B036
