@@ -264,14 +264,19 @@ def _sched_attr(pid):
     return buf.raw
 
 
-def _sched(pid):
+def _sched(pid, pidfd):
     """(nice, scheduling policy, CPUs, the whole sched_attr) of a process: what a program could change
-    for a cleaner."""
-    with open(f"/proc/{pid}/stat") as fh:
-        fields = fh.read().rsplit(")", 1)[1].split()
-    if fields[0] in ("Z", "X"):
+    for a cleaner; OSError once it has ended. System calls only (reading /proc/PID/stat for the first two
+    was ~20 us of each call). Whether it has ended is read from its pidfd, after the rest: a process that
+    has not ended by then is the one that was read (a pid is reused only after its process ended), so no
+    other process that took a dead cleaner's pid passes for it."""
+    import select
+
+    state = (os.getpriority(os.PRIO_PROCESS, pid), os.sched_getscheduler(pid), frozenset(os.sched_getaffinity(pid)),
+             _sched_attr(pid))
+    if select.select([pidfd], [], [], 0)[0]:  # readable: the process has ended (a zombie included)
         raise OSError("the cleaner is dead")
-    return int(fields[16]), int(fields[38]), frozenset(os.sched_getaffinity(pid)), _sched_attr(pid)
+    return state
 
 
 class Cleaner:
@@ -281,7 +286,8 @@ class Cleaner:
 
     def __init__(self, uid, sock, pid):
         self.uid, self.sock, self.pid = uid, sock, pid
-        self.sched = _sched(pid)
+        self.pidfd = os.pidfd_open(pid)  # close-on-exec; a fork server closes it (it keeps only its socket)
+        self.sched = _sched(pid, self.pidfd)
 
     @classmethod
     def start(cls, uid):
@@ -350,7 +356,7 @@ class Cleaner:
         """The cleaner lives, at the scheduling it started with (its effective uid is the untrusted one,
         so a program may lower its priority: that makes the sandbox unclean)."""
         try:
-            return _sched(self.pid) == self.sched
+            return _sched(self.pid, self.pidfd) == self.sched
         except (OSError, ValueError, IndexError):
             return False
 
