@@ -238,6 +238,40 @@ def test_argv_reaches_python(sb):
     assert r.stdout == "['a', 'b c']\n"
 
 
+def test_a_programs_own_module_named_like_a_script_is_the_one_it_imports(sb):
+    """The executor's own modules (common, frames, limits, forkserver) are not what a program imports:
+    its own file of that name is, in a call and in a session (they used to shadow it: `import common`
+    gave the executor's)."""
+    own = {f"{m}.py": f"MINE = {m!r}\n" for m in ("common", "frames", "limits", "forkserver")}
+    r = sb.run("import common, frames, forkserver, limits\nprint(common.MINE, frames.MINE, forkserver.MINE, limits.MINE)",
+               files=own)
+    assert (r.status, r.stdout) == ("ok", "common frames forkserver limits\n"), r.stderr
+    listed = "import sys\nprint(sorted(n for n in ('common', 'frames', 'limits', 'forkserver') if n in sys.modules))"
+    assert sb.run(listed).stdout == "[]\n"
+    session = sb.session()
+    try:
+        assert session.run(listed).stdout == "[]\n"
+    finally:
+        session.close()
+    healthy(sb)
+
+
+def test_no_program_of_the_judge_sees_the_scripts_modules(sb):
+    """The judge's test processes (children of the zygote, a fork server: it takes the scripts' modules out
+    of sys.modules once, before it serves) hold none of them either: a stdio program, and a function-mode
+    program, whose tests read what it found."""
+    from toolgym.sandbox.judging import TestCase, judge
+
+    names = ("common", "frames", "limits", "forkserver", "zygote", "rpc", "kattis_validation")
+    found = f"import sys\nFOUND = sorted(n for n in {names!r} if n in sys.modules)\n"
+    r = judge(sb, found + "print(FOUND)\n", [TestCase(input="", output="[]\n")], mode="stdio")
+    assert r.all_passed, r.verdicts
+    r = judge(sb, found + "def found():\n    return FOUND\n", [TestCase(code="assert found() == [], found()")],
+              mode="function")
+    assert r.all_passed, r.verdicts
+    healthy(sb)
+
+
 def test_nothing_passes_from_one_call_to_the_next(sb):
     discarded = sb.stats()["discarded"]
     plant = ("import os\nfor d in ['/tmp', '/var/tmp', '/dev/shm', '/dev/mqueue', '.']:\n    try:\n"

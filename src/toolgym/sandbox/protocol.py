@@ -1,8 +1,9 @@
-"""Host side of the executor protocol: length-prefixed JSON frames over one stream.
+"""Host side of the executor protocol: JSON frames over one stream.
 
 One long-lived stream per sandbox (a Docker attach socket, or the pipes of a local
 bubblewrap process) carries every call, so a call costs one round trip instead of a
-`docker exec`.
+`docker exec`. The frame format and its limit are the executor's own (`injected/frames.py`,
+imported here as a module): defined once for both ends.
 """
 
 from __future__ import annotations
@@ -15,9 +16,12 @@ import struct
 import time
 from typing import Any
 
+from toolgym.sandbox.injected.frames import MAX_FRAME, FrameTooLarge, encode, take
 from toolgym.sandbox.scripts import program
 
-MAX_FRAME = 256 << 20
+__all__ = ["MAX_FRAME", "Channel", "ChannelClosed", "encode", "executor_source"]
+# Docker's attach stream (not ours): [stream, 0, 0, 0, size32] before each chunk of a stream
+_DOCKER_HEAD = struct.Struct(">BxxxI")
 
 
 class ChannelClosed(Exception):
@@ -27,11 +31,6 @@ class ChannelClosed(Exception):
 def executor_source() -> str:
     """The executor (injected/executor.py), run as `python3 -I -c SOURCE` in every sandbox."""
     return program("executor")
-
-
-def encode(obj: dict[str, Any]) -> bytes:
-    body = json.dumps(obj, ensure_ascii=False).encode("utf-8", "surrogatepass")
-    return struct.pack(">I", len(body)) + body
 
 
 class Channel:
@@ -75,24 +74,24 @@ class Channel:
             self._buf += chunk
             return
         self._raw += chunk
-        while len(self._raw) >= 8:  # docker attach framing: [stream, 0, 0, 0, size32]
-            kind, size = self._raw[0], struct.unpack(">I", self._raw[4:8])[0]
-            if len(self._raw) < 8 + size:
+        head = _DOCKER_HEAD.size
+        while len(self._raw) >= head:
+            kind, size = _DOCKER_HEAD.unpack(self._raw[:head])
+            if len(self._raw) < head + size:
                 break
             if kind == 1:
-                self._buf += self._raw[8:8 + size]
-            del self._raw[:8 + size]
+                self._buf += self._raw[head:head + size]
+            del self._raw[:head + size]
 
     def recv(self, deadline: float) -> dict[str, Any]:
-        while len(self._buf) < 4:
+        while True:
+            try:
+                body = take(self._buf, MAX_FRAME)
+            except FrameTooLarge:
+                raise ChannelClosed("executor sent an oversized frame") from None
+            if body is not None:
+                break
             self._fill(deadline)
-        (n,) = struct.unpack(">I", self._buf[:4])
-        if n > MAX_FRAME:
-            raise ChannelClosed("executor sent an oversized frame")
-        while len(self._buf) < 4 + n:
-            self._fill(deadline)
-        body = bytes(self._buf[4:4 + n])
-        del self._buf[:4 + n]
         try:
             return json.loads(body.decode("utf-8", "surrogatepass"))
         except ValueError as exc:

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal, TypeVar
 
+from toolgym.sandbox.injected import limits as _defaults
+
 Status = Literal["ok", "error", "timeout", "oom", "output_limit", "killed", "sandbox_error"]
 STATUSES: tuple[str, ...] = ("ok", "error", "timeout", "oom", "output_limit", "killed", "sandbox_error")
 # pids a sandbox needs beside a call's own `Limits.pids`: the executor, its call template, the two
@@ -14,14 +16,15 @@ OWN_PIDS = 10
 
 @dataclass(frozen=True)
 class Limits:
-    """Per-call resource limits; every backend enforces all of them."""
+    """Per-call resource limits; every backend enforces all of them. The defaults are the executor's
+    own for a request that leaves one out (injected/limits.py)."""
 
-    timeout_s: float = 10.0
-    memory_mb: int = 512
+    timeout_s: float = _defaults.TIMEOUT_S
+    memory_mb: int = _defaults.MEMORY_MB
     pids: int = 64
-    output_bytes: int = 1 << 20
+    output_bytes: int = _defaults.OUTPUT_BYTES
     cpu_s: float | None = None  # CPU-time limit; defaults to timeout_s
-    file_bytes: int = 16 << 20  # largest file a call may write
+    file_bytes: int = _defaults.FILE_BYTES  # largest file a call may write
 
     def __post_init__(self) -> None:
         if self.timeout_s <= 0:

@@ -9,7 +9,7 @@
 A custom validator is trusted code of the problem's author. It runs in the sandbox as uid 65533
 (never the submission's uid) as ``validator input answer feedback_dir [args] < team_output``;
 exit 42 accepts, 43 rejects, anything else is a judge error (verdict JE). Interactive: its
-stdout is the submission's stdin and the submission's stdout its stdin. See injected/kattis.py.
+stdout is the submission's stdin and the submission's stdout its stdin. See injected/kattis_validation.py.
 """
 
 from __future__ import annotations

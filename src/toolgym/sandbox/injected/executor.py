@@ -12,17 +12,17 @@ Every hardening step fails closed: without no-new-privileges, a seccomp filter, 
 non-dumpable executor and exactly the expected capabilities, it answers every request
 with an error and runs nothing.
 
-Protocol: frames on fd 0 (requests) and fd 1 (responses), each a 4-byte big-endian
-length and a UTF-8 JSON object. One request at a time. A session's interpreter gets its cells
+Protocol: frames (frames.py: a 4-byte big-endian length and a UTF-8 JSON object) on fd 0
+(requests) and fd 1 (responses). One request at a time. A session's interpreter gets its cells
 on a socket of the same framing, written and read within each cell's deadline.
 
 The work root is root's own (mode 0755: a call can see that it is alone there, but write only in
 its own dir below it, and in /tmp and the like, wiped after every call).
 
 Every call starts clean:
-- Processes of a call are forked from a TEMPLATE process that the executor forked at
-  start-up, before it read any request. The template only ever receives file
-  descriptors; what a call runs (code path, argv, limits) reaches the call's own child
+- Processes of a call are forked from a TEMPLATE process (a fork server, forkserver.py) that
+  the executor forked at start-up, before it read any request. The template only ever receives
+  file descriptors; what a call runs (code path, argv, limits) reaches the call's own child
   through a pipe after the fork. So no call's memory holds anything of an earlier call.
   Python calls run in that forked interpreter (much cheaper than a new one); C++ and
   bash calls exec.
@@ -45,10 +45,11 @@ import resource
 import select
 import signal
 import socket
-import struct
 import sys
 import time
 
+import frames
+import limits
 from common import (
     OOM_FILES,
     PR_GET_DUMPABLE,
@@ -71,14 +72,13 @@ from common import (
     prctl,
     print_exc,
     protector,
-    read_exact,
     reap,
     run_as_main,
     tasks,
     wipe,
 )
+from forkserver import ForkServer, description, place
 
-MAX_FRAME = 256 << 20
 WORKROOT = "/work"
 WIPE_TMP = False
 PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -87,7 +87,7 @@ CAPS = (1 << 0) | (1 << 1) | (1 << 3) | (1 << 5) | (1 << 6) | (1 << 7)
 _IN = _OUT = -1
 _SESSION = None  # dict(pid, ctl, out, err, uid) of the live session interpreter
 _SEQ = [0]
-_TEMPLATE = None  # (pid, socket) of the template process
+_TEMPLATE = None  # the call template: a forkserver.ForkServer
 _CLEANERS = {}  # untrusted uid -> its standing Cleaner
 _BASE_TASKS = [None]  # tasks in the sandbox's pids cgroup when no call runs
 _REFUSED = None  # why this sandbox refuses to run anything (a hardening step failed)
@@ -95,18 +95,12 @@ _REFUSED = None  # why this sandbox refuses to run anything (a hardening step fa
 
 # ----------------------------------------------------------------------------- framing
 def read_frame(fd):
-    head = read_exact(fd, 4)
-    if head is None:
-        return None
-    (n,) = struct.unpack(">I", head)
-    if n > MAX_FRAME:
-        while n > 0:  # drain it so the stream stays in sync
-            chunk = read_exact(fd, min(n, 1 << 20))
-            if chunk is None:
-                return None
-            n -= len(chunk)
+    """The next request on `fd` (a JSON object, see frames.py); None at the end of the stream; a dict
+    with "__error__" for a frame that is too large (dropped: the stream stays in step) or malformed."""
+    try:
+        body = frames.read(fd, drain=True)
+    except frames.FrameTooLarge:
         return {"__error__": "frame too large"}
-    body = read_exact(fd, n)
     if body is None:
         return None
     try:
@@ -119,11 +113,7 @@ def read_frame(fd):
 
 
 def write_frame(fd, obj):
-    body = json.dumps(obj, ensure_ascii=False).encode("utf-8", "surrogatepass")
-    data = struct.pack(">I", len(body)) + body
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view):]
+    frames.write(fd, frames.encode(obj))
 
 
 # ----------------------------------------------------------------------------- hardening
@@ -184,7 +174,7 @@ def _own_workroot():
 
 # ----------------------------------------------------------------------------- helpers
 def _keep():
-    keep = {_TEMPLATE[0]} if _TEMPLATE else set()
+    keep = {_TEMPLATE.pid} if _TEMPLATE else set()
     keep |= {c.pid for c in _CLEANERS.values()}
     if _SESSION:
         keep.add(_SESSION["pid"])
@@ -228,8 +218,13 @@ def _safe_path(root, name):
     return path
 
 
+_PROTECTED = []  # common.protector(WORKROOT), made once at start-up (it resolves 3 paths: ~20 us a use)
+
+
 def _protected(path):
-    return protector(WORKROOT)(path)
+    if not _PROTECTED:
+        _PROTECTED.append(protector(WORKROOT))
+    return _PROTECTED[0](path)
 
 
 def _wipe(path, spare=()):
@@ -246,14 +241,14 @@ def _decode(b):
 
 def _limits(req):
     lim = req.get("limits") or {}
-    timeout = float(lim.get("timeout_s", 10.0))
+    timeout = float(lim.get("timeout_s", limits.TIMEOUT_S))
     cpu = lim.get("cpu_s")
     return {
         "timeout_s": timeout,
         "cpu_s": float(cpu) if cpu is not None else timeout,
-        "memory_mb": int(lim.get("memory_mb", 512)),
-        "output_bytes": int(lim.get("output_bytes", 1 << 20)),
-        "file_bytes": int(lim.get("file_bytes", 16 << 20)),
+        "memory_mb": int(lim.get("memory_mb", limits.MEMORY_MB)),
+        "output_bytes": int(lim.get("output_bytes", limits.OUTPUT_BYTES)),
+        "file_bytes": int(lim.get("file_bytes", limits.FILE_BYTES)),
         "nproc": int(lim["nproc"]) if lim.get("nproc") else None,
     }
 
@@ -310,49 +305,12 @@ def _python_main(path, argv, cwd, extra_env=None):
 
 
 # ----------------------------------------------------------------------------- the template
-def _template_loop(sock):
-    """Fork calls on request, and report their exit status when asked. Runs in a process
-    forked before any request was read, and only ever receives file descriptors and pids,
-    so its memory never holds a request."""
-    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-    while True:
-        try:
-            msg, fds, _flags, _addr = socket.recv_fds(sock, 16, 8)
-        except OSError:
-            os._exit(0)
-        if msg[:1] == b"w":  # the exit status of a call (the executor saw it end, or killed it)
-            try:
-                status = os.waitpid(struct.unpack("i", msg[1:5])[0], 0)[1]
-            except (ChildProcessError, struct.error):
-                status = -1
-            sock.send(struct.pack("i", status))
-            continue
-        if msg[:1] != b"f" or not fds:
-            os._exit(0)
-        try:
-            pid = os.fork()
-        except OSError:
-            pid = -1  # the executor reports it; the template keeps serving
-        if pid == 0:
-            sock.close()
-            _call_child(fds)
-        for fd in fds:
-            os.close(fd)
-        sock.send(struct.pack("i", pid))
-
-
 def _call_child(fds):
-    """A call, in a fresh fork of the template: read what to run from fds[0], set up, run."""
+    """A call, in a fresh fork of the template (forkserver.py): read what to run from fds[0], set up, run."""
     try:
-        desc = json.loads(os.read(fds[0], 1 << 20) or b"{}")
+        desc = description(fds[0])
         os.setsid()
-        # stdin, stdout, stderr (+ the session's control socket) at 0, 1, 2 (, 3)
-        import fcntl
-
-        high = [fcntl.fcntl(fd, fcntl.F_DUPFD, 64) for fd in fds[1:]]
-        for target, fd in enumerate(high):
-            os.dup2(fd, target)
-        os.closerange(len(high), 1 << 16)
+        place(fds[1:])  # stdin, stdout, stderr at 0, 1, 2; a session's control socket or the cleaners' from 3
         kind, uid, cwd, lim = desc["kind"], int(desc["uid"]), desc["cwd"], desc["lim"]
         if uid != 0:  # the OOM killer takes untrusted code first, never a trusted judge harness
             with open("/proc/self/oom_score_adj", "w") as fh:
@@ -383,47 +341,12 @@ def _call_child(fds):
     os._exit(127)
 
 
-def _start_template():
-    global _TEMPLATE
-    parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-    pid = os.fork()
-    if pid == 0:
-        parent.close()
-        _template_loop(child)
-        os._exit(0)
-    child.close()
-    _TEMPLATE = (pid, parent)
-
-
 def _fork_call(desc, fds):
     """Have the template fork a call; `desc` reaches only that call. Returns its pid."""
-    r, w = os.pipe()
-    data = json.dumps(desc).encode()
-    if len(data) >= 65536:
-        raise ValueError("call description too large")
-    os.write(w, data)
-    os.close(w)
-    try:
-        socket.send_fds(_TEMPLATE[1], [b"f"], [r, *fds])
-        got = _TEMPLATE[1].recv(16)
-    finally:
-        os.close(r)
-    if len(got) != 4:
-        raise RuntimeError("the call template died")
-    pid = struct.unpack("i", got)[0]
+    pid = _TEMPLATE.fork(desc, fds)
     if pid <= 0:
         raise RuntimeError("the call template could not fork")
     return pid
-
-
-def _template_wait(pid):
-    """The wait status of call `pid` (a child of the template), once it has ended."""
-    _TEMPLATE[1].send(b"w" + struct.pack("i", pid))
-    got = _TEMPLATE[1].recv(16)
-    if len(got) != 4:
-        raise RuntimeError("the call template died")
-    status = struct.unpack("i", got)[0]
-    return None if status < 0 else status
 
 
 # ----------------------------------------------------------------------------- supervision
@@ -433,15 +356,14 @@ CTL_MAX = 4096  # the largest answer a session interpreter sends on its control 
 def _ctl_answer(buf):
     """The session interpreter's answer, once `buf` holds a whole frame: {"rc": int}, or {"bad": True}
     for anything else (a cell may write on the channel itself); None while incomplete."""
-    if len(buf) < 4:
-        return None
-    (n,) = struct.unpack(">I", bytes(buf[:4]))
-    if n > CTL_MAX:
+    try:
+        body = frames.take(buf, CTL_MAX)
+    except frames.FrameTooLarge:
         return {"bad": True}
-    if len(buf) < 4 + n:
+    if body is None:
         return None
     try:
-        obj = json.loads(bytes(buf[4:4 + n]).decode("utf-8"))
+        obj = json.loads(body.decode("utf-8"))
     except ValueError:
         return {"bad": True}
     rc = obj.get("rc") if isinstance(obj, dict) else None
@@ -455,101 +377,97 @@ def _supervise(pid, fds, deadline, cap, ctl=None, send=b""):
 
     `ctl` (a session's control socket, non-blocking) is written (`send`: the cell) and read in this
     same loop, within the deadline: an interpreter that stops reading, or writes part of a frame, can
-    only run into the deadline. Returns dict(out, err, status, truncated flags, wait status, ctl message)."""
+    only run into the deadline. Without `ctl`, the template's report that `pid` ended stops the loop.
+    Returns dict(out, err, status, truncated flags, wait status, ctl message)."""
     bufs = {fd: bytearray() for fd in fds}
     trunc = {fd: False for fd in fds}
     poller = select.poll()
     for fd in fds:
         poller.register(fd, select.POLLIN | select.POLLHUP | select.POLLERR)
-    pidfd = real_pidfd = None
+    server = None
     pending = memoryview(send)
     ctl_buf = bytearray()
-    if ctl is None:
-        pidfd = real_pidfd = os.pidfd_open(pid)  # the call is the template's child, not ours
-        poller.register(pidfd, select.POLLIN)
+    if ctl is None:  # the call is the template's child: the template reports its end
+        server = _TEMPLATE.sock.fileno()
+        poller.register(server, select.POLLIN)
     else:
         poller.register(ctl, select.POLLIN | select.POLLHUP | (select.POLLOUT if pending else 0))
     open_fds = set(fds)
     reason = None
     wstatus = None
     ctl_msg = None
-    try:
-        while True:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                reason = "timeout"
-                break
-            wait_ms = left * 1000
-            events = poller.poll(max(1, int(wait_ms)))
-            for fd, ev in events:
-                if fd == pidfd:
-                    poller.unregister(pidfd)
-                    pidfd = -2
-                elif fd == ctl:
-                    if pending and ev & select.POLLOUT:
-                        try:
-                            pending = pending[os.write(ctl, pending):]
-                        except BlockingIOError:
-                            pass
-                        except OSError:
-                            ctl_msg = {"dead": True}
-                        if not pending:
-                            poller.modify(ctl, select.POLLIN | select.POLLHUP)
-                    if ctl_msg is None and ev & (select.POLLIN | select.POLLHUP | select.POLLERR):
-                        try:
-                            chunk = os.read(ctl, 65536)
-                        except BlockingIOError:
-                            chunk = None
-                        except OSError:
-                            chunk = b""
-                        if chunk == b"":
-                            ctl_msg = {"dead": True}
-                        elif chunk:
-                            ctl_buf += chunk
-                            ctl_msg = _ctl_answer(ctl_buf)
-                    if ctl_msg is not None:
-                        poller.unregister(ctl)
-                elif fd in open_fds:
-                    data = os.read(fd, 65536)
-                    if not data:
-                        poller.unregister(fd)
-                        open_fds.discard(fd)
-                        continue
-                    room = cap - len(bufs[fd])
-                    if len(data) > room:
-                        bufs[fd] += data[:max(room, 0)]
-                        trunc[fd] = True
-                        reason = "output_limit"
-                    else:
-                        bufs[fd] += data
-            if reason:
-                break
-            if ctl is None:
-                if pidfd == -2:
-                    wstatus = _template_wait(pid)
-                    break  # the program ended; daemons still holding its pipes die next
-            elif ctl_msg is not None:
-                break
-        # drain what is already in the pipes, without waiting for daemons holding them
-        for fd in list(open_fds):
-            os.set_blocking(fd, False)
-            try:
-                while len(bufs[fd]) <= cap:
-                    data = os.read(fd, 65536)
-                    if not data:
-                        break
-                    room = cap - len(bufs[fd])
-                    if len(data) > room:
-                        bufs[fd] += data[:max(room, 0)]
-                        trunc[fd] = True
-                        reason = reason or "output_limit"
-                        break
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            reason = "timeout"
+            break
+        wait_ms = left * 1000
+        events = poller.poll(max(1, int(wait_ms)))
+        for fd, ev in events:
+            if fd == server:
+                _TEMPLATE.pump()
+            elif fd == ctl:
+                if pending and ev & select.POLLOUT:
+                    try:
+                        pending = pending[os.write(ctl, pending):]
+                    except BlockingIOError:
+                        pass
+                    except OSError:
+                        ctl_msg = {"dead": True}
+                    if not pending:
+                        poller.modify(ctl, select.POLLIN | select.POLLHUP)
+                if ctl_msg is None and ev & (select.POLLIN | select.POLLHUP | select.POLLERR):
+                    try:
+                        chunk = os.read(ctl, 65536)
+                    except BlockingIOError:
+                        chunk = None
+                    except OSError:
+                        chunk = b""
+                    if chunk == b"":
+                        ctl_msg = {"dead": True}
+                    elif chunk:
+                        ctl_buf += chunk
+                        ctl_msg = _ctl_answer(ctl_buf)
+                if ctl_msg is not None:
+                    poller.unregister(ctl)
+            elif fd in open_fds:
+                data = os.read(fd, 65536)
+                if not data:
+                    poller.unregister(fd)
+                    open_fds.discard(fd)
+                    continue
+                room = cap - len(bufs[fd])
+                if len(data) > room:
+                    bufs[fd] += data[:max(room, 0)]
+                    trunc[fd] = True
+                    reason = "output_limit"
+                else:
                     bufs[fd] += data
-            except BlockingIOError:
-                pass
-    finally:
-        if real_pidfd is not None:
-            os.close(real_pidfd)
+        if reason:
+            break
+        if ctl is None:
+            if pid in _TEMPLATE.exits:
+                wstatus = _TEMPLATE.wait(pid)
+                break  # the program ended; daemons still holding its pipes die next
+        elif ctl_msg is not None:
+            break
+    # drain what is already in the pipes, without waiting for daemons holding them
+    for fd in list(open_fds):
+        os.set_blocking(fd, False)
+        try:
+            while len(bufs[fd]) <= cap:
+                data = os.read(fd, 65536)
+                if not data:
+                    break
+                room = cap - len(bufs[fd])
+                if len(data) > room:
+                    bufs[fd] += data[:max(room, 0)]
+                    trunc[fd] = True
+                    reason = reason or "output_limit"
+                    break
+                bufs[fd] += data
+        except BlockingIOError:
+            pass
     out_fd, err_fd = fds
     return {"out": bytes(bufs[out_fd]), "err": bytes(bufs[err_fd]), "reason": reason,
             "out_trunc": trunc[out_fd], "err_trunc": trunc[err_fd], "wstatus": wstatus, "ctl": ctl_msg}
@@ -627,7 +545,7 @@ def _run_one(desc, stdin_fd, lim, oom_before):
         os.close(out_r)
         os.close(err_r)
     if res["wstatus"] is None:
-        res["wstatus"] = _template_wait(pid)
+        res["wstatus"] = _TEMPLATE.wait(pid)
     status, exit_code, oom = _classify(res, oom_before)
     return {"stdout": _decode(res["out"]), "stderr": _decode(res["err"]), "exit_code": exit_code,
             "status": status, "duration_s": time.monotonic() - t0,
@@ -727,7 +645,7 @@ def op_run(req):
             _write_file(src, code.encode("utf-8", "surrogateescape"), uid, cwd)
             if language == "cpp":
                 comp_lim = dict(lim, timeout_s=max(lim["timeout_s"], float(req.get("compile_timeout_s", 30))),
-                                memory_mb=max(lim["memory_mb"], 2048), cpu_s=max(lim["cpu_s"], 30.0),
+                                memory_mb=max(lim["memory_mb"], limits.COMPILE_MEMORY_MB), cpu_s=max(lim["cpu_s"], 30.0),
                                 output_bytes=min(lim["output_bytes"], 64 << 10),
                                 file_bytes=max(lim["file_bytes"], 64 << 20))
                 flags = [str(f) for f in (req.get("cflags") or ["-O2", "-std=c++17", "-pipe"])]
@@ -808,7 +726,7 @@ def _read_back(cwd, name, cap, uid):
 
 def _finish(res, cwd, req, oom, uids):
     files = {}
-    cap = int((req.get("limits") or {}).get("output_bytes", 1 << 20))
+    cap = int((req.get("limits") or {}).get("output_bytes", limits.OUTPUT_BYTES))
     uid = 0 if req.get("trusted") is True else RUN_UID
 
     def read_back():  # every process of the call is dead: the files hold still
@@ -907,7 +825,7 @@ def _session_kill():
         os.killpg(s["pid"], signal.SIGKILL)
     except OSError:
         pass
-    _template_wait(s["pid"])
+    _TEMPLATE.wait(s["pid"])
     for fd in (s["ctl"], s["out"], s["err"]):
         try:
             os.close(fd)
@@ -935,10 +853,9 @@ def op_session_run(req):
     s = _SESSION
     oom_before = oom_count()
     t0 = time.monotonic()
-    body = json.dumps({"code": code, "stdin": req.get("stdin") or "", "cpu_s": lim["cpu_s"]},
-                      ensure_ascii=False).encode("utf-8", "surrogatepass")
+    cell = frames.encode({"code": code, "stdin": req.get("stdin") or "", "cpu_s": lim["cpu_s"]})
     res = _supervise(s["pid"], (s["out"], s["err"]), t0 + lim["timeout_s"], lim["output_bytes"], ctl=s["ctl"],
-                     send=struct.pack(">I", len(body)) + body)
+                     send=cell)
     msg = res["ctl"]
     alive = msg is not None and "rc" in msg and res["reason"] is None
     if alive:
@@ -949,7 +866,7 @@ def op_session_run(req):
             os.killpg(pid, signal.SIGKILL)
         except OSError:
             pass
-        res["wstatus"] = _template_wait(pid)
+        res["wstatus"] = _TEMPLATE.wait(pid)
         if res["reason"] == "output_limit":
             res["wstatus"] = None
     status, exit_code, oom = _classify(res, oom_before)
@@ -987,7 +904,7 @@ def handle(req):
 
 
 def main(argv):
-    global _IN, _OUT, WORKROOT, WIPE_TMP, _REFUSED
+    global _IN, _OUT, WORKROOT, WIPE_TMP, _REFUSED, _TEMPLATE
     args = list(argv)
     while args:
         a = args.pop(0)
@@ -1029,8 +946,13 @@ def main(argv):
         except (OSError, ValueError, IndexError) as exc:
             _REFUSED = f"the cleaners did not start: {exc}"
     if _REFUSED is None:
-        _start_template()  # before any request is read: its memory never holds one
+        try:  # before any request is read: its memory never holds one
+            _TEMPLATE = ForkServer(_call_child, "the call template")
+        except (OSError, RuntimeError) as exc:
+            _REFUSED = f"the call template did not start: {exc}"
+    if _REFUSED is None:
         _BASE_TASKS[0] = tasks()  # this sandbox's tasks when nothing runs (helpers outside it included)
+        _protected(WORKROOT)  # the interpreter's prefixes resolved before any program runs
     while True:
         req = read_frame(_IN)
         if req is None:

@@ -1,10 +1,9 @@
 """The judge harness: runs INSIDE the sandbox as a trusted call (the sandbox's root). Stdlib only.
 
-It makes itself non-dumpable and a
-child subreaper (failing closed), and before it reads anything forks the zygote that
-forks every test process (zygote.py). Only then it reads ``judge_spec.json`` (programs,
-tests, expected outputs, limits, the per-call nonce; a root-only file) into memory and
-deletes it. No process that runs submission code ever holds an expected
+It makes itself non-dumpable and a child subreaper (failing closed), and before it reads
+anything starts the zygote, the fork server that forks every test process (zygote.py,
+forkserver.py). Only then it reads ``judge_spec.json`` (programs, tests, expected outputs,
+limits, the per-call nonce; a root-only file) into memory and deletes it. No process that runs submission code ever holds an expected
 value, a test's code or the verdict stream:
 - stdio mode: the program (uid 65534) gets the input; the harness compares the output.
   A custom checker runs as uid 65533 in a process of its own.
@@ -37,7 +36,9 @@ import socket
 import sys
 import time
 
-import kattis
+import frames
+import kattis_validation
+import limits
 from common import (
     EVAL_UID,
     OOM_FILES,
@@ -57,11 +58,11 @@ from common import (
     tasks,
     wipe,
 )
-from zygote import Zygote, ZygoteDied
+from forkserver import ServerDied
+from zygote import start as start_zygote
 
 SPEC_FILE = "judge_spec.json"
 EXCERPT = 160
-EVAL_MEMORY_MB = 1024  # the evaluator is trusted; its limit only guards the sandbox
 
 
 def _excerpt(text, limit=EXCERPT):
@@ -89,7 +90,7 @@ class Run:
         self.relayed = 0  # bytes forwarded (capped like any output)
 
 
-kattis.Run = Run
+kattis_validation.Run = Run
 
 
 class Unclean(RuntimeError):
@@ -159,7 +160,7 @@ class Harness:
             run.reads[r] = (f"{label}.{name}", 1 << 20)
         fds.extend(extra)
         req = {"kind": kind, "uid": uid, "cwd": cwd, "mem": memory_mb << 20 if memory_mb else 0,
-               "cpu": int(limit_s) + 1, "fsize": self.spec.get("file_bytes", 16 << 20), **kw}
+               "cpu": int(limit_s) + 1, "fsize": self.spec.get("file_bytes", limits.FILE_BYTES), **kw}
         for fd in list(run.reads) + list(run.writes):
             os.set_blocking(fd, False)
         for fd, buf in list(run.writes.items()):  # pre-fill the pipes: the child need not wait for us
@@ -167,7 +168,11 @@ class Harness:
                 del buf[:os.write(fd, buf[:65536])]
             except BlockingIOError:
                 pass
-        self.zygote.request(req, fds)
+        try:
+            self.zygote.request(req, fds)
+        finally:
+            for fd in fds:
+                os.close(fd)
         run.pending += 1
         run.kinds.append(label)
 
@@ -351,9 +356,9 @@ class Harness:
         if kind == "custom":
             return self.custom_check(inp, expected, got)
         if kind == "kattis":
-            return kattis.compare_default(expected, got, self.spec["kattis_flags"])
+            return kattis_validation.compare_default(expected, got, self.spec["kattis_flags"])
         if kind == "validator":
-            return kattis.validate(self, self.validator, {"input": inp, "output": expected}, got)
+            return kattis_validation.validate(self, self.validator, {"input": inp, "output": expected}, got)
         et, gt = expected.split(), got.split()
         if kind == "tokens":
             if et == gt:
@@ -389,7 +394,7 @@ class Harness:
         job = json.dumps({"checker": self.spec["checker_program"], "input": inp, "expected": expected,
                           "got": got}).encode()
         run = Run()
-        limit = self.spec.get("checker_time_limit_s", 10.0)
+        limit = self.spec["checker_time_limit_s"]
         self.start(run, "checker", EVAL_UID, self.job_dir(EVAL_UID), limit, 0, stdin=job, outputs=("answer",))
         (pid,) = self.started(run)
         self.supervise(run, pid, time.monotonic() + limit)
@@ -420,8 +425,8 @@ class Harness:
             f.write(prog)
         # compiled as the untrusted uid: an #include of a secret file only finds nothing
         run = Run()
-        limit = self.spec.get("compile_time_limit_s", 60.0)
-        self.start(run, "exec", RUN_UID, d, limit, 2048, argv=["/usr/bin/g++", "-O2", "-std=c++17", "-o", exe, src])
+        limit = self.spec["compile_time_limit_s"]
+        self.start(run, "exec", RUN_UID, d, limit, limits.COMPILE_MEMORY_MB, argv=["/usr/bin/g++", "-O2", "-std=c++17", "-o", exe, src])
         (pid,) = self.started(run)
         self.supervise(run, pid, time.monotonic() + limit)
         if run.timed_out:
@@ -466,7 +471,7 @@ class Harness:
         start = time.monotonic()
         # the evaluator first: the zygote's last fork of a test is the program's, so a program that
         # fills the process table at once cannot keep the trusted side from starting
-        self.start(run, "eval", EVAL_UID, self.job_dir(EVAL_UID), self.limit_s, EVAL_MEMORY_MB,
+        self.start(run, "eval", EVAL_UID, self.job_dir(EVAL_UID), self.limit_s, limits.TRUSTED_MEMORY_MB,
                    inputs=[json.dumps(payload).encode()], outputs=("verdict",), extra=[eval_end.detach()])
         self.start(run, "cand", RUN_UID, self.job_dir(RUN_UID), self.limit_s, self.memory_mb,
                    inputs=[prog], extra=[cand_end.detach()])
@@ -474,8 +479,9 @@ class Harness:
         self.supervise(run, ev, start + self.limit_s)
         elapsed = time.monotonic() - start
         stderr = bytes(run.out.get("cand.stderr", b"")).decode("utf-8", "replace")
-        raw = bytes(run.out.get("eval.verdict", b""))
-        tag, text = (raw[4:5], raw[5:].decode("utf-8", "replace")) if len(raw) >= 5 else (b"", "")
+        raw = bytes(run.out.get("eval.verdict", b""))  # one frame: a tag byte, then text (rpc.evaluate)
+        head = frames.HEAD.size
+        tag, text = (raw[head:head + 1], raw[head + 1:].decode("utf-8", "replace")) if len(raw) > head else (b"", "")
         v = {"time_s": round(elapsed, 4), "got": None, "expected": None}
         if "expected" in test:
             v["expected"] = _excerpt(json.dumps(test["expected"]))
@@ -558,7 +564,7 @@ class Harness:
 
     def run_tests(self, j, job):
         how, ce = self.prepare() if job["mode"] == "stdio" else (None, None)
-        self.validator, je = kattis.prepare(self, job["validator"]) if job.get("validator") and ce is None \
+        self.validator, je = kattis_validation.prepare(self, job["validator"]) if job.get("validator") and ce is None \
             else (None, None)
         if je is not None:
             self.checker_errors.append(je)
@@ -589,11 +595,11 @@ class Harness:
     def _run_test(self, how, test):
         try:
             if self.spec.get("validator") and self.spec["validator"]["interactive"]:
-                return kattis.interact(self, how, self.validator, test)
+                return kattis_validation.interact(self, how, self.validator, test)
             if self.spec["mode"] == "stdio":
                 return self.run_stdio(how, test)
             return self.run_function(test)
-        except (Unclean, ZygoteDied):
+        except (Unclean, ServerDied):
             raise
         except Exception as exc:  # noqa: BLE001 - e.g. a value no comparison can take; never its text
             self.clear_processes()
@@ -651,7 +657,7 @@ def main():
         except (OSError, ValueError) as exc:
             why = str(exc)
     OOM_FILES[:] = [p for p in os.environ.get("TG_OOM_FILES", "").split(":") if p] or OOM_FILES
-    zygote = Zygote() if why is None else None  # before the spec is read
+    zygote = start_zygote() if why is None else None  # before the spec is read
     spec = load_spec(sys.argv[1] if len(sys.argv) > 1 else SPEC_FILE)
     nonce = spec["nonce"]
     if why is not None:

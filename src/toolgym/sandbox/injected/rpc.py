@@ -33,11 +33,11 @@ import base64
 import builtins
 import json
 import os
-import struct
 import sys
 import types
 
-from common import read_exact
+import frames
+import limits
 
 # what never travels as data, whatever its class says of itself
 _ITERATORS = frozenset({type(iter(x)) for x in ([], (), range(0), "", b"", bytearray(), {}, set(), {}.values(),
@@ -58,25 +58,15 @@ class _deep:  # noqa: N801
 
 # ------------------------------------------------------------------------------ framing
 def send(fd, obj):
+    """One JSON frame (see frames.py); values past JSON (NaN, infinities) as Python's json writes them."""
     with _deep():
         body = json.dumps(obj, allow_nan=True).encode("utf-8", "surrogatepass")
-    data = struct.pack(">I", len(body)) + body
-    while data:
-        data = data[os.write(fd, data):]
-
-
-MAX_FRAME = 256 << 20
+    frames.write(fd, frames.frame(body))
 
 
 def recv(fd):
-    """One frame; None at the end of the stream; ValueError for anything malformed."""
-    head = read_exact(fd, 4)
-    if head is None:
-        return None
-    n = struct.unpack(">I", head)[0]
-    if n > MAX_FRAME:
-        raise ValueError("frame too large")
-    body = read_exact(fd, n)
+    """One frame; None at the end of the stream; ValueError for anything malformed (too large included)."""
+    body = frames.read(fd)
     if body is None:
         return None
     with _deep():
@@ -429,7 +419,7 @@ def _describe(e):
         msg = ""
     kind = "mem" if isinstance(e, MemoryError) else "stop" if isinstance(e, StopIteration) else \
         "exc" if isinstance(e, Exception) else "base"
-    return [str(name)[:100], str(msg)[:400], kind]
+    return [str(name)[:100], str(msg)[:limits.MESSAGE_CHARS], kind]
 
 
 def serve_candidate(program, fd):
@@ -634,7 +624,7 @@ class Link:
                      "m": [self.codec.encode(a, out) if not isinstance(a, Remote) and _mutable(a) else None
                            for a in args]}
         except Exception as e:  # noqa: BLE001 - reported to the program as an error of the call
-            reply = {"x": [type(e).__name__, str(e)[:400], "exc"]}
+            reply = {"x": [type(e).__name__, str(e)[:limits.MESSAGE_CHARS], "exc"]}
         send(self.fd, reply)
 
     def request(self, req, args=()):
@@ -859,9 +849,7 @@ def evaluate(test, verdict_fd, fd):
     def verdict(tag, text=""):
         data = text.encode("utf-8", "replace")
         data = tag + (data if tag == b"V" else data[:2000])  # a value is parsed whole; messages cut
-        data = struct.pack(">I", len(data)) + data
-        while data:
-            data = data[os.write(verdict_fd, data):]
+        frames.write(verdict_fd, frames.frame(data))
         os._exit(0)
 
     try:
@@ -916,7 +904,7 @@ def _plain(v):
 
 def _short(v):
     try:
-        return repr(v)[:400]
+        return repr(v)[:limits.MESSAGE_CHARS]
     except Exception:  # noqa: BLE001
         return "<unprintable>"
 

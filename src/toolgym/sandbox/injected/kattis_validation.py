@@ -22,11 +22,10 @@ import os
 import re
 import time
 
+import limits
 from common import EVAL_UID, RUN_UID, wipe
 
 AC_EXIT, WA_EXIT = 42, 43
-VALIDATOR_TIME_S = 10.0  # per run of a validator (not counted against the submission)
-VALIDATOR_MEMORY_MB = 1024
 FEEDBACK_BYTES = 4096
 _FLOAT = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?\Z")
 _CACHE = {}  # sources digest -> compiled validator bytes, for the later jobs of one call
@@ -99,8 +98,8 @@ def prepare(h, spec):
         return ("exec", exe), None
     units = sorted(os.path.join(d, n) for n in sources if n.endswith((".cc", ".cpp", ".cxx", ".c++", ".C")))
     run = Run()
-    limit = h.spec.get("compile_time_limit_s", 60.0)
-    h.start(run, "exec", EVAL_UID, d, limit, 2048, label="vcompile",
+    limit = h.spec["compile_time_limit_s"]
+    h.start(run, "exec", EVAL_UID, d, limit, limits.COMPILE_MEMORY_MB, label="vcompile",
             argv=["/usr/bin/g++", "-O2", "-std=c++17", "-o", exe, *units])
     (pid,) = h.started(run)
     h.supervise(run, pid, time.monotonic() + limit)
@@ -152,24 +151,30 @@ def _judge_error(h, run, status, what):
     return f"{h.spec['validator']['name']}: failed ({how}, expected exit 42 or 43): {err}"
 
 
+def _own_time(h):
+    """A validator's time per run, not counted against the submission: a trusted checker's (the spec's)."""
+    return float(h.spec["checker_time_limit_s"])
+
+
 def validate(h, how, test, got):
     """Run the validator on a finished submission's output: (True | False | None for a judge error, message)."""
     kind, path = how
+    own = _own_time(h)
     d, argv = _files(h, test)
     run = Run()
-    h.start(run, kind, EVAL_UID, os.path.dirname(path), VALIDATOR_TIME_S, VALIDATOR_MEMORY_MB,
+    h.start(run, kind, EVAL_UID, os.path.dirname(path), own, limits.TRUSTED_MEMORY_MB,
             stdin=got.encode("utf-8"), label="val", script_dir=True,
             path=path, argv=[path, *argv, *h.spec["validator"]["args"]])
     (pid,) = h.started(run)
-    h.supervise(run, pid, time.monotonic() + VALIDATOR_TIME_S)
+    h.supervise(run, pid, time.monotonic() + own)
     status, message = run.status.get(pid), _feedback(d)
     _discard(d)
     code = None if run.timed_out else _exit_code(status)
     if code == AC_EXIT:
         return True, ""
     if code == WA_EXIT:
-        return False, message[:400] or "rejected by the output validator"
-    return None, _judge_error(h, run, status, f"{VALIDATOR_TIME_S:g}s")
+        return False, message[:limits.MESSAGE_CHARS] or "rejected by the output validator"
+    return None, _judge_error(h, run, status, f"{own:g}s")
 
 
 def interact(h, sub_how, val_how, test):
@@ -182,6 +187,7 @@ def interact(h, sub_how, val_how, test):
     and DOMjudge rule: the validator ending first with WA is WA; a program that ends first
     badly is RE (or MLE); past the time limit is TLE; else the validator's verdict."""
     run = Run()
+    own = _own_time(h)
     d, argv = _files(h, test)
     sd = h.make_dir(RUN_UID, run)
     to_val_r, to_val_w = os.pipe()
@@ -191,7 +197,7 @@ def interact(h, sub_how, val_how, test):
     vkind, vpath = val_how
     skind, spath = sub_how
     start = time.monotonic()
-    h.start(run, vkind, EVAL_UID, os.path.dirname(vpath), h.limit_s + VALIDATOR_TIME_S, VALIDATOR_MEMORY_MB,
+    h.start(run, vkind, EVAL_UID, os.path.dirname(vpath), h.limit_s + own, limits.TRUSTED_MEMORY_MB,
             stdin_fd=to_val_r, stdout_fd=to_sub_w, label="val", path=vpath, script_dir=True,
             argv=[vpath, *argv, *h.spec["validator"]["args"]])
     h.start(run, skind, RUN_UID, sd, h.limit_s, h.memory_mb, stdin_fd=to_sub_r, label="sub", path=spath,
@@ -202,7 +208,7 @@ def interact(h, sub_how, val_how, test):
     h.supervise(run, val, start + h.limit_s, finish=False)
     if run.timed_out and sub in exits:  # the program is done in time; the validator gets its own time
         run.timed_out = False
-        h.supervise(run, val, time.monotonic() + VALIDATOR_TIME_S, finish=False)
+        h.supervise(run, val, time.monotonic() + own, finish=False)
     val_timeout = run.timed_out and sub in exits
     code = _exit_code(exits.get(val))
     if code == AC_EXIT and sub not in exits:
@@ -228,7 +234,7 @@ def interact(h, sub_how, val_how, test):
     elif crash is not None and (sub_first or code == AC_EXIT):
         v["status"], v["message"] = crash
     elif code == WA_EXIT:
-        v["status"], v["message"] = "WA", message[:400] or "rejected by the output validator"
+        v["status"], v["message"] = "WA", message[:limits.MESSAGE_CHARS] or "rejected by the output validator"
     else:
         v["status"], v["message"] = "AC", ""
     return v
