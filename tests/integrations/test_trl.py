@@ -183,6 +183,40 @@ def test_env_factory_runs_toolgym_tools_and_scores_the_episode() -> None:
         env.env.close()
 
 
+def test_each_env_factory_rollout_is_an_episode_of_its_task() -> None:
+    """Round-8 red team: TRL's rollouts called toolgym tools outside any episode, so with one shared sandbox two
+    rollouts of a task could share a sandbox lifetime (toolgym.sandbox.tenancy). Each TRL environment is now
+    an episode of its row's task: one key per task, one tenant per rollout, for tool calls and scoring."""
+    pytest.importorskip("trl")
+    from toolgym.integrations.trl import env_dataset, env_factory
+    from toolgym.sandbox import tenancy
+
+    kw = {"min_digits": 1, "max_digits": 1, "ops": "+", "sandbox": "local"}
+    factory = env_factory(ENV, **kw)
+    tasks = env_dataset(ENV, 2, single_turn=False, **kw)["task"]
+    seen = []
+    envs = [factory() for _ in range(3)]
+    try:
+        for env, task in zip(envs, [tasks[0], tasks[0], tasks[1]], strict=True):
+            tool = env.env.unwrapped.tools["python"]
+            plain = tool.acall
+
+            async def spy(arguments, ctx, plain=plain):
+                seen.append(tenancy.current())
+                return await plain(arguments, ctx)
+
+            tool.acall = spy
+            env.reset(task=task)
+            assert "2" in env.python(code="print(1 + 1)")
+        assert len(seen) == 3 and all(ep is not None for ep in seen)
+        assert seen[0].keys == seen[1].keys != seen[2].keys  # one key per task
+        assert len({ep.tenant for ep in seen}) == 3  # one tenant per rollout
+        assert tenancy.current() is None
+    finally:
+        for env in envs:
+            env.env.close()
+
+
 def test_trl_takes_env_factory_and_offers_only_the_envs_tools(trainer, tmp_path) -> None:
     """TRL probes the environment class and offers its public methods as tools: exactly toolgym's, renderable."""
     from pathlib import Path

@@ -36,6 +36,7 @@ from typing import Any
 import torch
 from trl import GRPOTrainer
 
+from toolgym.sandbox import tenancy
 from toolgym.training.loss_presets import LOSS_PRESETS
 from toolgym.training.losses import AGGS, RATIOS, ClipConfig, policy_loss
 
@@ -301,17 +302,23 @@ class TRLEnv:
     def __init__(self, env: Any) -> None:
         self.env = env
         self.messages: list[dict[str, Any]] = []
+        self.episode: tenancy.Episode | None = None
 
     def reset(self, task: str | None = None, **kwargs: Any) -> None:
         if task is None:
             raise ValueError("the dataset has no 'task' column; build it with toolgym.integrations.trl.env_dataset")
-        obs, _ = self.env.reset(options={"task": json.loads(task)})
+        # each rollout is an episode of its task, as in toolgym's own runner: its sandbox calls never share a
+        # sandbox lifetime with another rollout of the task (toolgym.sandbox.tenancy)
+        self.episode = tenancy.new_episode({"env": getattr(self.env.spec, "id", None), "task": task})
+        with tenancy.within(self.episode):
+            obs, _ = self.env.reset(options={"task": json.loads(task)})
         self.messages = list(obs)
         return None  # the prompt is already in the dataset row
 
     def _call(self, name: str, arguments: dict[str, Any]) -> str:
         inner = self.env.unwrapped
-        content, _ = inner._run(inner.tools[name].acall(arguments, inner._ctx))
+        with tenancy.within(self.episode):
+            content, _ = inner._run(inner.tools[name].acall(arguments, inner._ctx))
         self.messages.append({"role": "tool", "name": name, "content": content})
         return content
 
@@ -321,9 +328,10 @@ class TRLEnv:
         inner = self.env.unwrapped
         parsed = inner.parser.parse(completion, max(1, len(self.messages)))
         msgs = [*self.messages, {"role": "assistant", "content": completion}]
-        result = inner._run(inner.rubric.ascore(completion=completion, answer=parsed.answer, task=inner.task,
-                                                messages=msgs, state=inner._ctx.state))
-        inner._run(inner._aclose_episode())
+        with tenancy.within(self.episode):
+            result = inner._run(inner.rubric.ascore(completion=completion, answer=parsed.answer, task=inner.task,
+                                                    messages=msgs, state=inner._ctx.state))
+            inner._run(inner._aclose_episode())
         return float(result.total)
 
 

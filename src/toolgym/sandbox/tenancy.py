@@ -5,7 +5,8 @@ the kernel's counters: the next pid of the sandbox's pid namespace, the inode nu
 SysV IPC id sequence. A program moves them and a later program in the same sandbox reads them, so two
 rollouts of one policy on one task could pass an answer (a solver forks until the next pid encodes it, a
 copier prints its own pid). Fresh namespaces per job need privileges Docker does not grant; instead the
-pool never lets one sandbox lifetime serve two *tenants* under one *key*.
+pool never lets one sandbox lifetime serve two *tenants* under one *key*. Counters of the whole host
+kernel (pipe and socket inode numbers, /proc/sys counts) are out of its reach: docs/threat-model.md.
 
 A call carries occupants, (key, tenant) pairs. A judge job's key is its tests (a digest), its tenant the
 episode that submitted it (or the job itself outside an episode); inside an episode (`episode`, opened by
@@ -44,17 +45,28 @@ def current() -> Episode | None:
     return _EPISODE.get()
 
 
+def new_episode(task: Any, tenant: str | None = None) -> Episode:
+    """A new episode of `task` (any JSON-able description that is equal for the rollouts of one task);
+    `tenant` names it when the caller has its own id (calls of one tenant may share a sandbox)."""
+    return Episode(("task:" + digest(task),), tenant or uuid.uuid4().hex)
+
+
 @contextlib.contextmanager
-def episode(task: Any, tenant: str | None = None) -> Iterator[Episode]:
-    """Calls made inside (tasks and threads started from it inherit the context) belong to one new
-    episode of `task` (any JSON-able description that is equal for the rollouts of one task); `tenant`
-    names the episode when the caller has its own id (calls of one tenant may share a sandbox)."""
-    ep = Episode(("task:" + digest(task),), tenant or uuid.uuid4().hex)
+def within(ep: Episode | None) -> Iterator[Episode | None]:
+    """Calls made inside (tasks and threads started from it inherit the context) belong to `ep`: for a
+    caller whose episode spans several entries (an adapter called once per tool call)."""
     token = _EPISODE.set(ep)
     try:
         yield ep
     finally:
         _EPISODE.reset(token)
+
+
+@contextlib.contextmanager
+def episode(task: Any, tenant: str | None = None) -> Iterator[Episode]:
+    """Calls made inside belong to one new episode of `task` (see `new_episode`)."""
+    with within(new_episode(task, tenant)) as ep:
+        yield ep
 
 
 def also(task: Any) -> None:
