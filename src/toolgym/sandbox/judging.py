@@ -83,6 +83,7 @@ from typing import Any
 from toolgym.errors import ConfigError, InfrastructureError, ToolgymError
 from toolgym.sandbox import tenancy, waiting
 from toolgym.sandbox.api import MAX_INPUT_BYTES, SANDBOX_FAILED, Sandbox
+from toolgym.sandbox.injected import limits as _defaults
 from toolgym.sandbox.scripts import program
 from toolgym.sandbox.types import ExecResult, Limits, from_fields
 
@@ -258,7 +259,7 @@ class _Job:
 
 def build_job(program: str, tests: Any, mode: str, *, language: str = "python", checker: str = "tokens",
               abs_tol: float = 1e-6, rel_tol: float = 1e-9, checker_program: str | None = None,
-              time_limit_s: float = 2.0, memory_mb: int = 256, output_bytes: int = 1 << 20,
+              time_limit_s: float = 2.0, memory_mb: int = 256, output_bytes: int = _defaults.OUTPUT_BYTES,
               stop_at_first_failure: bool = False, checker_args: Any = None, validator: Any = None) -> _Job:
     """Validate arguments (JudgeInputError on anything malformed) and build the harness spec."""
     from toolgym.sandbox.validators import ValidatorInputError, as_validator, parse_flags
@@ -313,13 +314,13 @@ def build_job(program: str, tests: Any, mode: str, *, language: str = "python", 
     payloads = [_test_payload(t, i, mode) for i, t in enumerate(cases)]
     spec = {
         "mode": mode, "language": language, "program": program, "checker": checker, "abs_tol": float(abs_tol), "rel_tol": float(rel_tol),
-        "checker_program": checker_program, "checker_time_limit_s": 10.0, "time_limit_s": float(time_limit_s),
+        "checker_program": checker_program, "checker_time_limit_s": _defaults.CHECKER_TIME_S, "time_limit_s": float(time_limit_s),
         "memory_mb": memory_mb, "output_bytes": output_bytes, "stop_at_first_failure": bool(stop_at_first_failure),
-        "compile_time_limit_s": 60.0, "kattis_flags": flags, "validator": vspec,
+        "compile_time_limit_s": _defaults.COMPILE_TIME_S, "kattis_flags": flags, "validator": vspec,
     }
-    per_test = time_limit_s + 1.0 + (10.0 if checker in ("custom", "validator") else 0.0)
+    per_test = time_limit_s + 1.0 + (_defaults.CHECKER_TIME_S if checker in ("custom", "validator") else 0.0)
     compiles = (language == "cpp") + (vspec is not None and vspec["language"] == "cpp")
-    budget = 2.0 + len(cases) * per_test + 60.0 * compiles
+    budget = 2.0 + len(cases) * per_test + _defaults.COMPILE_TIME_S * compiles
     # the tests serialized once: for the call (ASCII: its length is its bytes) and for the job's tenancy key
     tests_text = json.dumps(payloads)
     text = json.dumps(spec)[:-1] + ', "tests": ' + tests_text + "}"
@@ -471,7 +472,7 @@ async def ajudge_many(sb: Any, jobs: list[_Job]) -> list[JudgeReport]:
 
 def judge(sb: Any, program: str, tests: Any, mode: str = "stdio", *, language: str = "python",
           checker: str = "tokens", abs_tol: float = 1e-6, rel_tol: float = 1e-9, checker_program: str | None = None,
-          time_limit_s: float = 2.0, memory_mb: int = 256, output_bytes: int = 1 << 20,
+          time_limit_s: float = 2.0, memory_mb: int = 256, output_bytes: int = _defaults.OUTPUT_BYTES,
           stop_at_first_failure: bool = False, checker_args: Any = None, validator: Any = None) -> JudgeReport:
     """Run `program` against `tests` in one call of sandbox `sb`; see the module docstring.
 
@@ -492,7 +493,7 @@ def judge(sb: Any, program: str, tests: Any, mode: str = "stdio", *, language: s
 async def ajudge(sb: Any, program: str, tests: Any, mode: str = "stdio", *, language: str = "python",
                  checker: str = "tokens", abs_tol: float = 1e-6, rel_tol: float = 1e-9,
                  checker_program: str | None = None, time_limit_s: float = 2.0, memory_mb: int = 256,
-                 output_bytes: int = 1 << 20, stop_at_first_failure: bool = False, checker_args: Any = None,
+                 output_bytes: int = _defaults.OUTPUT_BYTES, stop_at_first_failure: bool = False, checker_args: Any = None,
                  validator: Any = None) -> JudgeReport:
     """`judge` for asyncio. Concurrent calls on one sandbox are micro-batched: while every pool
     worker is busy, waiting submissions are packed into the next sandbox call (each still in

@@ -12,6 +12,10 @@ MEMORY_MB = 512
 OUTPUT_BYTES = 1 << 20  # stdout and stderr, each
 FILE_BYTES = 16 << 20  # the largest file a call (or a test process of the judge) may write
 
+# the judge's (toolgym.sandbox.judging: the spec it sends, and the time budget it allows a job)
+CHECKER_TIME_S = 10.0  # a custom checker's or an output validator's time per test
+COMPILE_TIME_S = 60.0  # compiling a C++ program or validator
+
 COMPILE_MEMORY_MB = 2048  # g++, for a call's program, a judged program and a Kattis validator
 TRUSTED_MEMORY_MB = 1024  # the judge's evaluator and Kattis validators: trusted; it only guards the sandbox
 MESSAGE_CHARS = 400  # a verdict's message from a checker, a validator or an exception of the program
