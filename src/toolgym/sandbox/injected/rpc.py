@@ -698,6 +698,7 @@ class Remote:
             req["n"] = name
         if object.__getattribute__(self, "_kind") == "class" and op == "call":
             req["ctor"] = True
+        outer = codec.originals  # a call made while the test serves a call back keeps the outer call's
         codec.originals = {n: v for n, v in memo.values()}  # what the program may send back as the same object
         try:
             value, dmemo, reply = link.request(req, args)
@@ -706,7 +707,7 @@ class Remote:
                 if k in kw_new:
                     _copy_back(a, codec.decode(kw_new[k], dmemo, data=True), codec.by_value)
         finally:
-            codec.originals = None
+            codec.originals = outer
         return value
 
     def __call__(self, *args, **kwargs):
