@@ -66,9 +66,10 @@ def hub_offline() -> bool:
     return bool(getattr(constants, "HF_HUB_OFFLINE", False))
 
 
-def _endpoint_resolves() -> bool:
-    """A fast "is there a network" check before huggingface_hub's retries (about 20 s without DNS).
-    Behind a proxy the proxy decides: assume yes."""
+def _endpoint_reachable(timeout_s: float = 5.0) -> bool:
+    """A fast "is there a network" check before huggingface_hub's retries (about 20 s when the name does
+    not resolve or nothing answers): the endpoint's name resolves and its port takes a connection. Behind
+    a proxy the proxy decides: assume yes."""
     if any(os.environ.get(v) for v in ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy")):
         return True
     endpoint = os.environ.get("HF_ENDPOINT")
@@ -79,12 +80,14 @@ def _endpoint_resolves() -> bool:
             endpoint = constants.ENDPOINT
         except ImportError:
             endpoint = "https://huggingface.co"
-    host = urlparse(endpoint).hostname or "huggingface.co"
+    url = urlparse(endpoint)
+    host = url.hostname or "huggingface.co"
     try:
-        socket.getaddrinfo(host, 443, type=socket.SOCK_STREAM)
-    except OSError:
+        port = url.port or (80 if url.scheme == "http" else 443)
+        with socket.create_connection((host, port), timeout=timeout_s):
+            return True
+    except (OSError, ValueError):
         return False
-    return True
 
 
 def unreachable_message(name: str, kind: str = "model", why: str = "unreachable") -> str:
@@ -145,7 +148,7 @@ def check_hub_model(repo_id: str, kind: str) -> None:
             return
     if hub_offline():
         raise AssetError(unreachable_message(repo_id, kind, _offline_why()))
-    if not _endpoint_resolves():
+    if not _endpoint_reachable():
         raise AssetError(unreachable_message(repo_id, kind))
     last: BaseException | None = None
     for filename in files:
@@ -186,7 +189,7 @@ def load_hub_dataset(name: str, repo_id: str, config: str | None, split: str | N
     except ImportError:
         raise AssetError(f"dataset {name!r} is a Hugging Face Hub id; loading it needs the `datasets` package "
                          "(pip install datasets), or pass a local file or a toolgym asset name") from None
-    if not hub_offline() and not _hub_dataset_cached(repo_id) and not _endpoint_resolves():
+    if not hub_offline() and not _hub_dataset_cached(repo_id) and not _endpoint_reachable():
         raise AssetError(unreachable_message(name, "dataset"))
     try:
         ds = datasets.load_dataset(repo_id, config, split=split)
