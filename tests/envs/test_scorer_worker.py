@@ -23,11 +23,12 @@ from toolgym.envs.tasks import reasoning_gym as rg
 from toolgym.envs.tasks.reasoning_gym import ReasoningGymEnv, get_dataset, rg_reward, rg_source
 
 ATTACK = "1e-7000000"
+CONSTANT_PAYERS = {"coin_flip": "0", "game_of_life_halting": "0"}  # round-9 red team r907, and the probe that finds each
 
 
 def _coin_flip_task(not_near: float = 0.0):
     """A coin_flip task whose reference answer is far from `not_near` (an attack's 0 is then wrong)."""
-    src = rg_source("coin_flip", 0)
+    src = rg_source("coin_flip", 0, constant_answers="allow")  # its scorer pays "0" (see the test below)
     for i in range(50):
         task = src.get(i)
         if abs(float(Fraction(task.ground_truth)) - not_near) > 0.1:
@@ -36,7 +37,7 @@ def _coin_flip_task(not_near: float = 0.0):
 
 
 def _episode(name: str, text: str, index: int) -> tuple[float, dict]:
-    env = ReasoningGymEnv(name, sandbox=None)
+    env = ReasoningGymEnv(name, sandbox=None, constant_answers="allow" if name in CONSTANT_PAYERS else "refuse")
     try:
         env.reset(seed=0, options={"index": index})
         _obs, reward, _term, _trunc, info = env.step(text)
@@ -143,3 +144,40 @@ def test_the_worker_starts_on_first_use_and_never_imports_the_callers_main(tmp_p
     proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert len(marks.read_text().splitlines()) == 1
+
+
+@pytest.mark.parametrize("dataset", sorted(CONSTANT_PAYERS))
+def test_a_dataset_whose_scorer_pays_a_constant_answer_is_refused(dataset):
+    """Round-9 red team r907: coin_flip's scorer paid "0" full reward on 186 of 200 tasks, game_of_life_halting
+    any non-empty answer on all: a policy learns the constant. Such a dataset is refused when it is first used,
+    with the answer that pays; `constant_answers="allow"` takes it anyway."""
+    from toolgym.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=f"gives full reward to the answer '{CONSTANT_PAYERS[dataset]}'"):
+        ReasoningGymEnv(dataset, sandbox=None)
+    env = ReasoningGymEnv(dataset, sandbox=None, constant_answers="allow")
+    env.close()
+
+
+@pytest.mark.parametrize("dataset", ["basic_arithmetic", "letter_counting", "spell_backward", "n_queens"])
+def test_datasets_whose_scorers_pay_only_the_answer_are_taken(dataset):
+    ReasoningGymEnv(dataset, sandbox=None).close()
+
+
+def test_a_child_that_answers_left_large_is_replaced_before_the_next_answer():
+    """Round-9 red team r902: math-verify (and sympy's caches) keep ~130 MiB after an answer like 2^{2^{28}};
+    40 of them filled the child's address space and every later comparison met MemoryError, which
+    math-verify takes for "not equal" (an honest answer scored 0 with no error). A child a call left over its
+    resident mark is replaced before the next call."""
+    from toolgym.envs.scorer_worker import ScorerWorker
+
+    w = ScorerWorker(recycle_bytes=100 << 20)  # the child starts near 60 MiB; one 2^{2^{27}} leaves 145-190 MiB
+    try:
+        w.call("toolgym.envs.verifiers:_mv_load", [], deadline_s=120.0)
+        first = w._proc.pid
+        assert w.call("toolgym.envs.verifiers:_mv_compare", ["2", "2^{2^{27}}", 5], deadline_s=60.0) is False
+        assert w.recycled == 1 and w.kills == 0 and w._proc is None  # the answer's reply stood; the child went
+        assert w.call("toolgym.envs.verifiers:_mv_compare", ["x/2", "\\frac{x}{2}", 5], deadline_s=60.0) is True
+        assert w._proc.pid != first and w.recycled == 1  # a small answer leaves the fresh child in place
+    finally:
+        w.close()

@@ -85,6 +85,58 @@ def _refuse_unsafe_scorer(name: str, ds: Any) -> None:
                           f"trainer ({guard.tripped}), so toolgym would score every answer 0; pick another dataset")
 
 
+# answers no task has: a scorer that pays one of them full reward on tasks whose answer it is not pays a
+# constant, and a policy learns to say it (round-9 red team r907: coin_flip's partial credit divides the
+# common prefix by the shorter string, so "0" got 1.0 on 186 of 200 tasks; game_of_life_halting compared
+# bool(answer) with bool(reference): any non-empty answer, 200 of 200)
+CONSTANT_PROBES = ("0", "1", "-1", "", "x", "yes", "no", "True", "False", "none", "0.5")
+PROBE_TASKS = 50  # tasks the probes are scored on, when a dataset is first used
+PROBE_PAYS_MAX = 0.2  # refused when a probe gets full reward on more of the tasks it does not answer
+
+
+def _constant_payer(name: str, seed: int, config_json: str) -> list[Any] | None:
+    """In the worker: the first probe answer the dataset's scorer pays full reward on more than
+    PROBE_PAYS_MAX of the tasks it is wrong for, with its counts; None when there is none."""
+    from toolgym.envs.scorer_guard import guarded
+
+    ds = _dataset(name, seed, config_json)
+    entries = [ds[i] for i in range(PROBE_TASKS)]
+    for probe in CONSTANT_PROBES:
+        wrong = [e for e in entries if not _same_answer(str(e.get("answer")), probe)]
+        paid = 0
+        for e in wrong:
+            with guarded():
+                try:
+                    paid += float(ds.score_answer(answer=probe, entry=e)) >= 1.0
+                except Exception:  # noqa: BLE001 - a scorer's failure pays nothing
+                    pass
+        if len(wrong) >= 10 and paid > PROBE_PAYS_MAX * len(wrong):
+            return [probe, paid, len(wrong)]
+    return None
+
+
+def _same_answer(a: str, b: str) -> bool:
+    """Whether a probe may be the task's own answer (case and number spelling aside): not counted then."""
+    a, b = a.strip().lower(), b.strip().lower()
+    if a == b:
+        return True
+    try:
+        return float(a) == float(b)
+    except ValueError:
+        return False
+
+
+@functools.lru_cache(maxsize=64)
+def _check_constant_answers(name: str, seed: int, config_json: str) -> None:
+    found = worker().call(f"{__name__}:_constant_payer", [name, seed, config_json], deadline_s=BUILD_DEADLINE_S,
+                          setup=(f"{__name__}:_build_here", [name, seed, config_json], BUILD_DEADLINE_S))
+    if found is not None:
+        probe, paid, n = found
+        raise ConfigError(f"reasoning-gym dataset {name!r} is refused: its scorer gives full reward to the answer "
+                          f"{probe!r} on {paid} of {n} tasks whose answer it is not, so a policy would learn to say "
+                          f"it; pick another dataset (or pass constant_answers='allow' to score with it anyway)")
+
+
 def get_dataset(name: str, seed: int = 0, config: dict[str, Any] | None = None) -> Any:
     """A cached reasoning-gym dataset object for (name, seed, config)."""
     try:
@@ -94,12 +146,18 @@ def get_dataset(name: str, seed: int = 0, config: dict[str, Any] | None = None) 
     return _dataset(name, seed, key)
 
 
-def rg_source(name: str, seed: int = 0, config: dict[str, Any] | None = None, partition: str | None = None) -> GeneratorSource:
-    """An unbounded source of reasoning-gym tasks; `partition="test"` uses a disjoint seed."""
+def rg_source(name: str, seed: int = 0, config: dict[str, Any] | None = None, partition: str | None = None,
+              constant_answers: str = "refuse") -> GeneratorSource:
+    """An unbounded source of reasoning-gym tasks; `partition="test"` uses a disjoint seed. A dataset whose
+    scorer pays a constant wrong answer (`CONSTANT_PROBES`) is refused unless `constant_answers="allow"`."""
     if partition not in (None, "train", "test"):
         raise ConfigError(f"partition must be 'train', 'test' or None, got {partition!r}")
+    if constant_answers not in ("refuse", "allow"):
+        raise ConfigError(f"constant_answers must be 'refuse' or 'allow', got {constant_answers!r}")
     eff_seed = seed + (_TEST_SALT if partition == "test" else 0)
     ds = get_dataset(name, eff_seed, config)
+    if constant_answers == "refuse":
+        _check_constant_answers(name, eff_seed, json.dumps(config or {}, sort_keys=True))
 
     def make(index: int) -> Task:
         entry = ds[index]
@@ -134,8 +192,9 @@ class ReasoningGymEnv(ToolEnv):
 
     def __init__(self, dataset: str = "basic_arithmetic", *, config: dict[str, Any] | None = None, seed: int = 0,
                  partition: str | None = None, tools: bool = False, max_turns: int | None = None,
-                 system_prompt: str | None = None, parser: str = "hermes+python", **kwargs: Any) -> None:
-        source = rg_source(dataset, seed=seed, config=config, partition=partition)
+                 system_prompt: str | None = None, parser: str = "hermes+python", constant_answers: str = "refuse",
+                 **kwargs: Any) -> None:
+        source = rg_source(dataset, seed=seed, config=config, partition=partition, constant_answers=constant_answers)
         tool_list = [python_tool(limits=kwargs.get("limits"))] if tools else []
         super().__init__(source, tools=tool_list, parser=parser, rubric=Rubric([rg_reward]),
                          system_prompt=system_prompt or (TOOL_PROMPT if tools else SYSTEM_PROMPT),
