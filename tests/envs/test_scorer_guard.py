@@ -21,8 +21,9 @@ from toolgym.envs.verifiers import rg_score
 from toolgym.errors import ConfigError
 
 
-def _episode(name: str, text: str, index: int = 3) -> tuple[float, dict]:
-    env = ReasoningGymEnv(name, sandbox=None)
+def _episode(name: str, text: str, index: int = 3, **env_kwargs) -> tuple[float, dict]:
+    """One turn of a ReasoningGym episode on task `index`: its reward and info."""
+    env = ReasoningGymEnv(name, sandbox=None, **env_kwargs)
     try:
         env.reset(seed=0, options={"index": index})
         _obs, reward, _term, _trunc, info = env.step(text)

@@ -17,6 +17,7 @@ from fractions import Fraction
 
 import pytest
 
+from tests.envs.test_scorer_guard import _episode as guarded_episode
 from toolgym.envs.rubric import Rubric
 from toolgym.envs.scorer_worker import MEMORY_BYTES, worker
 from toolgym.envs.tasks import reasoning_gym as rg
@@ -37,13 +38,7 @@ def _coin_flip_task(not_near: float = 0.0):
 
 
 def _episode(name: str, text: str, index: int) -> tuple[float, dict]:
-    env = ReasoningGymEnv(name, sandbox=None, constant_answers="allow" if name in CONSTANT_PAYERS else "refuse")
-    try:
-        env.reset(seed=0, options={"index": index})
-        _obs, reward, _term, _trunc, info = env.step(text)
-    finally:
-        env.close()
-    return reward, info
+    return guarded_episode(name, text, index, constant_answers="allow" if name in CONSTANT_PAYERS else "refuse")
 
 
 def test_a_scorer_holding_the_gil_stalls_no_other_episode(monkeypatch):
