@@ -97,7 +97,7 @@ PROBE_PAYS_MAX = 0.2  # refused when a probe gets full reward on more of the tas
 def _constant_payer(name: str, seed: int, config_json: str) -> list[Any] | None:
     """In the worker: the first probe answer the dataset's scorer pays full reward on more than
     PROBE_PAYS_MAX of the tasks it is wrong for, with its counts; None when there is none."""
-    from toolgym.envs.scorer_guard import guarded
+    from toolgym.envs.scorer_guard import ScorerRefused
 
     ds = _dataset(name, seed, config_json)
     entries = [ds[i] for i in range(PROBE_TASKS)]
@@ -105,11 +105,10 @@ def _constant_payer(name: str, seed: int, config_json: str) -> list[Any] | None:
         wrong = [e for e in entries if not _same_answer(str(e.get("answer")), probe)]
         paid = 0
         for e in wrong:
-            with guarded():
-                try:
-                    paid += float(ds.score_answer(answer=probe, entry=e)) >= 1.0
-                except Exception:  # noqa: BLE001 - a scorer's failure pays nothing
-                    pass
+            try:
+                paid += rg_score(ds, probe, e) >= 1.0
+            except ScorerRefused:  # a refusal pays nothing
+                pass
         if len(wrong) >= 10 and paid > PROBE_PAYS_MAX * len(wrong):
             return [probe, paid, len(wrong)]
     return None
