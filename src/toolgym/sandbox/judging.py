@@ -70,7 +70,6 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextvars
-import hashlib
 import json
 import math
 import os
@@ -325,11 +324,7 @@ def build_job(program: str, tests: Any, mode: str, *, language: str = "python", 
     tests_text = json.dumps(payloads)
     text = json.dumps(spec)[:-1] + ', "tests": ' + tests_text + "}"
     spec["tests"] = payloads
-    return _Job(spec, cases, budget, memory_mb, text, tests_key="tests:" + _digest(tests_text))
-
-
-def _digest(text: str) -> str:
-    return hashlib.sha256(text.encode()).hexdigest()[:32]
+    return _Job(spec, cases, budget, memory_mb, text, tests_key="tests:" + tenancy.digest_text(tests_text))
 
 
 def _refusal(sb: Any, job: _Job) -> JudgeReport | None:

@@ -78,7 +78,11 @@ def also(task: Any) -> None:
 
 
 def digest(value: Any) -> str:
-    text = json.dumps(value, sort_keys=True, default=repr, ensure_ascii=True)
+    return digest_text(json.dumps(value, sort_keys=True, default=repr, ensure_ascii=True))
+
+
+def digest_text(text: str) -> str:
+    """A key from text already serialized (a judge job's tests)."""
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
