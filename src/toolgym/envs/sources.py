@@ -57,6 +57,42 @@ class TaskSource:
         return ListSource(train, f"{self.name}[train]", split="train"), ListSource(test, f"{self.name}[test]", split="test")
 
 
+PARTITIONS = ("train", "test")
+TEST_FRACTION = 0.1
+
+
+def partition_source(source: TaskSource, partition: str | None, *, seed: int = 0,
+                     test_fraction: float = TEST_FRACTION) -> TaskSource:
+    """One deterministic partition of `source`, so a run evaluates on tasks it never trained on.
+
+    A sized source is split by hashed task id (`TaskSource.split`: stable under reordering); an unbounded
+    one by index, train the even indices and test the odd ones (two disjoint streams of the same generator).
+    None keeps the whole source."""
+    if partition is None:
+        return source
+    if partition not in PARTITIONS:
+        raise ConfigError(f"partition must be 'train', 'test' or None, got {partition!r}")
+    if source.size is None:
+        return _IndexPartition(source, partition)
+    train, test = source.split(test_fraction=test_fraction, seed=seed)
+    return train if partition == "train" else test
+
+
+class _IndexPartition(TaskSource):
+    """Every other index of an unbounded source: train 0, 2, 4, ...; test 1, 3, 5, ..."""
+
+    def __init__(self, source: TaskSource, partition: str) -> None:
+        self.source = source
+        self.offset = 0 if partition == "train" else 1
+        self.name = f"{source.name}[{partition}]"
+        self.partition = partition
+
+    def get(self, index: int) -> Task:
+        task = self.source.get(2 * index + self.offset)
+        task.metadata.setdefault("split", self.partition)
+        return task
+
+
 class ListSource(TaskSource):
     """Tasks held in memory."""
 

@@ -293,10 +293,10 @@ class Trainer:
         return out
 
     def _probe_source_size(self) -> int:
-        import toolgym
+        from toolgym.envs.registry import make_env
 
         kw = {k: v for k, v in self._env_kwargs(self.cfg.rollout.env_kwargs, self.cfg.rollout.split).items() if k != "sandbox"}
-        env = toolgym.make(self.cfg.rollout.env, sandbox=None, **kw)
+        env = make_env(self.cfg.rollout.env, kw, sandbox=None)
         try:
             src = getattr(env.unwrapped, "source", None)
             return int(getattr(src, "size", 0) or 0)
