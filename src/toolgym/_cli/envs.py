@@ -69,7 +69,7 @@ def check(
     """Run the environment checker: reset/step contract, determinism, info, tool schemas, reward range;
     with --model, whether that model's template renders the env's tools and which parser it would use."""
     from toolgym.envs import registry
-    from toolgym.envs.checker import check_env, check_model_format, checks_to_json
+    from toolgym.envs.checker import check_builds, check_env, check_model_format, checks_to_json, run_builds
     from toolgym.errors import ToolgymError
 
     kwargs = _parse_kwargs(kwarg)
@@ -84,9 +84,12 @@ def check(
             from toolgym.agents.chat import ChatTemplate
 
             template = ChatTemplate(model, tool_parser=tool_parser)
-        checks = check_env(lambda: registry.make(env_id, **kwargs), seed=seed)
-        if template is not None:
-            model_checks, summary = check_model_format(lambda: registry.make(env_id, **kwargs), template, seed=seed)
+        checks = check_builds(env_id, kwargs)
+        train_build = next(iter(run_builds(env_id, kwargs).values()))
+        if all(c.ok for c in checks):
+            checks += check_env(train_build, seed=seed)
+        if template is not None and all(c.ok for c in checks):
+            model_checks, summary = check_model_format(train_build, template, seed=seed)
             checks += model_checks
             summary["model"] = model
     except ToolgymError as exc:
