@@ -26,6 +26,12 @@ ROLLOUT = ["rollout", "toolgym/Arith-v0", "--tasks", "1", "--group", "2", "--out
 BENCH = ["bench", "science", "--limit", "1"]
 SMOL = ["--model", "smollm2-135m-instruct"]
 
+SUITE_FILES = {  # suite YAML files the cases name, each with one typo
+    "mine.yaml": "entries:\n  - {name: a, env: toolgym/MathTIR-v0, sourse: asset:gsm8k, metric: acc}\n",
+    "kind.yaml": "entries:\n  - {name: a, env: toolgym/MathTIR-v0, source: 'asets:gsm8k', metric: acc}\n",
+    "env.yaml": "entries:\n  - {name: a, env: toolgym/MathTIR-v9, source: 'asset:gsm8k', metric: acc}\n",
+}
+
 # (what the user got wrong, the command, the one line it must print)
 CASES = [
     ("environment", ["envs", "check", "toolgym/Arith-v1"],
@@ -50,6 +56,15 @@ CASES = [
     ("suite YAML key", ["bench", "mine.yaml", *SMOL],
      "unknown suite entry key 'sourse'; did you mean 'source'? known: name, env, source, metric, options, optional "
      "(in mine.yaml, entry 1)"),
+    ("suite YAML task source", ["bench", "kind.yaml", *SMOL],
+     "unknown task source 'asets'; did you mean 'asset'? known: asset, livecodebench, codecontests, gpqa, aime, "
+     "kattis (in 'asets:gsm8k': a source is KIND:WHAT)"),
+    ("suite YAML environment", ["bench", "env.yaml", *SMOL],
+     f"unknown environment 'toolgym/MathTIR-v9'; did you mean 'toolgym/MathTIR-v0'? known: {ENVS}"),
+    ("bench mode", [*BENCH, *SMOL, "--mode", "tool"],
+     "unknown mode 'tool'; did you mean 'tools'? known: tools, generate, loglik (from --mode)"),
+    ("sandbox backend", ["sandbox", "run", "--backend", "dockr", "-c", "print(1)"],
+     "unknown sandbox backend 'dockr'; did you mean 'docker'? known: auto, docker, local"),
     ("algorithm", ["train", "arith_ctpo", "-s", "algorithm=ctpp"],
      "unknown algorithm 'ctpp'; did you mean 'ctpo'? known: ctpo, grpo, gspo, full_is, mopd, sdpo, opd"),
     ("sampler (bench)", [*BENCH, *SMOL, "--sampler", "vlm"],
@@ -75,9 +90,8 @@ CASES = [
 
 @pytest.mark.parametrize(("what", "args", "line"), CASES, ids=[c[0] for c in CASES])
 def test_a_typo_is_one_line_exit_2_before_any_work(tmp_path: Path, what: str, args: list[str], line: str) -> None:
-    if args[1] == "mine.yaml":
-        (tmp_path / "mine.yaml").write_text(
-            "entries:\n  - {name: a, env: toolgym/MathTIR-v0, sourse: asset:gsm8k, metric: acc}\n")
+    for name, text in SUITE_FILES.items():
+        (tmp_path / name).write_text(text)
     before = sorted(p.name for p in tmp_path.iterdir())
     env = {k: v for k, v in os.environ.items() if k != "TOOLGYM_LOG_LEVEL"}
     r = subprocess.run([*CLI, *args], cwd=tmp_path, capture_output=True, text=True, timeout=300, env=env)

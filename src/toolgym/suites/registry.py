@@ -23,6 +23,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from toolgym.envs.tasks.catalog import split_source
 from toolgym.errors import ConfigError, unknown
 
 METRIC_RE = re.compile(r"^(acc|acc_norm|(pass|avg|maj)@\d+)$")
@@ -124,6 +125,7 @@ def suite_from_dict(data: dict[str, Any], where: str = "suite") -> Suite:
         missing = [k for k in ("name", "env", "source", "metric") if not (isinstance(e, dict) and e.get(k))]
         if missing:
             raise ConfigError(f"{where}: entry {i + 1} is missing {', '.join(missing)}")
+        split_source(str(e["source"]))  # a typo'd kind is refused before a run folder is made
         entries.append(SuiteEntry(str(e["name"]), str(e["env"]), str(e["source"]), str(e["metric"]),
                                   dict(e.get("options") or {}), bool(e.get("optional", False))))
     names = [e.name for e in entries]

@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from toolgym.envs.registry import spec as env_spec
 from toolgym.envs.tasks.catalog import NotConfigured
 from toolgym.errors import AssetError, ConfigError, ToolgymError
 from toolgym.suites.bench_config import MODES as MODES
@@ -59,6 +60,8 @@ def run_benchmark(cfg: BenchConfig, out_dir: str | Path, *, log: Log = print, su
 
     suite = (suite or load_suite(cfg.suite)).select(cfg.subset)
     check_names(cfg)
+    for entry in suite.entries:  # a suite file's typo'd env id: one line before the run folder is made
+        env_spec(entry.env)
     _seed_everything(cfg.seed)
     store = RecordStore(out_dir)
     store.check_config(cfg.to_dict())

@@ -30,7 +30,7 @@ from toolgym.envs.sources import TaskValidationError
 from toolgym.envs.tasks import codecontests, function_sets, gpqa, livecodebench, math_records, multiple_choice
 from toolgym.envs.tasks.styles import PromptStyle, check_style
 from toolgym.envs.types import Task
-from toolgym.errors import AssetError, ConfigError
+from toolgym.errors import AssetError, ConfigError, unknown
 
 KINDS = ("asset", "livecodebench", "codecontests", "gpqa", "aime", "kattis")
 MC_DATASETS = ("arc_challenge", "arc_easy", "mmlu", "sciq", "openbookqa")
@@ -73,10 +73,11 @@ def expand(path: str) -> str:
     return expanded
 
 
-def _split(source: str) -> tuple[str, str]:
+def split_source(source: str) -> tuple[str, str]:
+    """(kind, what) of a "KIND:WHAT" source string; an unknown kind is the one unknown-name line."""
     kind, _, rest = source.partition(":")
     if kind not in KINDS or not rest:
-        raise ConfigError(f"unknown task source {source!r}; use one of {', '.join(k + ':...' for k in KINDS)}")
+        raise ConfigError(unknown("task source", kind, KINDS, f"in {source!r}: a source is KIND:WHAT"))
     return kind, rest
 
 
@@ -94,7 +95,7 @@ def _asset(rest: str, opts: dict[str, Any]) -> tuple[str, str | None, str]:
 def dataset_of(source: str, options: dict[str, Any] | None = None) -> str | None:
     """The family dataset a source string holds, or None for an asset that is no benchmark dataset
     (an environment then reads it with its own record adapter)."""
-    kind, rest = _split(source)
+    kind, rest = split_source(source)
     if kind != "asset":
         return FILE_DATASETS[kind]
     opts = dict(options or {})
@@ -106,7 +107,7 @@ def load(source: str, *, style: PromptStyle = "env", options: dict[str, Any] | N
     """The tasks of a source string (see the module docstring), with the prompts of `style`."""
     check_style(style)
     opts = dict(options or {})
-    kind, rest = _split(source)
+    kind, rest = split_source(source)
     if kind == "asset":
         name, split, dataset = _asset(rest, opts)
         if dataset not in TASK_KIND:
