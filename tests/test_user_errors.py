@@ -97,3 +97,19 @@ def test_a_typo_is_one_line_exit_2_before_any_work(tmp_path: Path, what: str, ar
     r = subprocess.run([*CLI, *args], cwd=tmp_path, capture_output=True, text=True, timeout=300, env=env)
     assert (r.returncode, r.stderr.strip().splitlines(), r.stdout) == (2, [f"error: {line}"], ""), what
     assert sorted(p.name for p in tmp_path.iterdir()) == before, f"{what}: the failed command wrote files"
+
+
+@pytest.mark.parametrize(("body", "line"), [
+    ('{"id": "a", "question": "1+1?", "answer": "2"}\n\n{"id": "b", "question": "2+2?"}\n',
+     "./mine.jsonl:3: field 'answer' is missing or empty"),
+    ('{"id": "a", "question": "1+1?", "answer": "2"}\n\n{"id": "b", "question": }\n',
+     "./mine.jsonl:3: not valid JSON (Expecting value at column 25)"),
+], ids=["bad record", "bad line"])
+def test_a_bad_jsonl_line_of_a_suite_is_named_as_an_editor_numbers_it(tmp_path: Path, body: str, line: str) -> None:
+    """A bad record and a line that is not JSON, in the user's own suite data: one number, the file's line."""
+    (tmp_path / "mine.jsonl").write_text(body)
+    (tmp_path / "s.yaml").write_text("entries:\n  - {name: m, env: toolgym/MathTIR-v0, source: 'asset:./mine.jsonl', "
+                                     "metric: pass@1, options: {dataset: gsm8k}}\n")
+    r = subprocess.run([*CLI, "bench", "s.yaml", "--model", "smollm2-135m-instruct", "--limit", "1"], cwd=tmp_path,
+                       capture_output=True, text=True, timeout=300)
+    assert (r.returncode, r.stderr.strip().splitlines()) == (2, [f"error: {line}"])
