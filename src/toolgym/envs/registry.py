@@ -5,7 +5,6 @@ and unknown ids answered with close matches.
 
 from __future__ import annotations
 
-import difflib
 from importlib import metadata
 from typing import Any
 
@@ -13,7 +12,7 @@ import gymnasium
 from gymnasium.envs.registration import EnvSpec
 
 from toolgym._plugins import load_entry_points
-from toolgym.errors import ConfigError, ToolgymError
+from toolgym.errors import ConfigError, ToolgymError, unknown
 
 ENTRY_POINT_GROUP = "toolgym.envs"
 
@@ -175,10 +174,4 @@ def list_envs(namespace: str | None = None, toolgym_only: bool = True) -> list[s
 
 
 def _unknown_message(id: str) -> str:
-    known = list(gymnasium.registry)
-    close = difflib.get_close_matches(str(id), known, n=3, cutoff=0.5)
-    if not close:
-        lowered = {k.lower(): k for k in known}
-        close = [lowered[k] for k in difflib.get_close_matches(str(id).lower(), list(lowered), n=3, cutoff=0.5)]
-    hint = f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else "; run `toolgym envs list` to see the registered ids"
-    return f"unknown environment {id!r}{hint}"
+    return unknown("environment", id, list_envs())

@@ -32,6 +32,7 @@ import torch
 
 from toolgym.agents.samplers import get_sampler, names_where
 from toolgym.agents.trajectory import Trajectory
+from toolgym.envs.registry import spec as env_spec
 from toolgym.errors import ConfigError
 from toolgym.training import data_parallel as D
 from toolgym.training.algorithms import Objective, RolloutBatch, StepContext, get_algorithm
@@ -62,6 +63,8 @@ class Trainer:
             raise ConfigError(f"mini_batches: must divide the {per // self.dist.world} prompts each process gets per step; "
                               f"got {cfg.mini_batches}")
         self.sampler_spec = get_sampler(cfg.rollout.sampler, "rollout.sampler")
+        for env_id in dict.fromkeys([cfg.rollout.env, cfg.eval.env or cfg.rollout.env]):
+            env_spec(env_id)  # a typo'd id is one line before output_dir is made or a model loaded
         if self.sampler_spec.needs_weight_push and self.dist.world > 1:
             raise ConfigError(f"rollout.sampler={cfg.rollout.sampler} runs one engine beside a single trainer process; "
                               f"with torchrun use sampler: {names_where('in_process')} (or distributed: ray for "
