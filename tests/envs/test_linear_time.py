@@ -175,6 +175,8 @@ def _time(fn: Callable[[str], Any], text: str, reps: int, guard_s: float | None 
             finally:
                 signal.setitimer(signal.ITIMER_REAL, 0)
             best = min(best, time.process_time() - t0)
+            if best > 0.2:  # noise is small next to this; more runs would only add minutes (math-verify's 5 s bound)
+                break
     finally:
         gc.enable()
         signal.signal(signal.SIGALRM, old)
@@ -237,7 +239,13 @@ def test_every_text_function_is_enumerated() -> None:
         assert key in FUNCTIONS
 
 
-@pytest.mark.parametrize("fname", sorted(FUNCTIONS))
+# these reach math-verify on the 1 KB inputs (longer answers are not compared): its parses of nested brackets
+# take seconds, bounded by its own timeout (and, in a trainer, by the scorer worker's kill)
+MATH_VERIFY = ("verifiers.math_equal", "arith.arith_correct", "arith.arith_all_correct", "math_tir.correct")
+
+
+@pytest.mark.parametrize("fname", [pytest.param(f, marks=pytest.mark.slow) if f.endswith(MATH_VERIFY) else f
+                                   for f in sorted(FUNCTIONS)])
 def test_time_grows_linearly_on_adversarial_text(fname: str) -> None:
     rows, bad = check(fname, FUNCTIONS[fname])
     print("\n" + HEADER + "\n" + "\n".join(rows))

@@ -175,7 +175,7 @@ _LETTER_LEAD = re.compile(r"^[\s*_]*[(\[]?([A-Z])[)\].:][\s*_]")
 # blanks and colons: every run is followed by a non-blank, so no two runs can trade characters (the old
 # four adjacent `\s*` backtracked in about n^4 steps on "the answer" + 230 spaces + "?")
 _LETTER_PHRASE = re.compile(
-    r"(?:answer|option|choice)[\s:]*(?:(?:is|would be)\b[\s:]*)?(?:(?:option|choice)\b[\s:]*)?[(\[*]*([A-Z])\b(?![a-z'])",
+    r"(?:answer|option|choice)[\s:]*(?:(?:is|would be)[\s:]*)?(?:(?:option|choice)[\s:]*)?[(\[*]*([A-Z])\b(?![a-z'])",
     re.IGNORECASE,
 )
 _PAREN_LETTER = re.compile(r"\(([A-Z])\)")
