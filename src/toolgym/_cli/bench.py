@@ -18,6 +18,8 @@ from typing import Any
 import typer
 from typer.core import TyperGroup
 
+from toolgym._text import printable
+
 
 class _SuiteGroup(TyperGroup):
     """Routes `toolgym bench SUITE ...` to the `run` command when SUITE is not a subcommand name."""
@@ -32,7 +34,7 @@ app = typer.Typer(no_args_is_help=True, cls=_SuiteGroup, help="Run benchmark sui
 
 
 def _err(msg: str) -> None:
-    typer.echo(f"error: {msg}", err=True)
+    typer.echo(printable(f"error: {msg}"), err=True)
     raise typer.Exit(2)
 
 
@@ -82,13 +84,13 @@ def run(
         stream = sys.stderr if as_json else sys.stdout
 
         def log(msg: str) -> None:
-            print(msg, file=stream, flush=True)
+            print(printable(msg), file=stream, flush=True)  # progress lines quote entries' errors
 
         report = run_benchmark(cfg, out_dir, log=log)
     except Interrupted as exc:
         # A sampler thread may still be inside a forward pass; a normal interpreter exit would then
         # abort in C++ ("terminate called"). The report is written: leave at once.
-        typer.echo(f"error: {exc}", err=True)
+        typer.echo(printable(f"error: {exc}"), err=True)
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(130)
@@ -99,7 +101,7 @@ def run(
         typer.echo(json.dumps(report))
         return
     typer.echo("")
-    typer.echo(markdown(report))
+    typer.echo(printable(markdown(report)))
     files = ["report.json", "report.md", *report.get("plots", [])]
     typer.echo("wrote " + ", ".join(str(Path(out_dir) / f) for f in files))
 
@@ -121,7 +123,7 @@ def compare(
     except ToolgymError as exc:
         _err(str(exc))
         return
-    typer.echo(json.dumps(cmp) if as_json else format_comparison(cmp))
+    typer.echo(json.dumps(cmp) if as_json else printable(format_comparison(cmp)))
 
 
 @app.command("list")

@@ -11,11 +11,13 @@ from typing import Any
 
 import typer
 
+from toolgym._text import printable
+
 app = typer.Typer(no_args_is_help=True, help="List and check registered environments.")
 
 
 def _fail(msg: str) -> None:
-    typer.echo(f"error: {msg}", err=True)
+    typer.echo(printable(f"error: {msg}"), err=True)  # errors quote files, plug-ins and program text
     raise typer.Exit(2)
 
 
@@ -51,7 +53,7 @@ def list_cmd(as_json: bool = typer.Option(False, "--json", help="print JSON")) -
     for r in rows:
         typer.echo(f"{r['id']:<{width}}  {r['entry_point']}{'' if r['builtin'] else '  (plugin)'}")
     for name, err in registry.plugin_errors.items():
-        typer.echo(f"warning: plugin {name} failed to load: {err}", err=True)
+        typer.echo(printable(f"warning: plugin {name} failed to load: {err}"), err=True)
 
 
 @app.command()
@@ -104,7 +106,7 @@ def check(
         for c in checks:
             mark = "ok  " if c.ok else "FAIL"
             shown = c.detail and (not c.ok or any(c is m for m in model_checks))
-            typer.echo(f"{mark} {c.name}" + (f": {c.detail}" if shown else ""))
+            typer.echo(printable(f"{mark} {c.name}" + (f": {c.detail}" if shown else "")))
         if summary is not None:
             typer.echo(f"{model}: parses tool calls as {summary['tool_parser']} ({summary['tool_parser_source']}); "
                        f"its template {'renders' if summary['renders_tools'] else 'does not render'} tools")

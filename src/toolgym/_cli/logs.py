@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 import sys
 
+from toolgym._text import printable
 from toolgym.errors import ConfigError
 
 LEVELS = ("debug", "info", "warning", "error", "critical")
@@ -34,7 +35,7 @@ class _Format(logging.Formatter):
             text = f"{record.levelname.lower()}: {text}"
         if record.exc_info:
             text += "\n" + self.formatException(record.exc_info)
-        return text
+        return printable(text)  # records quote model and program text: no raw control character reaches stderr
 
 
 def configure(level: str) -> None:

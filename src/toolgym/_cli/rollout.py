@@ -16,6 +16,7 @@ from typing import Any
 
 import typer
 
+from toolgym._text import printable
 from toolgym.errors import ConfigError
 
 
@@ -138,9 +139,9 @@ def rollout(
     if as_json:
         typer.echo(json.dumps(summary, indent=2))
     else:
-        typer.echo(f"wrote {summary['episodes']} episodes ({summary['groups']} groups) to {out} in {wall:.1f} s; "
-                   f"mean reward {summary['mean_reward']:.3f}, {summary['model_tokens']} model tokens, "
-                   f"{summary['errors']} errors; finish: {summary['finish_reasons']}")
+        typer.echo(printable(f"wrote {summary['episodes']} episodes ({summary['groups']} groups) to {out} in "
+                             f"{wall:.1f} s; mean reward {summary['mean_reward']:.3f}, {summary['model_tokens']} "
+                             f"model tokens, {summary['errors']} errors; finish: {summary['finish_reasons']}"))
 
 
 class _Progress:
