@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = str(ROOT / "scripts" / "gpu_check.py")
 # a few device_standin tests that need what cannot travel: TRL's (a tiny model for the asset) and verl's (Ray)
@@ -21,6 +23,7 @@ def _env() -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": f"{ROOT / 'src'}{os.pathsep}{ROOT}"}
 
 
+@pytest.mark.slow  # tens of seconds: six parts, three of them training
 def test_the_cpu_form_under_the_image_rules_passes_every_part(tmp_path: Path) -> None:
     out = tmp_path / "out"
     p = subprocess.run([sys.executable, SCRIPT, "--device", "cpu", "--tiny", "--image", "--budget", "300",
