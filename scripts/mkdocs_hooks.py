@@ -1,20 +1,21 @@
 """MkDocs hook: writes the training config reference from the config dataclasses at build time.
 
-Why generated: the reference is then the schema itself (field names, types, defaults, the comments beside
-each field in ``toolgym.training.config``), so it cannot drift from what ``load_config`` accepts. A page that
+Why generated: the reference is then the schema itself (field names, types, defaults, and each field's help:
+its attribute docstring, the string on the line below it in ``toolgym.training.config_schema`` or in an
+algorithm's options class), so it cannot drift from what ``load_config`` accepts. A field without help text
+fails the build (:class:`UndescribedFieldsError` names each one). A page that
 holds the line ``<!-- config-reference -->`` gets the tables in its place. Also runnable on its own:
 ``python scripts/mkdocs_hooks.py`` prints the generated Markdown.
 """
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import inspect
-import io
 import json
-import re
 import sys
-import tokenize
+import textwrap
 import types
 import typing
 from pathlib import Path
@@ -24,35 +25,47 @@ MARKER = "<!-- config-reference -->"
 SRC = Path(__file__).resolve().parents[1] / "src"
 
 
+class UndescribedFieldsError(RuntimeError):
+    """Config fields without help text: the build stops and names each one."""
+
+
 def _field_docs(cls: type) -> dict[str, str]:
-    """Each field's comment: the comment lines right above it plus the comment at the end of its line."""
-    lines = inspect.getsource(cls).splitlines()
-    comments: dict[int, str] = {}
-    for tok in tokenize.generate_tokens(io.StringIO("\n".join(lines) + "\n").readline):
-        if tok.type == tokenize.COMMENT:
-            comments[tok.start[0] - 1] = tok.string.lstrip("#").strip()
-    names = {f.name for f in dataclasses.fields(cls)}
+    """Each field's help: its attribute docstring, the string literal on the line below the field.
+
+    Searched through the class's bases too, so a subclass that only changes a default (``SDPOOptions``)
+    keeps its base's text."""
     docs: dict[str, str] = {}
-    for i, line in enumerate(lines):
-        m = re.match(r"^    (\w+)\s*:", line)
-        if not m or m.group(1) not in names or m.group(1) in docs:
-            continue
-        above: list[str] = []
-        j = i - 1
-        while j >= 0 and lines[j].strip().startswith("#"):
-            above.insert(0, comments.get(j, ""))
-            j -= 1
-        trailing = comments.get(i) if not line.strip().startswith("#") else None
-        docs[m.group(1)] = " ".join([*above, *([trailing] if trailing else [])]).strip()
+    for klass in reversed([k for k in cls.__mro__ if dataclasses.is_dataclass(k)]):
+        tree = ast.parse(textwrap.dedent(inspect.getsource(klass)))
+        body = tree.body[0].body  # type: ignore[attr-defined]
+        for node, nxt in zip(body, body[1:], strict=False):
+            if (isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)
+                    and isinstance(nxt, ast.Expr) and isinstance(nxt.value, ast.Constant)
+                    and isinstance(nxt.value.value, str)):
+                docs[node.target.id] = " ".join(nxt.value.value.split())
     return docs
+
+
+def undescribed(cls: type, prefix: str = "") -> list[str]:
+    """Dotted names of ``cls``'s fields (nested sections included) that have no help text."""
+    docs = _field_docs(cls)
+    hints = typing.get_type_hints(cls)
+    missing: list[str] = []
+    for f in dataclasses.fields(cls):
+        if not docs.get(f.name):
+            missing.append(prefix + f.name)
+        sub = _section_class(hints[f.name])
+        if sub is not None:
+            missing += undescribed(sub, f"{prefix}{f.name}.")
+    return missing
 
 
 def _type_text(tp: Any) -> str:
     origin = typing.get_origin(tp)
     if origin is typing.Literal:
-        return " | ".join(json.dumps(a) for a in typing.get_args(tp))
+        return " or ".join(json.dumps(a) for a in typing.get_args(tp))
     if origin in (typing.Union, types.UnionType):
-        return " | ".join("null" if a is type(None) else _type_text(a) for a in typing.get_args(tp))
+        return " or ".join("null" if a is type(None) else _type_text(a) for a in typing.get_args(tp))
     if origin is not None:
         args = ", ".join(_type_text(a) for a in typing.get_args(tp))
         return f"{getattr(origin, '__name__', str(origin))}[{args}]"
@@ -111,6 +124,18 @@ def _table(cls: type, prefix: str, out: list[str], sections: list[tuple[str, typ
                    f"{_cell(docs.get(f.name, ''))} |")
 
 
+def check_described(config: type, options: list[tuple[str, type]]) -> None:
+    """Raise :class:`UndescribedFieldsError` naming every field of ``config`` and of each algorithm's options
+    dataclass that has no help text: an undescribed field fails the docs build."""
+    missing = undescribed(config)
+    for label, cls in options:
+        missing += [f"{label}.{name}" for name in undescribed(cls)]
+    if missing:
+        raise UndescribedFieldsError(
+            f"{len(missing)} config field(s) without help text: {', '.join(missing)}; write a docstring on the "
+            "line below each field (src/toolgym/training/config_schema.py, or the algorithm's options class)")
+
+
 def render() -> str:
     """The whole reference: the top level, every section, then each algorithm's ``options:``."""
     if str(SRC) not in sys.path:
@@ -118,6 +143,7 @@ def render() -> str:
     from toolgym.training.algorithms import ALGORITHMS
     from toolgym.training.config import TrainConfig
 
+    check_described(TrainConfig, [(f"options ({name})", a.options) for name, a in ALGORITHMS.items() if a.options])
     out: list[str] = ["## Top level", "", inspect.getdoc(TrainConfig) or "", ""]
     sections: list[tuple[str, type]] = []
     _table(TrainConfig, "", out, sections)

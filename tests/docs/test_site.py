@@ -102,6 +102,10 @@ def test_front_page_renders_and_search_finds_ctpo(served: str, tmp_path: Path) -
         assert page.eval("document.querySelector('h1').firstChild.textContent").strip() == "toolgym"
         # the concepts diagram and the reading table are on the page, styled by the theme (not bare HTML)
         assert "TaskSource" in page.eval("[...document.querySelectorAll('.md-content pre')].map(e => e.textContent).join()")
+        # the diagram fits the column at 1280 px: nothing of it is cut off behind a scroll bar
+        width = page.eval("(() => { const c = document.querySelector('.md-content pre code'); "
+                          "return [c.scrollWidth, c.clientWidth]; })()")
+        assert width[0] <= width[1], f"the front page's diagram overflows: {width[0]} px in {width[1]} px"
         assert page.eval("getComputedStyle(document.querySelector('.md-header')).position") in ("sticky", "fixed")
         shot = page.screenshot(tmp_path / "front.png", height=900)
         assert shot.stat().st_size > 20_000  # a rendered page, not a blank one
