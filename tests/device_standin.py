@@ -18,8 +18,9 @@ off on the stand-in (torch has none for its device type).
 
 What it cannot catch (these run on real CUDA in ``scripts/gpu_check.sh``): code that branches on
 ``device.type == "cuda"`` (autocast, memory statistics, ``empty_cache``, CUDA graphs), kernel numerics
-and bf16 behaviour, asynchronous errors and stream ordering, memory limits, NCCL collectives, and ops
-that have a CPU kernel but no CUDA one.
+and bf16 behaviour, asynchronous errors and stream ordering, memory limits, NCCL itself, and ops
+that have a CPU kernel but no CUDA one. Collectives handed a tensor off the group's device (which NCCL refuses)
+are caught by the two-rank form, tests/device_standin_ranks.py.
 
 Use: ``with standin_mode(): model.to(STANDIN); ...`` (factories with ``device="meta"`` make stand-in
 tensors inside the block, in this thread and in threads started inside it, such as a sampler's batch thread:
