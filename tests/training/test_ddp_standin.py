@@ -6,23 +6,20 @@ type cpu", the error a multi-GPU run raised."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from toolgym.training.logging import read_metrics
 
+from .test_fsdp import _torchrun
+
 pytestmark = pytest.mark.device_standin
 
 
 def test_a_ddp_run_on_the_two_rank_standin_passes_nccl_rules(tmp_path):
-    torchrun = str(Path(sys.executable).parent / "torchrun")
-    worker = Path(__file__).parent / "ddp_standin_worker.py"
-    p = subprocess.run([torchrun, "--nproc_per_node", "2", "--master_port", "29535", str(worker), str(tmp_path)],
-                       capture_output=True, text=True, timeout=600)
-    assert p.returncode == 0, (p.stdout[-2000:], p.stderr[-3000:])
+    rc, log = _torchrun(Path(__file__).parent / "ddp_standin_worker.py", tmp_path, 29535, {}, timeout=600)
+    assert rc == 0, log[-4000:]
     ranks = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in (0, 1)]
     assert ranks[0]["digest"] == ranks[1]["digest"]  # DDP kept the ranks' weights identical
     assert [r["devices"] for r in ranks] == [["meta"], ["meta"]] and ranks[0]["ddp"] == "DistributedDataParallel"
