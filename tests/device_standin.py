@@ -18,8 +18,9 @@ off on the stand-in (torch has none for its device type).
 
 What it cannot catch (these run on real CUDA in ``scripts/gpu_check.sh``): code that branches on
 ``device.type == "cuda"`` (autocast, memory statistics, ``empty_cache``, CUDA graphs), kernel numerics
-and bf16 behaviour, asynchronous errors and stream ordering, memory limits, NCCL collectives, and ops
-that have a CPU kernel but no CUDA one.
+and bf16 behaviour, asynchronous errors and stream ordering, memory limits, NCCL itself, and ops
+that have a CPU kernel but no CUDA one. Collectives handed a tensor off the group's device (which NCCL refuses)
+are caught by the two-rank form, tests/device_standin_ranks.py.
 
 Use: ``with standin_mode(): model.to(STANDIN); ...`` (factories with ``device="meta"`` make stand-in
 tensors inside the block, in this thread and in threads started inside it, such as a sampler's batch thread:
@@ -80,6 +81,8 @@ class StandinTensor(torch.Tensor):
     @classmethod
     def __torch_dispatch__(cls, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
         kwargs = kwargs or {}
+        if _HOST_READS:
+            _note_host_read(func, args, kwargs)
         if func not in _CROSS_DEVICE_OK:
             _refuse_mixed(func, args, kwargs)
         elif func is torch.ops.aten.index.Tensor and not isinstance(args[0], StandinTensor):
@@ -96,6 +99,52 @@ class StandinTensor(torch.Tensor):
         if func is torch.ops.aten._local_scalar_dense.default:
             return out
         return tree_map(_wrap, out)
+
+
+_HOST_READS: list[list[str]] = []  # the innermost count_host_reads() block's list; empty: not counting
+# ops that make the host wait for the device on CUDA (a value read, a device-to-host copy, a data-dependent shape)
+_SYNCING = {torch.ops.aten._local_scalar_dense.default, torch.ops.aten.nonzero.default,
+            torch.ops.aten.masked_select.default, torch.ops.aten._unique2.default}
+
+
+def _note_host_read(func: Any, args: tuple, kwargs: dict) -> None:
+    """Record a syncing op on a stand-in tensor, named by the first toolgym frame that led to it."""
+    syncs = func in _SYNCING
+    if func is torch.ops.aten._to_copy.default:
+        target = kwargs.get("device")
+        syncs = target is not None and torch.device(target).type == "cpu"
+    elif func in (torch.ops.aten.index.Tensor, torch.ops.aten.index_put_.default, torch.ops.aten.index_put.default):
+        syncs = any(isinstance(i, torch.Tensor) and i.dtype == torch.bool for i in (args[1] or []))
+    if syncs:
+        _HOST_READS[-1].append(f"{func.__name__} at {_toolgym_frame()}")
+
+
+def _toolgym_frame() -> str:
+    """``file:line`` of the innermost frame outside torch and this module: toolgym's as
+    ``toolgym/training/x.py:N``, a library's (transformers) with its package path."""
+    import traceback
+
+    for frame in reversed(traceback.extract_stack()):
+        name = frame.filename
+        if name == __file__ or "/torch/" in name or "/contextlib.py" in name:
+            continue
+        if "/src/toolgym/" in name:
+            return f"toolgym/{name.rsplit('/src/toolgym/', 1)[1]}:{frame.lineno}"
+        return f"{name.rsplit('/site-packages/', 1)[-1]}:{frame.lineno}"
+    return "unknown"
+
+
+@contextlib.contextmanager
+def count_host_reads() -> Iterator[list[str]]:
+    """An instrument (not a mock): within the block, every op on a stand-in tensor that would make the host wait
+    for a CUDA device (``.item()``, ``float()``/``bool()``, ``.tolist()``, ``.cpu()``, ``nonzero``, boolean
+    indexing) is appended to the yielded list as ``"op at file:line"`` (the toolgym frame that asked)."""
+    reads: list[str] = []
+    _HOST_READS.append(reads)
+    try:
+        yield reads
+    finally:
+        _HOST_READS.remove(reads)
 
 
 def _unwrap(x: Any) -> Any:
@@ -174,6 +223,8 @@ class _HostReads(TorchFunctionMode):
             if name in ("numpy", "__array__"):
                 _to_numpy_refused()
             if name == "tolist":
+                if _HOST_READS:
+                    _HOST_READS[-1].append(f"tolist at {_toolgym_frame()}")
                 return this.inner.tolist()
         if _is_standin_device(kwargs.get("device")) and not any(isinstance(a, StandinTensor) for a in args):
             return tree_map(_wrap, func(*args, **{**kwargs, "device": "cpu"}))

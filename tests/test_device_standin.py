@@ -67,3 +67,26 @@ def test_tied_weights_stay_tied_when_a_module_moves() -> None:
     with standin_mode():
         model.to(STANDIN)
         assert model["emb"].weight is model["head"].weight
+
+
+def test_the_two_rank_form_refuses_a_cpu_tensor_in_a_collective_as_nccl_does(tmp_path) -> None:
+    import torch.distributed as dist
+
+    from tests.device_standin_ranks import NCCL_REFUSAL, nccl_rules
+
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1)
+    try:
+        with standin_mode(), nccl_rules():
+            with pytest.raises(RuntimeError, match=NCCL_REFUSAL):
+                dist.all_reduce(torch.tensor([1.0, 2.0]))
+            with pytest.raises(RuntimeError, match=NCCL_REFUSAL):  # a list argument is searched too
+                dist.all_gather([torch.zeros(2, device=STANDIN)], torch.zeros(2))
+            t = torch.tensor([1.0, 2.0], device=STANDIN)
+            dist.all_reduce(t)
+            assert isinstance(t, StandinTensor) and t.tolist() == [1.0, 2.0]
+            got = [None]
+            dist.all_gather_object(got, {"rank": 0})  # object collectives pass: NCCL puts them on the device
+            assert got == [{"rank": 0}]
+        dist.all_reduce(torch.tensor([1.0]))  # outside the block gloo takes CPU tensors again
+    finally:
+        dist.destroy_process_group()

@@ -72,12 +72,14 @@ def _assert_same(a, b, rtol: float = 1e-5, atol: float = 1e-5) -> None:
 # ---------------------------------------------------------------- the head alone
 
 
+@pytest.mark.parametrize("live", [False, True], ids=["every-token", "live-tokens"])
 @pytest.mark.parametrize("frozen", [False, True], ids=["trained-head", "frozen-head"])
 @pytest.mark.parametrize("softcap", [None, 0.7])
 @pytest.mark.parametrize("chunk", [1, 3, 100])
-def test_token_logprobs_equal_a_full_log_softmax_with_gradients(softcap, chunk, frozen) -> None:
+def test_token_logprobs_equal_a_full_log_softmax_with_gradients(softcap, chunk, frozen, live) -> None:
     """A trained head recomputes each chunk in backward; a frozen one forms its hidden-state factors in the
-    forward. Both give the full log-softmax's values and gradients."""
+    forward. Both give the full log-softmax's values and gradients, whether backward recomputes every token or
+    only the ``live`` ones the caller names on the host (the loss mask's: no device read to find them)."""
     g = torch.Generator().manual_seed(0)
     n, h, v = 10, 8, 37
     hidden = torch.randn(n, h, generator=g, dtype=torch.float32).requires_grad_(True)
@@ -89,7 +91,8 @@ def test_token_logprobs_equal_a_full_log_softmax_with_gradients(softcap, chunk, 
     t, scale = 0.6, 1.3
 
     head = Head(weight, bias, scale, softcap)
-    lp, ent = token_logprobs(hidden, head, targets, temperature=t, with_entropy=True, chunk=chunk)
+    lp, ent = token_logprobs(hidden, head, targets, temperature=t, with_entropy=True, chunk=chunk,
+                             live=[i for i in range(n) if i % 3] if live else None)
     ((lp * gl).sum() + (ent * ge).sum()).backward()
     trained = (hidden,) if frozen else (hidden, weight, bias)
     ours = [lp.detach(), ent.detach()] + [x.grad.clone() for x in trained]

@@ -597,3 +597,25 @@ def test_loss_without_metrics_is_identical(ratio: str, clip: ClipConfig | None) 
     b, gb, m = loss_and_grad(logp, old, adv, mask, ratio=ratio, clip=clip, compute_metrics=False)
     assert m == {} and torch.equal(a, b) and torch.equal(ga, gb)
     assert torch.equal(old, old_copy)  # inputs are never modified
+
+
+def test_check_finite_off_reads_nothing_and_a_caller_masked_nan_row_stays_out() -> None:
+    """A trainer drops non-finite rows on the device (finite_rows) and passes ``check_finite=False``, so the loss
+    makes no host read between forward and backward; the masked NaN row then neither raises nor reaches the
+    loss, which equals the loss of the clean rows alone."""
+    lp = torch.tensor([[-1.0, -2.0], [float("nan"), -0.5], [-0.3, -0.4]], requires_grad=True)
+    old = torch.tensor([[-1.1, -1.9], [-0.2, -0.6], [-0.3, -0.5]])
+    adv = torch.tensor([1.0, float("nan"), -0.5])
+    mask = torch.ones(3, 2)
+    ok = finite_rows(mask, lp, old, adv)
+    assert ok.tolist() == [True, False, True]
+    masked = mask * ok.float().unsqueeze(1)
+    lp_in = torch.where(masked > 0, lp, torch.zeros_like(lp))
+    old_in = torch.where(masked > 0, old, torch.zeros_like(old))
+    with pytest.raises(NonFiniteInputError):  # the default still looks, and names the row
+        policy_loss(lp, old, adv, mask, clip=ClipConfig(), fused=False)
+    loss, _ = policy_loss(lp_in, old_in, adv, masked, clip=ClipConfig(), fused=False, check_finite=False)
+    clean, _ = policy_loss(lp[[0, 2]].detach(), old[[0, 2]], adv[[0, 2]], mask[[0, 2]], clip=ClipConfig(), fused=False)
+    assert math.isfinite(float(loss)) and float(loss) == pytest.approx(float(clean), rel=1e-6)
+    loss.backward()
+    assert torch.isfinite(lp.grad).all() and lp.grad[1].abs().sum() == 0

@@ -60,11 +60,16 @@ def test_bf16_small_lr_moves_the_weights_like_fp32_and_the_old_cast_does_not(tmp
 
     tr = _trainer(tmp_path, "bf16")
     assert tr.cfg.model.dtype == "bf16"
-    seen: list[torch.dtype] = []
-    hook = tr.module.get_output_embeddings().register_forward_hook(lambda m, i, o: seen.append(o.dtype))
+    seen: list[tuple[torch.dtype, bool]] = []
+    head = tr.module.get_output_embeddings()
+    proj = next(m for m in tr.module.modules() if isinstance(m, torch.nn.Linear) and m is not head)
+    hook = proj.register_forward_hook(lambda m, i, o: seen.append((o.dtype, torch.is_autocast_enabled("cpu"))))
     mixed = _train(tr)
     hook.remove()
-    assert seen and set(seen) == {torch.bfloat16}, "the forward must run under bf16 autocast"
+    assert {d for d, on in seen if on} == {torch.bfloat16}, "the forward must run under bf16 autocast"
+    # but prompt sharing's once-per-model check, which compares the shared and per-row paths in the weights'
+    # precision (fp32): the shared prompts, their completions, the per-row forward
+    assert [d for d, on in seen if not on] == [torch.float32] * 3, seen
     assert all(p.dtype == torch.float32 for p in tr.module.parameters()), "master weights stay fp32"
     assert all(v.dtype == torch.float32 for s in tr.optimizer.state.values() for v in s.values() if v.is_floating_point())
     frac = float((mixed != 0).float().mean())

@@ -7,7 +7,7 @@ Every [B, T] tensor covers the response region only (spec: the prompt is exclude
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
@@ -25,9 +25,41 @@ class TokenBatch:
     loss_mask: torch.Tensor  # [B, T] float, 1 = model token
     rollout_logprobs: torch.Tensor  # [B, T] the sampler's log-probs (0 where mask = 0)
     max_response_len: int
+    # the same rows as host lists, kept from collation: the update reads lengths and ids from these, never from
+    # the device tensors (each such read would make the host wait for the GPU between forward and backward)
+    prompt_ids_host: list[list[int]] | None = field(default=None, repr=False)
+    response_ids_host: list[list[int]] | None = field(default=None, repr=False)
+    loss_mask_host: list[list[int]] | None = field(default=None, repr=False)  # the trajectories' loss masks
 
     def __len__(self) -> int:
         return int(self.input_ids.shape[0])
+
+    def host_rows(self) -> tuple[list[list[int]], list[list[int]]]:
+        """(prompt ids, response ids) of each row on the host: from collation, else one read of the device."""
+        if self.prompt_ids_host is not None and self.response_ids_host is not None:
+            return self.prompt_ids_host, self.response_ids_host
+        ids = self.input_ids.cpu().tolist()
+        plens, rlens = torch.stack([self.prompt_lens, self.response_lens]).cpu().tolist()
+        self.prompt_ids_host = [row[:p] for row, p in zip(ids, plens, strict=True)]
+        self.response_ids_host = [row[p : p + n] for row, p, n in zip(ids, plens, rlens, strict=True)]
+        return self.prompt_ids_host, self.response_ids_host
+
+    def host_lens(self) -> tuple[list[int], list[int]]:
+        """(prompt lengths, response lengths) on the host (see :meth:`host_rows`)."""
+        prompts, responses = self.host_rows()
+        return [len(p) for p in prompts], [len(r) for r in responses]
+
+    def host_live(self) -> list[int]:
+        """Indices, into the row-major list of every row's response tokens, of the tokens with a loss mask: the
+        only ones a loss sends a gradient to (from collation, else one read of the device)."""
+        _, resp = self.host_lens()
+        if self.loss_mask_host is None:
+            self.loss_mask_host = [row[:n] for row, n in zip(self.loss_mask.cpu().tolist(), resp, strict=True)]
+        live, k = [], 0
+        for m, n in zip(self.loss_mask_host, resp, strict=True):
+            live.extend(k + j for j in range(n) if m[j])
+            k += n
+        return live
 
     def to(self, device: torch.device | str) -> TokenBatch:
         return TokenBatch(
@@ -38,6 +70,9 @@ class TokenBatch:
             loss_mask=self.loss_mask.to(device),
             rollout_logprobs=self.rollout_logprobs.to(device),
             max_response_len=self.max_response_len,
+            prompt_ids_host=self.prompt_ids_host,
+            response_ids_host=self.response_ids_host,
+            loss_mask_host=self.loss_mask_host,
         )
 
 
@@ -69,4 +104,7 @@ def collate(trajectories: Sequence[Trajectory], pad_id: int = 0) -> TokenBatch:
         loss_mask=loss_mask * (rollout_lp == rollout_lp),  # a NaN rollout log-prob never enters the loss
         rollout_logprobs=torch.nan_to_num(rollout_lp, nan=0.0),
         max_response_len=max_resp,
+        prompt_ids_host=[list(t.prompt_ids) for t in trajectories],
+        response_ids_host=[list(t.response_ids) for t in trajectories],
+        loss_mask_host=[list(t.loss_mask) if t.response_ids else [] for t in trajectories],
     )

@@ -123,12 +123,14 @@ def wrap_model(model: torch.nn.Module, info: DistInfo, strategy: str | None = No
 
 
 def all_reduce_sum(values: list[float], info: DistInfo) -> list[float]:
-    """Sum a few scalars over ranks (token counts, metric sums)."""
+    """Sum a few scalars over ranks (token counts, metric sums). The tensor lives on the rank's device: a group
+    initialised with nccl has no CPU backend and refuses a CPU tensor ("No backend type associated with device
+    type cpu")."""
     if not info.enabled:
         return list(values)
     import torch.distributed as dist
 
-    t = torch.tensor(values, dtype=torch.float64)
+    t = torch.tensor(values, dtype=torch.float64, device=info.device)
     dist.all_reduce(t)
     return t.tolist()
 

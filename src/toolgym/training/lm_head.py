@@ -15,6 +15,7 @@ over chunks in float32.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
@@ -36,11 +37,15 @@ class Head:
 
 
 def token_logprobs(hidden: torch.Tensor, head: Head, targets: torch.Tensor, temperature: float = 1.0,
-                   with_entropy: bool = False, chunk: int | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
+                   with_entropy: bool = False, chunk: int | None = None,
+                   live: Sequence[int] | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
     """``([N] log p(target), [N] entropy or None)`` under ``softmax(logits / temperature)``, float32.
 
     ``hidden``: [N, H] inputs of the head; ``targets``: [N] token ids. Differentiable in ``hidden`` and the
-    head's weight and bias; ``chunk`` tokens per chunk (default: ``CHUNK_ELEMENTS // V``)."""
+    head's weight and bias; ``chunk`` tokens per chunk (default: ``CHUNK_ELEMENTS // V``). ``live``: the
+    indices (a host list, e.g. the loss mask's tokens) of the only tokens that may get an upstream gradient;
+    backward recomputes the head there only, and a gradient sent to any other token is dropped. None: every
+    token. Known on the host, so backward never reads the device to find them."""
     if hidden.dim() != 2 or targets.shape != hidden.shape[:1]:
         raise ValueError(f"hidden must be [N, H] and targets [N]; got {tuple(hidden.shape)}, {tuple(targets.shape)}")
     vocab = head.weight.shape[0]
@@ -48,8 +53,10 @@ def token_logprobs(hidden: torch.Tensor, head: Head, targets: torch.Tensor, temp
     dtype = compute_dtype(hidden, head.weight)
     frozen = torch.is_grad_enabled() and hidden.requires_grad and not head.weight.requires_grad and \
         not (head.bias is not None and head.bias.requires_grad)
+    idx = None if live is None or len(live) == hidden.shape[0] else \
+        torch.tensor(list(live), dtype=torch.long).to(hidden.device, non_blocking=True)
     logp, ent = _ChunkedLogprob.apply(hidden, head.weight, head.bias, targets, float(temperature), float(head.scale),
-                                      head.softcap, dtype, bool(with_entropy), int(rows), frozen)
+                                      head.softcap, dtype, bool(with_entropy), int(rows), frozen, idx)
     return logp, (ent if with_entropy else None)
 
 
@@ -65,9 +72,12 @@ def compute_dtype(hidden: torch.Tensor, weight: torch.Tensor) -> torch.dtype:
 
 
 def head_logits(hidden: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, scale: float,
-                softcap: float | None, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """``(float32 logits [n, V], tanh of the capped logits or None)``: the head as the model computes it."""
-    y = F.linear(hidden.to(dtype), weight.to(dtype), None if bias is None else bias.to(dtype)).float()
+                softcap: float | None, dtype: torch.dtype,
+                as_float: bool = True) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """``(float32 logits [n, V], tanh of the capped logits or None)``: the head as the model computes it.
+    ``as_float=False``: the logits stay in ``dtype`` (as a model's own logits under autocast)."""
+    y = F.linear(hidden.to(dtype), weight.to(dtype), None if bias is None else bias.to(dtype))
+    y = y.float() if as_float else y
     if scale != 1.0:
         y = y * scale
     if softcap is None:
@@ -87,17 +97,18 @@ class _ChunkedLogprob(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, hidden, weight, bias, targets, temperature, scale, softcap, dtype, with_entropy, chunk,  # type: ignore[override]
-                frozen):
+                frozen, live):
         n = hidden.shape[0]
         lse = torch.empty(n, dtype=torch.float32, device=hidden.device)
         logp = torch.empty(n, dtype=torch.float32, device=hidden.device)
         ent = torch.empty(n if with_entropy else 0, dtype=torch.float32, device=hidden.device)
         u = torch.empty_like(hidden) if frozen else None  # d log p_y / d h
         v = torch.empty_like(hidden) if frozen and with_entropy else None  # d H / d h
-        w = weight.to(dtype)
+        w = weight.to(dtype)  # cast once, not once per chunk (head_logits' .to(dtype) is then a no-op)
+        b = None if bias is None else bias.to(dtype)
         for s in range(0, n, chunk):
             e = min(s + chunk, n)
-            z, t = head_logits(hidden[s:e], weight, bias, scale, softcap, dtype)
+            z, t = head_logits(hidden[s:e], w, b, scale, softcap, dtype)
             if temperature != 1.0:
                 z.div_(temperature)
             m = torch.logsumexp(z, dim=-1)
@@ -119,6 +130,7 @@ class _ChunkedLogprob(torch.autograd.Function):
         else:
             ctx.save_for_backward(hidden, weight, bias, targets, lse, ent)
         ctx.args = (temperature, scale, softcap, dtype, with_entropy, chunk, frozen)
+        ctx.live = live  # [n_live] indices of the tokens backward recomputes; None: every token
         if not with_entropy:
             ctx.mark_non_differentiable(ent)
         return logp, ent
@@ -126,7 +138,7 @@ class _ChunkedLogprob(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad_logp, grad_ent):  # type: ignore[override]
         temperature, scale, softcap, dtype, with_entropy, chunk, frozen = ctx.args
-        none = (None,) * 8
+        none = (None,) * 9
         if frozen:
             u, v = ctx.saved_tensors
             grad_h = u * grad_logp.unsqueeze(-1).to(u.dtype)
@@ -138,17 +150,15 @@ class _ChunkedLogprob(torch.autograd.Function):
         grad_h = torch.zeros_like(hidden) if need_h else None
         grad_w = torch.zeros(weight.shape, dtype=torch.float32, device=weight.device) if need_w else None
         grad_b = torch.zeros(bias.shape, dtype=torch.float32, device=bias.device) if need_b else None
-        # tokens whose upstream gradient is 0 (tool output, rows left out) add nothing: skip their logits
-        live = grad_logp != 0
-        if with_entropy:
-            live |= grad_ent != 0
-        idx = live.nonzero().squeeze(-1)
-        every = len(idx) == hidden.shape[0]
-        w = weight.to(dtype)
-        for s in range(0, len(idx), chunk):
-            rows = slice(s, s + chunk) if every else idx[s : s + chunk]
+        # tokens the caller said get no upstream gradient (tool output) add nothing: skip their logits
+        idx = ctx.live
+        n = hidden.shape[0] if idx is None else idx.shape[0]
+        w = weight.to(dtype)  # cast once for every chunk
+        b = None if bias is None else bias.to(dtype)
+        for s in range(0, n, chunk):
+            rows = slice(s, s + chunk) if idx is None else idx[s : s + chunk]
             h = hidden[rows]
-            z, t = head_logits(h, weight, bias, scale, softcap, dtype)
+            z, t = head_logits(h, w, b, scale, softcap, dtype)
             if temperature != 1.0:
                 z.div_(temperature)
             gz = _grad_y(z, t, lse[rows], ent[rows] if with_entropy else None, targets[rows], grad_logp[rows],
@@ -159,8 +169,8 @@ class _ChunkedLogprob(torch.autograd.Function):
                 grad_h[rows] = (gy @ w).to(hidden.dtype)
             if need_w and dtype == torch.float32:
                 grad_w.addmm_(gy.t(), h.float())
-            elif need_w:
-                grad_w += (gy.t() @ h.to(dtype)).float()
+            elif need_w:  # adds the low-precision product into float32 without a float32 copy of it
+                grad_w.add_(gy.t() @ h.to(dtype))
             if need_b:
                 grad_b += gz.sum(0)
         return (grad_h, None if grad_w is None else grad_w.to(weight.dtype),

@@ -44,14 +44,16 @@ def response_logprobs(
     Position j of the response is predicted by the logits at prompt_len + j - 1; padding gets 0.
     ``share_prompt``: rows with the same prompt run it once (:mod:`toolgym.training.shared_prompt`; the caller
     rules out what it cannot serve: DDP, FSDP, gradient checkpointing). ``stats`` gets ``prompt_tokens`` (what
-    the per-row path forwards) and ``prompt_tokens_forwarded`` added."""
+    the per-row path forwards) and ``prompt_tokens_forwarded`` added. On the chunked head, the backward
+    recomputes the head at the loss mask's tokens only (the host lists of collation name them): a gradient sent
+    to a log-prob at loss mask 0 (tool output) is dropped there, as every loss here masks those tokens out."""
     if head == "chunked" and share_prompt:
         route = chunked_route(model)
         out = _shared(model, route, batch, temperature, with_entropy, stats) if not isinstance(route, str) else None
         if out is not None:
             return out
     if stats is not None:  # the per-row path: every row forwards its prompt
-        per_row = float(batch.prompt_lens.sum())
+        per_row = float(sum(batch.host_lens()[0]))
         stats["prompt_tokens"] = stats.get("prompt_tokens", 0.0) + per_row
         stats["prompt_tokens_forwarded"] = stats.get("prompt_tokens_forwarded", 0.0) + per_row
     if head == "chunked":
@@ -114,11 +116,15 @@ def _shared(model: torch.nn.Module, route: tuple[torch.nn.Module, torch.nn.Modul
         S.record_check(decoder, out)
         _fall_back(f"share_prompt: {out}", "log-probs: one forward per row, prompt included")
         return None
-    if S.checked(decoder) is None:
-        with torch.no_grad():
+    if S.checked(decoder) is None:  # both paths in the weights' precision (autocast off): see S.full_precision
+        dev = batch.input_ids.device
+        lowered = S.autocast_on(dev)  # else out is already in full precision
+        with torch.no_grad(), S.full_precision(dev):
+            ours = S.shared_logprobs(decoder, head, batch, sp, temperature, False) if lowered else \
+                (out[0].detach(), None)
             ref, _ = response_logprobs(model, batch, temperature, head="chunked")
-        low = compute_dtype(head.weight, head.weight) != torch.float32
-        ok = S.close_enough(out[0].detach(), ref, batch.loss_mask, low)
+        low = head.weight.dtype not in (torch.float32, torch.float64)
+        ok = not isinstance(ours, str) and S.close_enough(ours[0], ref, batch.loss_mask, low)
         S.record_check(decoder, "" if ok else "its log-probs on the shared cache differ from the per-row path's")
         if not ok:
             _fall_back(f"share_prompt: {S.checked(decoder)}", "log-probs: one forward per row, prompt included")
@@ -180,7 +186,7 @@ def _scatter_logprobs(hidden: torch.Tensor, head: Head, batch: TokenBatch, tempe
                       with_entropy: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
     """The head at the response positions of ``hidden`` ([B, L, H]) only, into [B, T] (0 at padding)."""
     b, t = batch.loss_mask.shape
-    prompt, resp = (torch.stack([batch.prompt_lens, batch.response_lens]).cpu().tolist())  # one host read
+    prompt, resp = batch.host_lens()  # kept from collation: no host read
     for i, (p, n) in enumerate(zip(prompt, resp, strict=True)):
         if n and p < 1:
             raise ValueError(f"row {i}: a trajectory needs at least one prompt token")
@@ -190,7 +196,7 @@ def _scatter_logprobs(hidden: torch.Tensor, head: Head, batch: TokenBatch, tempe
     dev = hidden.device
     rows, cols, src = rows.to(dev), cols.to(dev), src.to(dev)
     targets = batch.input_ids[rows, src + 1]
-    lp, ent = token_logprobs(hidden[rows, src], head, targets, temperature, with_entropy)
+    lp, ent = token_logprobs(hidden[rows, src], head, targets, temperature, with_entropy, live=batch.host_live())
     zeros = torch.zeros((b, t), dtype=torch.float32, device=dev)
     logp = zeros.index_put((rows, cols), lp)
     return logp, (zeros.index_put((rows, cols), ent) if ent is not None else None)
@@ -210,9 +216,9 @@ def full_logprobs(
     ent = None
     rows_lp = []
     rows_ent = []
+    prompt, resp = batch.host_lens()
     for i in range(b):
-        p = int(batch.prompt_lens[i])
-        n = int(batch.response_lens[i])
+        p, n = prompt[i], resp[i]
         if n == 0:
             rows_lp.append(torch.zeros(t, dtype=torch.float32, device=logits.device))
             rows_ent.append(torch.zeros(t, dtype=torch.float32, device=logits.device))

@@ -251,9 +251,11 @@ def _core(
     ratio: str,
     clip: ClipConfig | None,
     keep: bool = True,
+    check_finite: bool = True,
 ) -> _Core:
     """The clipped weight with its graph; ``keep=False`` lets detached buffers be overwritten
-    in place (fewer fresh allocations) when no metrics will read them."""
+    in place (fewer fresh allocations) when no metrics will read them. ``check_finite=False``: the caller
+    dropped non-finite rows on the device (:func:`finite_rows`), so no host read looks for them here."""
     dt = torch.promote_types(logp.dtype, torch.float32)  # float32 math for bf16/fp16, float64 kept
     mf = mask.to(dt) if mask.dtype == torch.bool else (mask != 0).to(dt)
     lp = logp.to(dt)
@@ -263,7 +265,7 @@ def _core(
     # One reduction tells whether anything is non-finite; only then look where. Non-finite
     # values at policy tokens are an error; at mask-0 positions they are replaced by 0 so
     # that they reach neither the value nor the backward pass.
-    if bool(torch.isfinite(lp_det.sum() + old.sum())):
+    if not check_finite or bool(torch.isfinite(lp_det.sum() + old.sum())):
         delta = (lp_det - old).clamp_(-DELTA_CLAMP, DELTA_CLAMP).mul_(mf)
     else:
         m = mf > 0
@@ -300,13 +302,13 @@ def _core(
     adv = advantages.detach().to(dt)
     if adv.dim() == 1:
         rows = mf.sum(dim=-1) > 0
-        if not bool(torch.isfinite(torch.where(rows, adv, 0.0).sum())):
+        if check_finite and not bool(torch.isfinite(torch.where(rows, adv, 0.0).sum())):
             raise _nonfinite("advantages", rows & ~torch.isfinite(adv))
         adv = torch.where(rows, adv, 0.0).unsqueeze(-1)
     else:
         m = mf > 0
         adv = torch.where(m, adv, 0.0)
-        if not bool(torch.isfinite(adv.sum())):
+        if check_finite and not bool(torch.isfinite(adv.sum())):
             raise _nonfinite("advantages", (~torch.isfinite(adv)).any(dim=-1))
 
     scale = None
@@ -444,6 +446,7 @@ def _row_coefficients(
     seq_weight: Tensor | None,
     global_token_count: float | int | Tensor | None,
     global_seq_count: float | int | Tensor | None,
+    check_finite: bool = True,
 ) -> Tensor:
     """Per-row factor ``c_i`` such that ``loss = Σ_{i,t} mask·u·c_i`` for the chosen aggregation (``m``: bool mask)."""
     if agg == "token-mean":
@@ -463,7 +466,7 @@ def _row_coefficients(
     if seq_weight is not None:
         w = seq_weight.detach().to(dt)
         rows = m.any(dim=-1)
-        if not torch.isfinite(torch.where(rows, w, 0.0).sum()):
+        if check_finite and not torch.isfinite(torch.where(rows, w, 0.0).sum()):
             raise _nonfinite("seq_weight", rows & ~torch.isfinite(w))
         coef = coef * torch.where(rows, w, 0.0)
     return coef
@@ -484,6 +487,7 @@ def policy_loss(
     compute_metrics: bool = True,
     fused: bool = True,
     metrics_on_device: bool = False,
+    check_finite: bool = True,
 ) -> tuple[Tensor, dict[str, float]] | tuple[Tensor, dict[str, Tensor]]:
     """Clipped importance-weighted policy-gradient loss and cheap metrics.
 
@@ -497,6 +501,9 @@ def policy_loss(
     ``fused``: on CPU, use the one-pass kernel when numba is installed (same values and gradient).
     ``metrics_on_device``: the metrics as 0-dim tensors on the loss's device, read by nobody yet (a trainer
     reads them once per step); by default they are Python floats, one host read per call.
+    ``check_finite=False``: the caller has already dropped rows with NaN/inf on the device
+    (``mask * finite_rows(mask, logp, old_logp, advantages)[:, None]``, values at mask-0 positions zeroed), so
+    the loss does not read the device to look for them (a trainer's inner loop); one left in gives a NaN loss.
     """
     _validate(ratio, agg, clip)
     _check_shapes(logp, old_logp, advantages, mask, seq_weight)
@@ -505,9 +512,9 @@ def policy_loss(
                                  global_token_count, global_seq_count, compute_metrics)
         if out is not None:  # None: a non-finite input; the tensor path below raises the precise error
             return out[0], out[1] if metrics_on_device else to_floats(out[1])
-    core = _core(logp, old_logp, advantages, mask, ratio, clip, keep=compute_metrics)
+    core = _core(logp, old_logp, advantages, mask, ratio, clip, keep=compute_metrics, check_finite=check_finite)
     coef = _row_coefficients(core.m if compute_metrics else core.mf > 0, core.mf.dtype, agg, seq_weight,
-                             global_token_count, global_seq_count)
+                             global_token_count, global_seq_count, check_finite)
     row = -core.adv * coef.unsqueeze(-1)
     # mf is a fresh tensor owned by this call; without metrics nothing reads it again
     k = row * core.mf if compute_metrics else core.mf.mul_(row)

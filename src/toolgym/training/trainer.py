@@ -40,6 +40,7 @@ from toolgym.training.algorithms.base import scored_rewards
 from toolgym.training.batch import TokenBatch, collate
 from toolgym.training.checkpoint import TrainerState, latest_checkpoint, load_checkpoint, save_checkpoint
 from toolgym.training.config import TrainConfig, config_to_dict, dump_config
+from toolgym.training.cuda_precision import fp32_on_cuda
 from toolgym.training.logging import MetricsLogger, read_metrics
 from toolgym.training.logprobs import response_logprobs
 from toolgym.training.models import load_policy
@@ -121,6 +122,9 @@ class Trainer:
                                     config=config_to_dict(cfg), enabled=self.dist.main)
         if self.dist.main:
             dump_config(cfg, self.out / "config.yaml")
+        slow = fp32_on_cuda(self.dist.device, cfg.model.dtype)
+        if slow:
+            self.logger.say(slow)
         if cfg.model.update_dropout and cfg.loss.ratio == "cumulative" and cfg.algorithm != "mopd":
             self.logger.say("warning: model.update_dropout is on: the update's log-probs then differ from the old "
                             "ones even on-policy, and CTPO's cumulative ratio adds that noise up along the sequence "

@@ -102,15 +102,15 @@ class PolicyGradient(Objective):
             own = torch.tensor([i in batch.own_old_rows for i in rows], device=dev).unsqueeze(1)
             old = torch.where(own, logp.detach(), old)
         mask = tb.loss_mask * batch.keep[rows].to(dev, torch.float32).unsqueeze(1)
-        ok = finite_rows(mask, logp, old)
+        adv = batch.advantages[rows].to(dev)
+        w = batch.seq_weight[rows].to(dev) if batch.seq_weight is not None else None
+        ok = finite_rows(mask, logp, old, adv, w)  # on the device: no host read between forward and backward
         skipped = (~ok & (mask.sum(1) > 0)).sum()
         mask = mask * ok.float().unsqueeze(1)
         logp = torch.where(mask > 0, logp, torch.zeros_like(logp))
         old = torch.where(mask > 0, old, torch.zeros_like(old))
-        adv = batch.advantages[rows].to(dev)
-        w = batch.seq_weight[rows].to(dev) if batch.seq_weight is not None else None
         loss, m = policy_loss(logp, old, adv, mask, ratio=self.cfg.loss.ratio, clip=self.clip, agg=self.cfg.loss.agg,
-                              seq_weight=w, metrics_on_device=True,
+                              seq_weight=w, metrics_on_device=True, check_finite=False,
                               **normalisers(self.cfg.loss.agg, token_count, seq_count))
         m["rows_skipped_nonfinite"] = skipped
         m.update(shared)  # prompt tokens per row and forwarded (totals over the update)

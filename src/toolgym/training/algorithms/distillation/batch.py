@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
@@ -131,9 +132,9 @@ def mopd_step_inputs(
 def shared_response_logits(model: torch.nn.Module, batch: PromptResponseBatch, plan: SharedPlan,
                            temperature: float = 1.0) -> torch.Tensor | None:
     """:func:`response_logits` with each distinct prompt forwarded once (:mod:`toolgym.training.shared_prompt`),
-    float32; None where the model cannot take that path (checked once per model against the per-row logits)."""
+    in the compute dtype (bf16 under autocast, as the per-row logits); None where the model cannot take that
+    path (checked once per model against the per-row logits, both in the weights' precision)."""
     from toolgym.training import shared_prompt as S
-    from toolgym.training.lm_head import compute_dtype, head_logits
     from toolgym.training.logprobs import chunked_route
 
     route = chunked_route(model)
@@ -142,25 +143,40 @@ def shared_response_logits(model: torch.nn.Module, batch: PromptResponseBatch, p
     decoder, _lm, head = route
     if S.checked(decoder):
         return None
-    st = S.response_states(decoder, plan, batch.input_ids.device)
-    if isinstance(st, str):
-        S.record_check(decoder, st)
+    logits = _logits_on_cache(decoder, head, batch, plan, temperature)
+    if isinstance(logits, str):
+        S.record_check(decoder, logits)
         return None
-    dtype = compute_dtype(st.hidden, head.weight)
-    z, _ = head_logits(st.hidden, head.weight, head.bias, head.scale, head.softcap, dtype)
-    if temperature != 1.0:
-        z = z / temperature
-    b, t = batch.response_ids.shape
-    logits = torch.zeros((b, t, z.shape[-1]), dtype=z.dtype, device=z.device).index_put((st.rows, st.cols), z)
     if S.checked(decoder) is None:  # once per model: the same log-probs as the per-row forward
-        with torch.no_grad():
-            ref = response_logits(model, batch, temperature).float()
-        ok = S.close_enough(token_logprobs(logits.detach(), batch.response_ids), token_logprobs(ref, batch.response_ids),
-                            batch.response_mask, dtype != torch.float32)
+        dev = batch.input_ids.device
+        lowered = S.autocast_on(dev)  # else logits are already in full precision
+        with torch.no_grad(), S.full_precision(dev):
+            ours = _logits_on_cache(decoder, head, batch, plan, temperature) if lowered else logits.detach()
+            ref = response_logits(model, batch, temperature)
+        ok = not isinstance(ours, str) and S.close_enough(
+            token_logprobs(ours.float(), batch.response_ids), token_logprobs(ref.float(), batch.response_ids),
+            batch.response_mask, head.weight.dtype not in (torch.float32, torch.float64))
         S.record_check(decoder, "" if ok else "its log-probs on the shared cache differ from the per-row path's")
         if not ok:
             return None
     return logits
+
+
+def _logits_on_cache(decoder: torch.nn.Module, head: Any, batch: PromptResponseBatch, plan: SharedPlan,
+                     temperature: float) -> torch.Tensor | str:
+    """[B, T, V] response logits in the compute dtype, each prompt forwarded once; or why the cache cannot serve."""
+    from toolgym.training import shared_prompt as S
+    from toolgym.training.lm_head import compute_dtype, head_logits
+
+    st = S.response_states(decoder, plan, batch.input_ids.device)
+    if isinstance(st, str):
+        return st
+    dtype = compute_dtype(st.hidden, head.weight)
+    z, _ = head_logits(st.hidden, head.weight, head.bias, head.scale, head.softcap, dtype, as_float=False)
+    if temperature != 1.0:
+        z = z / temperature
+    b, t = batch.response_ids.shape
+    return torch.zeros((b, t, z.shape[-1]), dtype=z.dtype, device=z.device).index_put((st.rows, st.cols), z)
 
 
 @dataclass
