@@ -9,6 +9,9 @@ float reduction order (matrix shapes change with the batch; see `HFSampler` on w
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from typing import Any
 
 import torch
@@ -32,8 +35,11 @@ def supports_merging(model: Any) -> bool:
 class DecodeBatch:
     """Rows decoding together on one model. Not thread-safe: one scheduler thread drives it."""
 
-    def __init__(self, model: Any, device: Any, pad_id: int, cache_kw: str, fwd_extra: dict[str, Any]) -> None:
-        self.model, self.device, self.pad_id = model, device, pad_id
+    def __init__(self, model: Any, device: Any, pad_id: int, cache_kw: str, fwd_extra: dict[str, Any],
+                 amp: Callable[[], AbstractContextManager[Any]] = contextlib.nullcontext) -> None:
+        """`amp`: the context every forward runs in (`forward_context`: the trainer's autocast, entered in the
+        decode thread itself because autocast is per thread)."""
+        self.model, self.device, self.pad_id, self.amp = model, device, pad_id, amp
         self._cache_kw, self._fwd_extra = cache_kw, fwd_extra
         self.rows: list[Row] = []
         self.lens: list[int] = []  # real tokens of each row in the cache
@@ -70,14 +76,14 @@ class DecodeBatch:
         lens = torch.tensor(self.lens, dtype=torch.long) + 1
         mask = (torch.arange(W + 1).unsqueeze(0) >= (W + 1 - lens).unsqueeze(1)).long()
         with torch.inference_mode():
-            out = self.model(input_ids=ids.to(self.device), attention_mask=mask.to(self.device),
-                             position_ids=pos.to(self.device), use_cache=True, **self._fwd_extra,
-                             **{self._cache_kw: self.cache})
+            with self.amp():
+                out = self.model(input_ids=ids.to(self.device), attention_mask=mask.to(self.device),
+                                 position_ids=pos.to(self.device), use_cache=True, **self._fwd_extra,
+                                 **{self._cache_kw: self.cache})
             self.cache = getattr(out, self._cache_kw)
-            logits = out.logits[:, -1, :].float().cpu()
-        self.width += 1
-        self.lens = [n + 1 for n in self.lens]
-        draw(logits, self.rows)
+            self.width += 1
+            self.lens = [n + 1 for n in self.lens]
+            draw(out.logits[:, -1, :], self.rows)
 
     def leave(self, rows: list[Row]) -> None:
         """Drop `rows` and their cache rows; trim padding columns no remaining row needs."""
@@ -118,17 +124,19 @@ class DecodeBatch:
             mask[b, L - len(p) :] = 1
         pos = (mask.cumsum(-1) - 1).clamp(min=0)
         with torch.inference_mode():
-            out = self.model(input_ids=ids.to(self.device), attention_mask=mask.to(self.device),
-                             position_ids=pos.to(self.device), use_cache=True, **self._fwd_extra,
-                             **{self._cache_kw: None})
+            with self.amp():
+                out = self.model(input_ids=ids.to(self.device), attention_mask=mask.to(self.device),
+                                 position_ids=pos.to(self.device), use_cache=True, **self._fwd_extra,
+                                 **{self._cache_kw: None})
             cache = getattr(out, self._cache_kw)
-            logits = out.logits[:, -1, :].float().cpu()
+            logits = out.logits[:, -1, :]
             if len(prompts) < len(rows):  # one cache row per row
                 idx = torch.tensor(src, dtype=torch.long, device=self.device)
+                logits = logits.index_select(0, idx)
                 for layer in cache.layers:
                     layer.keys = layer.keys.index_select(0, idx)
                     layer.values = layer.values.index_select(0, idx)
-        draw(logits[src], rows)
+            draw(logits, rows)
         return cache, [len(r.prompt) for r in rows], list(rows), L
 
     def _merge(self, cache: Any, lens: list[int], rows: list[Row], width: int) -> None:
@@ -143,6 +151,22 @@ class DecodeBatch:
         self.rows += rows
         self.lens += lens
         self.width = W
+
+
+def forward_context(device: Any, dtype: str | None) -> Callable[[], AbstractContextManager[Any]]:
+    """What the sampler's forwards run under: `torch.autocast(dtype)` on the device's type, as the trainer's
+    `model.dtype: bf16` forward does (fp32 master weights, bf16 compute), so sampled and trained log-probs come
+    from the same numerics; None: the weights' own dtype."""
+    if dtype is None:
+        return contextlib.nullcontext
+    dt = AUTOCAST_DTYPES.get(dtype)
+    if dt is None:
+        raise ValueError(f"autocast must be one of {sorted(AUTOCAST_DTYPES)} or None, not {dtype!r}")
+    kind = torch.device(device).type
+    return lambda: torch.autocast(device_type=kind, dtype=dt)
+
+
+AUTOCAST_DTYPES = {"bf16": torch.bfloat16, "bfloat16": torch.bfloat16, "fp16": torch.float16, "float16": torch.float16}
 
 
 def _pad_left(t: torch.Tensor, n: int) -> torch.Tensor:
