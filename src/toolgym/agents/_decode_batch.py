@@ -17,6 +17,7 @@ from typing import Any
 import torch
 
 from toolgym.agents._hf_rows import Row, draw
+from toolgym.agents._prefix_store import PrefixStore
 
 
 def supports_merging(model: Any) -> bool:
@@ -36,10 +37,13 @@ class DecodeBatch:
     """Rows decoding together on one model. Not thread-safe: one scheduler thread drives it."""
 
     def __init__(self, model: Any, device: Any, pad_id: int, cache_kw: str, fwd_extra: dict[str, Any],
-                 amp: Callable[[], AbstractContextManager[Any]] = contextlib.nullcontext) -> None:
+                 amp: Callable[[], AbstractContextManager[Any]] = contextlib.nullcontext,
+                 prefixes: PrefixStore | None = None) -> None:
         """`amp`: the context every forward runs in (`forward_context`: the trainer's autocast, entered in the
-        decode thread itself because autocast is per thread)."""
+        decode thread itself because autocast is per thread). `prefixes`: where finished rows leave their cache for
+        a later prompt that continues them (None: every prompt is prefilled whole)."""
         self.model, self.device, self.pad_id, self.amp = model, device, pad_id, amp
+        self.prefixes = prefixes
         self._cache_kw, self._fwd_extra = cache_kw, fwd_extra
         self.rows: list[Row] = []
         self.lens: list[int] = []  # real tokens of each row in the cache
@@ -49,19 +53,34 @@ class DecodeBatch:
     def join(self, rows: list[Row]) -> None:
         """Prefill `rows`, merge them into the batch and draw their first token (rows it ends leave with `leave`).
 
+        A prompt that continues a finished row's tokens reuses that row's kept cache and forwards only the rest.
         A prefill that fails is retried row by row, so one bad prompt (too big for memory, say) fails alone."""
-        try:
-            parts = [self._prefill(rows)]
-        except Exception as exc:  # noqa: BLE001
-            if len(rows) == 1:
-                rows[0].error = exc
-                return
-            parts = []
+        parts = []
+        fresh = rows
+        if self.prefixes is not None:
+            self.prefixes.check_weights(self.model)
+            fresh = []
             for r in rows:
+                hit = self.prefixes.find(r.prompt)
+                if hit is None:
+                    fresh.append(r)
+                    continue
                 try:
-                    parts.append(self._prefill([r]))
-                except Exception as e:  # noqa: BLE001
-                    r.error = e
+                    parts.append(self._extend(r, *hit))
+                except Exception as exc:  # noqa: BLE001
+                    r.error = exc
+        if fresh:
+            try:
+                parts.append(self._prefill(fresh))
+            except Exception as exc:  # noqa: BLE001
+                if len(fresh) == 1:
+                    fresh[0].error = exc
+                else:
+                    for r in fresh:
+                        try:
+                            parts.append(self._prefill([r]))
+                        except Exception as e:  # noqa: BLE001
+                            r.error = e
         for part in parts:
             self._merge(*part)
 
@@ -91,6 +110,8 @@ class DecodeBatch:
         keep = [i for i, r in enumerate(self.rows) if id(r) not in gone]
         if len(keep) == len(self.rows):
             return
+        if self.prefixes is not None:
+            self._keep_prefixes([i for i, r in enumerate(self.rows) if id(r) in gone])
         if not keep:
             self.reset()
             return
@@ -138,6 +159,40 @@ class DecodeBatch:
                     layer.values = layer.values.index_select(0, idx)
             draw(logits, rows)
         return cache, [len(r.prompt) for r in rows], list(rows), L
+
+    def _extend(self, row: Row, n: int, entry: Any) -> tuple[Any, list[int], list[Row], int]:
+        """Prefill `row` on the first `n` tokens of a kept cache: only the rest of its prompt goes forward."""
+        from transformers.cache_utils import DynamicCache
+
+        rest = row.prompt[n:]
+        width = n + len(rest)
+        with torch.inference_mode():
+            cache = DynamicCache(config=self.model.config)
+            for i, (k, v) in enumerate(zip(entry.keys, entry.values, strict=True)):
+                cache.update(k[:, :, :n], v[:, :, :n], i)
+            with self.amp():
+                out = self.model(input_ids=torch.tensor([rest], dtype=torch.long).to(self.device),
+                                 attention_mask=torch.ones((1, width), dtype=torch.long).to(self.device),
+                                 position_ids=torch.arange(n, width).unsqueeze(0).to(self.device), use_cache=True,
+                                 **self._fwd_extra, **{self._cache_kw: cache})
+            cache = getattr(out, self._cache_kw)
+            draw(out.logits[:, -1, :], [row])
+        return cache, [width], [row], width
+
+    def _keep_prefixes(self, idx: list[int]) -> None:
+        """Hand the caches of rows that finished (not failed or cancelled) to the prefix store."""
+        assert self.prefixes is not None
+        W = self.width
+        for i in idx:
+            r, n = self.rows[i], self.lens[i]
+            if r.finish is None or r.error is not None:  # failed or cancelled: nothing to continue
+                continue
+            tokens = r.prompt + r.tokens[:-1]  # the last token was drawn, never forwarded
+            if len(tokens) != n:
+                continue
+            layers = self.cache.layers
+            self.prefixes.put(tokens, [la.keys[i : i + 1, :, W - n :] for la in layers],
+                              [la.values[i : i + 1, :, W - n :] for la in layers])
 
     def _merge(self, cache: Any, lens: list[int], rows: list[Row], width: int) -> None:
         if self.cache is None:

@@ -38,6 +38,10 @@ class HFSampler(Sampler):
     thread itself (autocast is per thread): what the trainer's `model.dtype: bf16` does over fp32 master
     weights, so the behaviour log-probs come from the numerics the trainer scores with.
 
+    Prefix reuse (continuous batching only): a row that finishes leaves its KV cache in a store of at most
+    `prefix_cache_mb` MiB (0: off); a later prompt that starts with that row's tokens (the next turn of its
+    episode) forwards only what is new. The store empties when the weights change.
+
     `max_batch_size` caps the rows (samples) decoding at once (with `batching="static"`: the requests per
     decode loop). `batching` is continuous | static | auto (continuous where the model's cache allows it).
 
@@ -63,12 +67,14 @@ class HFSampler(Sampler):
         eos_token_ids: list[int] | None = None,
         batching: str = "auto",
         autocast: str | None = None,
+        prefix_cache_mb: float = 512,
     ) -> None:
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
         from toolgym._assets.names import load_error
         from toolgym.agents._decode_batch import DecodeBatch, forward_context, supports_merging
+        from toolgym.agents._prefix_store import PrefixStore
         from toolgym.assets import resolve_model
         from toolgym.devices import resolve_device
 
@@ -116,8 +122,11 @@ class HFSampler(Sampler):
                              "sliding-window or linear-attention layers); use batching='static'")
         self.batching = "continuous" if batching != "static" and mergeable else "static"
         self._queue: BatchQueue | ContinuousBatcher
+        self.prefix_store: Any = None
         if self.batching == "continuous":
-            engine = DecodeBatch(self.model, dev, self.pad_id, self._cache_kw, self._fwd_extra, self._amp)
+            self.prefix_store = PrefixStore(int(prefix_cache_mb * 2**20)) if prefix_cache_mb > 0 else None
+            engine = DecodeBatch(self.model, dev, self.pad_id, self._cache_kw, self._fwd_extra, self._amp,
+                                 self.prefix_store)
             self._queue = ContinuousBatcher(engine, self._rows, max_rows=max_batch_size)
         else:
             self._queue = BatchQueue(self._run_batch, max_batch=max_batch_size)
