@@ -1,7 +1,10 @@
 """Continuous vs static batching in the ``hf`` sampler: rollout throughput on multi-turn Arith, paired in one run.
+With ``--vs-generate``: the sampler's tokens/s beside ``model.generate`` on the same prompts and rows instead.
 
     .venv/bin/python benchmarks/hf_batching.py [--model smollm2-135m-instruct] [--tasks 4] [--group 2]
         [--parts 2] [--max-tokens 64] [--rounds 3] [--threads 1] [--json]
+    .venv/bin/python benchmarks/hf_batching.py --vs-generate [--tasks 4] [--group 2] [--max-tokens 32]
+        [--turns 3] [--rounds 2]
 
 Workload: ``--tasks`` x ``--group`` episodes of ``toolgym/Arith-v0`` with its sandboxed Python tool and
 ``--parts`` questions per episode (each question is a user turn, so every episode is multi-turn whatever the
@@ -66,6 +69,74 @@ def run(args: argparse.Namespace, sampler: Any, tpl: Any, tasks: int, group: int
             "reward": statistics.fmean(t.reward for t in trajs), **fwd}
 
 
+def vs_generate(args: argparse.Namespace, sampler: Any) -> dict:
+    """Tokens/s of ``model.generate`` and of the sampler (prefix reuse off, then on) on the same rows: ``--tasks``
+    chat prompts x ``--group`` rows each, ``--max-tokens`` per turn for every row (end-of-turn ignored on both
+    sides, so all do the same work), over ``--turns`` turns: each next prompt is the whole conversation so far
+    plus a fixed user message. One turn is the work ``generate`` is built for; on later turns ``generate``
+    prefills the conversation again, the sampler with prefix reuse only its new tokens. Sampling at
+    temperature 1 with no top-k/top-p on both sides."""
+    import torch
+
+    from toolgym.agents.hf_sampler import HFSampler
+    from toolgym.agents.sampling import SamplingParams
+
+    tok, model = sampler.tokenizer, sampler.model
+    firsts = [tok.apply_chat_template([{"role": "user", "content": f"What is {3 * i + 4} + {7 * i + 5}? Explain."}],
+                                      add_generation_prompt=True, tokenize=True, return_dict=False)
+              for i in range(args.tasks)]
+    follow = tok("<|im_end|>\n<|im_start|>user\nAnd now add 1 to it.<|im_end|>\n<|im_start|>assistant\n",
+                 add_special_tokens=False)["input_ids"]
+    pad = sampler.pad_id
+    T = args.max_tokens
+
+    def by_generate(convs: list[list[int]]) -> list[list[int]]:
+        L = max(len(c) for c in convs)
+        ids = torch.tensor([[pad] * (L - len(c)) + c for c in convs])
+        mask = torch.tensor([[0] * (L - len(c)) + [1] * len(c) for c in convs])
+        with torch.inference_mode():
+            out = model.generate(input_ids=ids, attention_mask=mask, do_sample=True, temperature=1.0, top_k=0,
+                                 top_p=1.0, max_new_tokens=T, min_new_tokens=T, pad_token_id=pad)
+        return out[:, L:].tolist()
+
+    def by_sampler(s: HFSampler, convs: list[list[int]], turn: int) -> list[list[int]]:
+        async def all_rows() -> list:
+            return await asyncio.gather(*(s.agenerate([c], SamplingParams(max_tokens=T, seed=1000 * turn + i))
+                                          for i, c in enumerate(convs)))
+        return [r[0][0].token_ids for r in asyncio.run(all_rows())]
+
+    sides: dict[str, Any] = {"generate": None}
+    for name, mb in (("sampler, no reuse", 0), ("sampler, prefix reuse", 512)):
+        s = HFSampler(model, tok, prefix_cache_mb=mb, max_batch_size=len(firsts) * args.group)
+        s.eos_token_ids = set()
+        sides[name] = s
+    res: dict[str, dict[str, list[float]]] = {k: {"one_turn": [], "multi_turn": []} for k in sides}
+    for name in sides:  # warm-up: first-call costs off the clock
+        _ = by_generate(firsts[:1]) if name == "generate" else by_sampler(sides[name], firsts[:1], 0)
+    for r in range(args.rounds):
+        names = list(sides) if r % 2 == 0 else list(reversed(sides))
+        for name in names:
+            torch.manual_seed(r)
+            if name != "generate" and sides[name].prefix_store is not None:
+                sides[name].prefix_store.clear()  # each run starts cold: no caches of earlier runs
+            convs = [list(p) for p in firsts for _ in range(args.group)]
+            walls = []
+            for turn in range(args.turns):
+                t0 = time.perf_counter()
+                new = by_generate(convs) if name == "generate" else by_sampler(sides[name], convs, turn)
+                walls.append(time.perf_counter() - t0)
+                assert all(len(x) == T for x in new), "every row must sample max_tokens"
+                convs = [c + x + follow for c, x in zip(convs, new, strict=True)]
+            rows = len(convs)
+            res[name]["one_turn"].append(rows * T / walls[0])
+            res[name]["multi_turn"].append(rows * T * args.turns / sum(walls))
+            if not args.json:
+                print(f"round {r + 1} {name:<22} one turn {rows * T / walls[0]:7.1f} tokens/s; {args.turns} turns "
+                      f"{rows * T * args.turns / sum(walls):7.1f} tokens/s ({' '.join(f'{w:.1f}' for w in walls)} s)",
+                      flush=True)
+    return {k: {m: statistics.median(v) for m, v in d.items()} for k, d in res.items()}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", default="smollm2-135m-instruct")
@@ -76,6 +147,8 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--threads", type=int, default=0, help="torch threads (0 = torch's default)")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--vs-generate", action="store_true", help="the sampler's tokens/s beside model.generate")
+    ap.add_argument("--turns", type=int, default=3, help="with --vs-generate: turns per conversation")
     args = ap.parse_args()
 
     import torch
@@ -87,6 +160,21 @@ def main() -> int:
     if args.threads:
         torch.set_num_threads(args.threads)
     after = HFSampler(str(asset_path(args.model)), batching="continuous")
+    if args.vs_generate:
+        med = vs_generate(args, after)
+        if args.json:
+            print(json.dumps({"config": vars(args), "torch_threads": torch.get_num_threads(), "median": med}, indent=2))
+            return 0
+        print(f"{args.tasks} prompts x {args.group} rows, {args.max_tokens} tokens per row and turn, {args.turns} "
+              f"turns, {args.model}, {torch.get_num_threads()} torch threads, medians of {args.rounds} rounds")
+        print(f"{'side':<22} {'one turn tokens/s':>18} {'multi-turn tokens/s':>20}")
+        for k, m in med.items():
+            print(f"{k:<22} {m['one_turn']:18.1f} {m['multi_turn']:20.1f}")
+        g = med["generate"]
+        for k in list(med)[1:]:
+            print(f"{k} / generate: one turn x{med[k]['one_turn'] / g['one_turn']:.2f}, "
+                  f"multi-turn x{med[k]['multi_turn'] / g['multi_turn']:.2f}")
+        return 0
     before = HFSampler(after.model, after.tokenizer, batching="static")  # the same weights, loaded once
     tpl = ChatTemplate(after.tokenizer)
     sides = {"static": before, "continuous": after}

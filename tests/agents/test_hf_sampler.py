@@ -127,3 +127,27 @@ def test_update_weights_changes_the_policy(tiny_dir):
     # all-zero output embeddings: a uniform distribution, so every log-prob is -log(V)
     assert after.logprobs == pytest.approx([-math.log(s.model.config.vocab_size)] * len(after.logprobs), abs=1e-4)
     assert before.token_ids
+
+
+@pytest.mark.parametrize("batching", ["continuous", "static"])
+def test_autocast_covers_every_forward_in_the_decode_thread(tiny_dir, batching):
+    s = HFSampler(str(tiny_dir), autocast="bf16", batching=batching)
+    seen: list[tuple[bool, torch.dtype, torch.dtype]] = []
+
+    def record(module, args, kwargs, out):  # in the sampler's worker thread, where autocast must be entered
+        seen.append((torch.is_autocast_enabled("cpu"), torch.get_autocast_dtype("cpu"), out.logits.dtype))
+
+    h = s.model.register_forward_hook(record, with_kwargs=True)
+    try:
+        out = s.generate([_prompt(s)], SamplingParams(max_tokens=6, seed=0))[0][0]
+    finally:
+        h.remove()
+    assert len(seen) == len(out.token_ids) >= 1  # one prefill, then one decode step per further token
+    assert all(on and dt == torch.bfloat16 for on, dt, _ in seen)
+    assert all(math.isfinite(x) for x in out.logprobs)
+    assert next(s.model.parameters()).dtype == torch.float32  # master weights untouched
+
+
+def test_an_unknown_autocast_dtype_is_refused_before_loading(tiny_dir):
+    with pytest.raises(ValueError, match="autocast must be one of"):
+        HFSampler(str(tiny_dir), autocast="int8")

@@ -30,7 +30,8 @@ SEED = 11
 # One row per forward pass and one torch thread on both sides (each worker has one; the local runner takes
 # the one_torch_thread fixture), so equal episodes are equal bit for bit; with different batches the logits
 # differ in float rounding and a token can flip.
-ONE_ROW = {"max_batch_size": 1}
+# No prefix reuse: which kept caches a prompt meets depends on what ran before it on that replica.
+ONE_ROW = {"max_batch_size": 1, "prefix_cache_mb": 0}
 
 
 @pytest.fixture(scope="module")

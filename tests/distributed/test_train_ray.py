@@ -28,7 +28,8 @@ def _cfg(tmp, name, model=None, **over):
     # One row per forward pass and one thread in both runs, so every logit is computed in the same float
     # order: with the default batching (16 rows here, 4 per worker) and 2 threads against 1, the behaviour
     # log-probs differ by up to 2e-6 and, rarely, a sampled token flips (seen once in CI under load).
-    cfg["rollout"]["sampler_kwargs"] = {"max_batch_size": 1}
+    # No prefix reuse either: a prompt prefilled on a kept cache rounds differently from a whole prefill (1e-7).
+    cfg["rollout"]["sampler_kwargs"] = {"max_batch_size": 1, "prefix_cache_mb": 0}
     if model is not None:  # the warm-started model, shared by both runs
         cfg["model"] = {"name_or_path": str(model)}
         cfg["sft"]["enabled"] = False

@@ -9,11 +9,15 @@ float reduction order (matrix shapes change with the batch; see `HFSampler` on w
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from typing import Any
 
 import torch
 
 from toolgym.agents._hf_rows import Row, draw
+from toolgym.agents._prefix_store import PrefixStore
 
 
 def supports_merging(model: Any) -> bool:
@@ -32,8 +36,14 @@ def supports_merging(model: Any) -> bool:
 class DecodeBatch:
     """Rows decoding together on one model. Not thread-safe: one scheduler thread drives it."""
 
-    def __init__(self, model: Any, device: Any, pad_id: int, cache_kw: str, fwd_extra: dict[str, Any]) -> None:
-        self.model, self.device, self.pad_id = model, device, pad_id
+    def __init__(self, model: Any, device: Any, pad_id: int, cache_kw: str, fwd_extra: dict[str, Any],
+                 amp: Callable[[], AbstractContextManager[Any]] = contextlib.nullcontext,
+                 prefixes: PrefixStore | None = None) -> None:
+        """`amp`: the context every forward runs in (`forward_context`: the trainer's autocast, entered in the
+        decode thread itself because autocast is per thread). `prefixes`: where finished rows leave their cache for
+        a later prompt that continues them (None: every prompt is prefilled whole)."""
+        self.model, self.device, self.pad_id, self.amp = model, device, pad_id, amp
+        self.prefixes = prefixes
         self._cache_kw, self._fwd_extra = cache_kw, fwd_extra
         self.rows: list[Row] = []
         self.lens: list[int] = []  # real tokens of each row in the cache
@@ -43,19 +53,34 @@ class DecodeBatch:
     def join(self, rows: list[Row]) -> None:
         """Prefill `rows`, merge them into the batch and draw their first token (rows it ends leave with `leave`).
 
+        A prompt that continues a finished row's tokens reuses that row's kept cache and forwards only the rest.
         A prefill that fails is retried row by row, so one bad prompt (too big for memory, say) fails alone."""
-        try:
-            parts = [self._prefill(rows)]
-        except Exception as exc:  # noqa: BLE001
-            if len(rows) == 1:
-                rows[0].error = exc
-                return
-            parts = []
+        parts = []
+        fresh = rows
+        if self.prefixes is not None:
+            self.prefixes.check_weights(self.model)
+            fresh = []
             for r in rows:
+                hit = self.prefixes.find(r.prompt)
+                if hit is None:
+                    fresh.append(r)
+                    continue
                 try:
-                    parts.append(self._prefill([r]))
-                except Exception as e:  # noqa: BLE001
-                    r.error = e
+                    parts.append(self._extend(r, *hit))
+                except Exception as exc:  # noqa: BLE001
+                    r.error = exc
+        if fresh:
+            try:
+                parts.append(self._prefill(fresh))
+            except Exception as exc:  # noqa: BLE001
+                if len(fresh) == 1:
+                    fresh[0].error = exc
+                else:
+                    for r in fresh:
+                        try:
+                            parts.append(self._prefill([r]))
+                        except Exception as e:  # noqa: BLE001
+                            r.error = e
         for part in parts:
             self._merge(*part)
 
@@ -70,14 +95,14 @@ class DecodeBatch:
         lens = torch.tensor(self.lens, dtype=torch.long) + 1
         mask = (torch.arange(W + 1).unsqueeze(0) >= (W + 1 - lens).unsqueeze(1)).long()
         with torch.inference_mode():
-            out = self.model(input_ids=ids.to(self.device), attention_mask=mask.to(self.device),
-                             position_ids=pos.to(self.device), use_cache=True, **self._fwd_extra,
-                             **{self._cache_kw: self.cache})
+            with self.amp():
+                out = self.model(input_ids=ids.to(self.device), attention_mask=mask.to(self.device),
+                                 position_ids=pos.to(self.device), use_cache=True, **self._fwd_extra,
+                                 **{self._cache_kw: self.cache})
             self.cache = getattr(out, self._cache_kw)
-            logits = out.logits[:, -1, :].float().cpu()
-        self.width += 1
-        self.lens = [n + 1 for n in self.lens]
-        draw(logits, self.rows)
+            self.width += 1
+            self.lens = [n + 1 for n in self.lens]
+            draw(out.logits[:, -1, :], self.rows)
 
     def leave(self, rows: list[Row]) -> None:
         """Drop `rows` and their cache rows; trim padding columns no remaining row needs."""
@@ -85,6 +110,8 @@ class DecodeBatch:
         keep = [i for i, r in enumerate(self.rows) if id(r) not in gone]
         if len(keep) == len(self.rows):
             return
+        if self.prefixes is not None:
+            self._keep_prefixes([i for i, r in enumerate(self.rows) if id(r) in gone])
         if not keep:
             self.reset()
             return
@@ -118,18 +145,54 @@ class DecodeBatch:
             mask[b, L - len(p) :] = 1
         pos = (mask.cumsum(-1) - 1).clamp(min=0)
         with torch.inference_mode():
-            out = self.model(input_ids=ids.to(self.device), attention_mask=mask.to(self.device),
-                             position_ids=pos.to(self.device), use_cache=True, **self._fwd_extra,
-                             **{self._cache_kw: None})
+            with self.amp():
+                out = self.model(input_ids=ids.to(self.device), attention_mask=mask.to(self.device),
+                                 position_ids=pos.to(self.device), use_cache=True, **self._fwd_extra,
+                                 **{self._cache_kw: None})
             cache = getattr(out, self._cache_kw)
-            logits = out.logits[:, -1, :].float().cpu()
+            logits = out.logits[:, -1, :]
             if len(prompts) < len(rows):  # one cache row per row
                 idx = torch.tensor(src, dtype=torch.long, device=self.device)
+                logits = logits.index_select(0, idx)
                 for layer in cache.layers:
                     layer.keys = layer.keys.index_select(0, idx)
                     layer.values = layer.values.index_select(0, idx)
-        draw(logits[src], rows)
+            draw(logits, rows)
         return cache, [len(r.prompt) for r in rows], list(rows), L
+
+    def _extend(self, row: Row, n: int, entry: Any) -> tuple[Any, list[int], list[Row], int]:
+        """Prefill `row` on the first `n` tokens of a kept cache: only the rest of its prompt goes forward."""
+        from transformers.cache_utils import DynamicCache
+
+        rest = row.prompt[n:]
+        width = n + len(rest)
+        with torch.inference_mode():
+            cache = DynamicCache(config=self.model.config)
+            for i, (k, v) in enumerate(zip(entry.keys, entry.values, strict=True)):
+                cache.update(k[:, :, :n], v[:, :, :n], i)
+            with self.amp():
+                out = self.model(input_ids=torch.tensor([rest], dtype=torch.long).to(self.device),
+                                 attention_mask=torch.ones((1, width), dtype=torch.long).to(self.device),
+                                 position_ids=torch.arange(n, width).unsqueeze(0).to(self.device), use_cache=True,
+                                 **self._fwd_extra, **{self._cache_kw: cache})
+            cache = getattr(out, self._cache_kw)
+            draw(out.logits[:, -1, :], [row])
+        return cache, [width], [row], width
+
+    def _keep_prefixes(self, idx: list[int]) -> None:
+        """Hand the caches of rows that finished (not failed or cancelled) to the prefix store."""
+        assert self.prefixes is not None
+        W = self.width
+        for i in idx:
+            r, n = self.rows[i], self.lens[i]
+            if r.finish is None or r.error is not None:  # failed or cancelled: nothing to continue
+                continue
+            tokens = r.prompt + r.tokens[:-1]  # the last token was drawn, never forwarded
+            if len(tokens) != n:
+                continue
+            layers = self.cache.layers
+            self.prefixes.put(tokens, [la.keys[i : i + 1, :, W - n :] for la in layers],
+                              [la.values[i : i + 1, :, W - n :] for la in layers])
 
     def _merge(self, cache: Any, lens: list[int], rows: list[Row], width: int) -> None:
         if self.cache is None:
@@ -143,6 +206,22 @@ class DecodeBatch:
         self.rows += rows
         self.lens += lens
         self.width = W
+
+
+def forward_context(device: Any, dtype: str | None) -> Callable[[], AbstractContextManager[Any]]:
+    """What the sampler's forwards run under: `torch.autocast(dtype)` on the device's type, as the trainer's
+    `model.dtype: bf16` forward does (fp32 master weights, bf16 compute), so sampled and trained log-probs come
+    from the same numerics; None: the weights' own dtype."""
+    if dtype is None:
+        return contextlib.nullcontext
+    dt = AUTOCAST_DTYPES.get(dtype)
+    if dt is None:
+        raise ValueError(f"autocast must be one of {sorted(AUTOCAST_DTYPES)} or None, not {dtype!r}")
+    kind = torch.device(device).type
+    return lambda: torch.autocast(device_type=kind, dtype=dt)
+
+
+AUTOCAST_DTYPES = {"bf16": torch.bfloat16, "bfloat16": torch.bfloat16, "fp16": torch.float16, "float16": torch.float16}
 
 
 def _pad_left(t: torch.Tensor, n: int) -> torch.Tensor:

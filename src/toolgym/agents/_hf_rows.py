@@ -72,18 +72,21 @@ class Row:
 
 def processed_logprobs(logits: torch.Tensor, params: list[SamplingParams]) -> torch.Tensor:
     """[B, V] log-probs of each row's processed distribution: temperature (1 for greedy rows), then top-k, then
-    top-p, renormalized. `logits` are float32 on the CPU."""
+    top-p, renormalized. `logits` are float32 on any device; the result stays there. Which steps run is decided
+    from the Python-side parameters, so nothing here reads the device back."""
     B, V = logits.shape
-    temps = torch.tensor([sp.temperature for sp in params], dtype=torch.float32)
+    dev = logits.device
+    temps = [sp.temperature if sp.temperature > 0 else 1.0 for sp in params]
+    scaled = logits
+    if any(t != 1.0 for t in temps):
+        scaled = logits / torch.tensor(temps, dtype=torch.float32).to(dev).unsqueeze(1)
     top_k = [sp.top_k for sp in params]
-    top_p = torch.tensor([sp.top_p for sp in params], dtype=torch.float32)
-    greedy = temps <= 0
-    scaled = logits / torch.where(greedy, torch.ones_like(temps), temps).unsqueeze(1)
     if any(k > 0 for k in top_k):
-        ks = torch.tensor([min(k, V) if k > 0 else V for k in top_k])
+        ks = torch.tensor([min(k, V) if k > 0 else V for k in top_k]).to(dev)
         kth = torch.sort(scaled, dim=-1, descending=True).values.gather(1, (ks - 1).unsqueeze(1))
         scaled = scaled.masked_fill(scaled < kth, float("-inf"))
-    if bool((top_p < 1).any()):
+    if any(sp.top_p < 1 for sp in params):
+        top_p = torch.tensor([sp.top_p for sp in params], dtype=torch.float32).to(dev)
         sorted_logits, order = torch.sort(scaled, dim=-1, descending=True)
         probs = torch.softmax(sorted_logits, dim=-1)
         before = probs.cumsum(-1) - probs  # mass strictly above each token
@@ -94,24 +97,48 @@ def processed_logprobs(logits: torch.Tensor, params: list[SamplingParams]) -> to
     return torch.log_softmax(scaled, dim=-1)
 
 
+def pick_tokens(logits: torch.Tensor, params: list[SamplingParams], uniforms: list[float]) -> tuple[torch.Tensor, torch.Tensor]:
+    """Each row's token and its processed log-prob, as two [B] tensors on the logits' device, in one batch.
+
+    A sampled row b takes the token where the cumulative probability first exceeds `uniforms[b]` times the row's
+    total (inverse-CDF sampling: the same distribution as multinomial, driven by one uniform the caller drew from
+    the row's own generator); a greedy row (temperature 0) takes the argmax and ignores its uniform. The target
+    stays strictly below the total, so a token of probability 0 can never be picked."""
+    logits = logits.float()
+    logp = processed_logprobs(logits, params)
+    greedy = [sp.temperature <= 0 for sp in params]
+    dev = logits.device
+    if all(greedy):
+        tok = logits.argmax(-1)
+    else:
+        cdf = logp.exp().cumsum(-1)
+        total = cdf[:, -1:]
+        u = torch.tensor(uniforms, dtype=torch.float32).to(dev).unsqueeze(1)
+        target = torch.minimum(u * total, torch.nextafter(total, torch.zeros_like(total)))
+        tok = torch.searchsorted(cdf, target, right=True).squeeze(1).clamp(max=logits.shape[1] - 1)
+        if any(greedy):
+            tok = torch.where(torch.tensor(greedy).to(dev), logits.argmax(-1), tok)
+    return tok, logp.gather(1, tok.unsqueeze(1)).squeeze(1)
+
+
 def draw(logits: torch.Tensor, rows: list[Row]) -> None:
     """Sample one token for every row that has not ended (row b reads logits[b]) and push it.
 
-    A row whose draw fails (NaN or inf in its distribution, say) gets the error; the other rows go on."""
+    `logits` [B, V] stay on the model's device: the processing and the draw run there in one batch, and only the
+    [rows] token ids and log-probs come back, in one copy. A row whose distribution is broken (NaN or inf) gets
+    the error; the other rows go on."""
     live = [b for b, r in enumerate(rows) if not r.ended]
     if not live:
         return
-    logp = processed_logprobs(logits[live], [rows[b].params for b in live])
-    for i, b in enumerate(live):
-        row = rows[b]
-        try:
-            if row.params.temperature <= 0:
-                tok = int(torch.argmax(logits[b]))
-            else:
-                tok = int(torch.multinomial(logp[i].exp(), 1, generator=row.gen))
-            lp = float(logp[i, tok])
-            if not math.isfinite(lp):
-                raise ValueError(f"the model's distribution for this row is not finite (log-prob {lp} for token {tok})")
-            row.push(tok, lp)
-        except Exception as exc:  # noqa: BLE001 - this row's failure, not the batch's
-            row.error = exc
+    picked = [rows[b] for b in live]
+    if len(live) < len(rows):
+        logits = logits[torch.tensor(live)]
+    uniforms = [0.0 if r.params.temperature <= 0 else float(torch.rand((), generator=r.gen)) for r in picked]
+    tok, lp = pick_tokens(logits, [r.params for r in picked], uniforms)
+    host = torch.stack([tok.double(), lp.double()]).cpu().tolist()  # exact: ids < 2**53
+    for row, t, lp_ in zip(picked, host[0], host[1], strict=True):
+        if not math.isfinite(lp_):
+            row.error = ValueError(f"the model's distribution for this row is not finite (log-prob {lp_} for "
+                                   f"token {int(t)})")
+        else:
+            row.push(int(t), lp_)

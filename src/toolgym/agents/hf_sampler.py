@@ -31,13 +31,23 @@ class HFSampler(Sampler):
     A name is resolved like every model name in toolgym (an existing local path, a toolgym asset, or a
     Hugging Face Hub id; see `toolgym.assets.resolve_model`). `device` is auto | cpu | cuda | cuda:N;
     None means auto for a name and the model's own device for a loaded model. The model and every
-    input go to that device (sampling itself runs on the CPU logits of the last position).
+    input go to that device, and so does sampling: temperature, top-k/top-p, log-softmax and the draw run
+    there in one batch per step, and only each row's token id and log-prob come back to the host.
+
+    `autocast` (bf16 | fp16 | None) runs every forward under `torch.autocast` of that dtype, in the decode
+    thread itself (autocast is per thread): what the trainer's `model.dtype: bf16` does over fp32 master
+    weights, so the behaviour log-probs come from the numerics the trainer scores with.
+
+    Prefix reuse (continuous batching only): a row that finishes leaves its KV cache in a store of at most
+    `prefix_cache_mb` MiB (0: off); a later prompt that starts with that row's tokens (the next turn of its
+    episode) forwards only what is new. The store empties when the weights change.
 
     `max_batch_size` caps the rows (samples) decoding at once (with `batching="static"`: the requests per
     decode loop). `batching` is continuous | static | auto (continuous where the model's cache allows it).
 
-    Seeded requests give the same tokens whatever else shares the batch: each row draws from its own
-    generator, seeded by the request's seed and its sample index. What batch composition can change is float
+    Seeded requests give the same tokens whatever else shares the batch and whatever the device: each row
+    draws one uniform per token from its own CPU generator, seeded by the request's seed and its sample index,
+    and the device turns it into a token by inverse CDF (`searchsorted` on the cumulative probabilities). What batch composition can change is float
     reduction order (matrix shapes differ), so logits and log-probs differ in the last bits (~1e-6), and a
     sampled token flips only when its random draw falls that close to the boundary between two tokens (or a
     greedy row's two best logits are that close); after a flip the row's continuation differs.
@@ -56,17 +66,21 @@ class HFSampler(Sampler):
         max_model_len: int | None = None,
         eos_token_ids: list[int] | None = None,
         batching: str = "auto",
+        autocast: str | None = None,
+        prefix_cache_mb: float = 512,
     ) -> None:
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
         from toolgym._assets.names import load_error
-        from toolgym.agents._decode_batch import DecodeBatch, supports_merging
+        from toolgym.agents._decode_batch import DecodeBatch, forward_context, supports_merging
+        from toolgym.agents._prefix_store import PrefixStore
         from toolgym.assets import resolve_model
         from toolgym.devices import resolve_device
 
         if batching not in BATCHING:
             raise ValueError(f"batching must be one of {BATCHING}, not {batching!r}")
+        forward_context("cpu", autocast)  # an unknown dtype fails here, before a model loads
         if device is None and not isinstance(model, str):  # a loaded model samples where it lives
             params = next(iter(model.parameters()), None)
             dev: Any = str(params.device) if params is not None else "cpu"
@@ -91,6 +105,8 @@ class HFSampler(Sampler):
         self.model = model.to(dev).eval()
         self.tokenizer = tokenizer
         self.device = dev
+        self.autocast = autocast
+        self._amp = forward_context(dev, autocast)
         cfg = self.model.config
         self.max_model_len = max_model_len or getattr(cfg, "max_position_embeddings", None)
         self.eos_token_ids = set(eos_token_ids or _eos_ids(self.model, tokenizer))
@@ -106,8 +122,11 @@ class HFSampler(Sampler):
                              "sliding-window or linear-attention layers); use batching='static'")
         self.batching = "continuous" if batching != "static" and mergeable else "static"
         self._queue: BatchQueue | ContinuousBatcher
+        self.prefix_store: Any = None
         if self.batching == "continuous":
-            engine = DecodeBatch(self.model, dev, self.pad_id, self._cache_kw, self._fwd_extra)
+            self.prefix_store = PrefixStore(int(prefix_cache_mb * 2**20)) if prefix_cache_mb > 0 else None
+            engine = DecodeBatch(self.model, dev, self.pad_id, self._cache_kw, self._fwd_extra, self._amp,
+                                 self.prefix_store)
             self._queue = ContinuousBatcher(engine, self._rows, max_rows=max_batch_size)
         else:
             self._queue = BatchQueue(self._run_batch, max_batch=max_batch_size)
@@ -181,10 +200,11 @@ class HFSampler(Sampler):
         cache_kw = self._cache_kw
         with torch.inference_mode():
             while True:
-                out = self.model(input_ids=cur_ids, attention_mask=attn, position_ids=cur_pos, use_cache=True,
-                                 **self._fwd_extra, **{cache_kw: past})
+                with self._amp():
+                    out = self.model(input_ids=cur_ids, attention_mask=attn, position_ids=cur_pos, use_cache=True,
+                                     **self._fwd_extra, **{cache_kw: past})
                 past = getattr(out, cache_kw)
-                draw(out.logits[:, -1, :].float().cpu(), rows)
+                draw(out.logits[:, -1, :], rows)
                 if all(r.ended for r in rows):
                     break
                 feed = torch.tensor([r.tokens[-1] if r.tokens else self.pad_id for r in rows], dtype=torch.long)

@@ -18,6 +18,16 @@ def hf(model: Any, *, max_model_len: int | None = None, **options: Any) -> Any:
     return HFSampler(model, **options)
 
 
+def hf_train_options(cfg: Any, device: str) -> dict[str, Any]:
+    """The trainer's ``hf`` sampler: ``model.dtype: bf16`` decodes under bf16 autocast, as the trainer's forward
+    runs (fp32 master weights), so behaviour and trainer log-probs share their numerics; ``rollout.sampler_kwargs``
+    overrides it."""
+    kw = dict(cfg.rollout.sampler_kwargs)
+    if cfg.model.dtype == "bf16":
+        kw.setdefault("autocast", "bf16")
+    return kw
+
+
 def vllm(model: Any, **options: Any) -> Any:
     from toolgym.agents.vllm_sampler import VLLMSampler
 

@@ -158,7 +158,7 @@ def names_where(flag: str) -> str:
 def _register_builtins() -> None:
     f = "toolgym.agents.sampler_factories"
     register_sampler("hf", f"{f}:hf", in_process=True, description="transformers in this process (CPU or CUDA)",
-                     defaults={"train": {"max_batch_size": 64}})
+                     defaults={"train": {"max_batch_size": 64}}, train_options=f"{f}:hf_train_options")
     # the CPU build starts faster eager; a suite run is long enough for the compiled graphs to pay
     register_sampler("vllm", f"{f}:vllm", needs_weight_push=True, description="an in-process vLLM engine",
                      defaults={"rollout": {"enforce_eager": True}, "bench": {"enforce_eager": False}},

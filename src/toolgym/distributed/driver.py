@@ -58,6 +58,11 @@ class PoolStats:
     weight_pushes: int = 0
 
 
+def gpu_share(cluster_gpus: float, num_workers: int) -> float:
+    """Each worker's GPU request: an equal share of the cluster's GPUs, at most a whole one (0 without GPUs)."""
+    return min(1.0, cluster_gpus / num_workers) if cluster_gpus > 0 else 0.0
+
+
 @dataclass
 class _Slot:
     actor: Any
@@ -75,7 +80,10 @@ class RayRolloutPool:
     def __init__(self, model: Any, tokenizer: Any, *, num_workers: int = 2, cpus_per_worker: float = 1.0,
                  sandbox: str | None = "auto", sandbox_pool: int = 1, max_in_flight: int = 2,
                  max_replacements: int = 8, max_attempts: int = 4, sampler_kwargs: dict[str, Any] | None = None,
-                 tool_parser: str | None = None, weights: dict[str, Any] | None = None) -> None:
+                 tool_parser: str | None = None, weights: dict[str, Any] | None = None,
+                 gpus_per_worker: float | None = None) -> None:
+        """``gpus_per_worker``: the GPU share each worker asks Ray for (its sampler then runs there); None: an
+        equal share of the cluster's GPUs, at most one each, or none on a CPU-only cluster."""
         import ray
 
         from toolgym.distributed.worker import RolloutWorker
@@ -97,7 +105,11 @@ class RayRolloutPool:
         self._weights_ref = ray.put(_cpu_state(model) if weights is None else _cpu(weights))
         self._worker_kw = {"sandbox": sandbox, "sandbox_pool": sandbox_pool, "threads": max(1, int(cpus_per_worker)),
                            "sampler_kwargs": dict(sampler_kwargs or {}), "tool_parser": tool_parser}
-        self._actor_cls = ray.remote(num_cpus=cpus_per_worker, max_restarts=0)(RolloutWorker)
+        if gpus_per_worker is None:
+            gpus_per_worker = gpu_share(float(ray.cluster_resources().get("GPU", 0)), num_workers)
+        self.gpus_per_worker = gpus_per_worker
+        self._actor_cls = ray.remote(num_cpus=cpus_per_worker, num_gpus=gpus_per_worker,
+                                     max_restarts=0)(RolloutWorker)
         self.slots = [_Slot(self._spawn(i)) for i in range(num_workers)]
         self._start()
 

@@ -25,6 +25,7 @@ class RayRollouts:
     def __init__(self, trainer: Any, weights: dict[str, Any]) -> None:
         """``weights``: the trainer's full policy under Hugging Face names (``policy_weights``: LoRA merged, FSDP
         gathered); the workers rebuild a plain transformers model and load them."""
+        from toolgym.agents.sampler_factories import hf_train_options
         from toolgym.distributed.cluster import connect
         from toolgym.distributed.driver import RayRolloutPool
 
@@ -38,7 +39,7 @@ class RayRollouts:
                                    cpus_per_worker=rc.cpus_per_worker, sandbox=cfg.rollout.sandbox,
                                    sandbox_pool=rc.sandbox_pool, max_in_flight=rc.max_in_flight,
                                    max_replacements=rc.max_replacements,
-                                   sampler_kwargs=dict(cfg.rollout.sampler_kwargs),
+                                   sampler_kwargs=hf_train_options(cfg, trainer.dist.device),
                                    tool_parser=cfg.rollout.tool_parser, weights=weights)
         self._local_sandbox = trainer.sandbox
         self._out = trainer.out

@@ -1,6 +1,7 @@
 """The rollout worker: one Ray actor per node (or per CPU/GPU slice) that owns
 
-- a sampler replica (transformers on CPU; the model is rebuilt from its config, then weights load),
+- a sampler replica (transformers on the GPU Ray gave the worker, else on CPU; the model is rebuilt from its
+  config, then weights load),
 - a sandbox pool (``open_sandbox(pool_size=...)``) shared by all its episodes,
 - the environments (one fresh instance per episode, as in the single-process runner).
 
@@ -22,6 +23,14 @@ import time
 from typing import Any
 
 from toolgym.errors import ToolgymError
+
+
+def node_device() -> str:
+    """Where this worker samples: the GPU Ray made visible to it (``num_gpus`` > 0; Ray hides every GPU from an
+    actor that asked for none), else the CPU. ``sampler_kwargs["device"]`` overrides it."""
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
 
 
 class StaleWeights(ToolgymError):
@@ -47,8 +56,8 @@ class RolloutWorker:
         if len(dtypes) == 1:
             model.to(dtypes.pop())
         model.load_state_dict(weights)
-        self.sampler = HFSampler(model.eval(), tokenizer, device="cpu",
-                                 **{"max_batch_size": 64, **(sampler_kwargs or {})})
+        self.sampler = HFSampler(model.eval(), tokenizer,
+                                 **{"max_batch_size": 64, "device": node_device(), **(sampler_kwargs or {})})
         self.template = ChatTemplate(tokenizer, tool_parser=tool_parser)
         self.version = version
         self.sandbox = None

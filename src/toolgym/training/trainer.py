@@ -182,7 +182,8 @@ class Trainer:
 
         spec = self.sampler_spec
         if spec.in_process:  # the trainer's own module, on its device: nothing to copy
-            self.sampler = spec.build(self.module, purpose="train", tokenizer=self.tokenizer, **r.sampler_kwargs)
+            self.sampler = spec.build(self.module, purpose="train", tokenizer=self.tokenizer,
+                                      **spec.options_for_training(cfg, self.dist.device))
         else:
             options = spec.options_for_training(cfg, self.dist.device)
             if spec.remote:
