@@ -17,6 +17,15 @@ def _clock(seconds: float) -> str:
     return f"{s // 3600}:{s // 60 % 60:02d}:{s % 60:02d}"
 
 
+def eta_text(done: int, total: int, elapsed_s: float) -> str:
+    """``12 s, ETA 0:01:00`` for a line of a loop that logs as it goes (no ETA before the first item or after
+    the last)."""
+    text = f"{elapsed_s:.0f} s"
+    if 0 < done < total:
+        text += f", ETA {_clock(elapsed_s / done * (total - done))}"
+    return text
+
+
 class Bar:
     """``update(done, info)`` / ``advance(n, info)``; ``say(text)`` prints above the bar; ``close()`` ends it.
     ``done`` may start above 0 (a resumed run): the ETA counts only the items done here."""

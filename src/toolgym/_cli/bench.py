@@ -18,6 +18,8 @@ from typing import Any
 import typer
 from typer.core import TyperGroup
 
+from toolgym._stop import Stopped, command_line, signals
+
 
 class _SuiteGroup(TyperGroup):
     """Routes `toolgym bench SUITE ...` to the `run` command when SUITE is not a subcommand name."""
@@ -84,14 +86,19 @@ def run(
         def log(msg: str) -> None:
             print(msg, file=stream, flush=True)
 
-        report = run_benchmark(cfg, out_dir, log=log)
+        with signals():
+            report = run_benchmark(cfg, out_dir, log=log)
     except Interrupted as exc:
         # A sampler thread may still be inside a forward pass; a normal interpreter exit would then
         # abort in C++ ("terminate called"). The report is written: leave at once.
-        typer.echo(f"error: {exc}", err=True)
+        typer.echo(f"stopped ({exc.signal_name}): partial report in {exc.report}; resume: {command_line()}",
+                   err=True)
         sys.stdout.flush()
         sys.stderr.flush()
-        os._exit(130)
+        os._exit(exc.exit_code)
+    except Stopped as stop:  # before the first entry started: nothing to report yet
+        typer.echo(f"stopped ({stop.name}) before any task ran; resume: {command_line()}", err=True)
+        raise typer.Exit(stop.exit_code) from None
     except ToolgymError as exc:
         _err(str(exc))
         return

@@ -89,7 +89,7 @@ def train(
         _fail(exc)
         return
     except Stopped as stop:
-        _stopped(stop)
+        _stopped(stop, cfg.steps)
     if "before" not in summary and "after" not in summary:  # not rank 0 under torchrun
         return
     if as_json:
@@ -116,10 +116,10 @@ def _viewer_command(out: Path) -> str:
     return shlex.join(["toolgym", "rollouts", "view", str(files[-1])])
 
 
-def _stopped(stop: Stopped) -> None:
+def _stopped(stop: Stopped, steps: int) -> None:
     """One line: where the run stopped, what was kept, the command that goes on; exit 128 + the signal."""
     info = stop.info
-    step, steps = info.get("step", 0), info.get("steps", "?")
+    step = info.get("step", 0)
     kept = f"checkpoint {info['checkpoint']}" if info.get("checkpoint") else "no checkpoint yet"
     typer.echo(f"stopped at step {step} of {steps} ({stop.name}; {kept}); resume: {command_line(['--resume'])}",
                err=True)
