@@ -423,6 +423,7 @@ class Trainer:
         mine = list(range(self.dist.rank, e.tasks, self.dist.world))
         from toolgym.agents.runner import TaskSpec
 
+        self.logger.say(f"eval at step {step}: {e.tasks} held-out tasks x {e.samples}")
         self.module.eval()
         t0 = time.perf_counter()
         with self._decoding():  # a collective under FSDP: every rank enters, even one without tasks
@@ -483,7 +484,6 @@ class Trainer:
                 self._build_optimizer()
                 self.sync_weights()  # after the warm start, before the first rollouts and the "before" eval
                 if cfg.eval.at_start:
-                    self.logger.say(f"eval before RL: {cfg.eval.tasks} held-out tasks")
                     ev = self.evaluate(0)
                     state.extra["before"] = ev
                     self.logger.log("eval", 0, ev)
