@@ -134,12 +134,17 @@ def rollout(
     try:
         with signals(), RolloutWriter(out, meta) as writer, \
                 Bar("episodes", tasks * group, stream=sys.stderr, enabled=progress, every_s=5.0) as bar:
+            finished = _Tally()  # episodes as they end, for the display; `tally` counts what is in the file
+
+            def episode(traj: Any) -> None:
+                finished.add([traj])
+                bar.update(finished.episodes, f"mean reward {finished.mean:.3f}")
+
             def done(_ti: int, trajs: list[Any]) -> None:
                 writer.write(trajs)
                 tally.add(trajs)
-                bar.advance(len(trajs), f"mean reward {tally.mean:.3f}")
 
-            groups = asyncio.run(runner.arun(specs, group, on_group=done))
+            groups = asyncio.run(runner.arun(specs, group, on_group=done, on_episode=episode))
     except Stopped as stop:
         _stopped(stop, out, meta, tally, tasks, time.perf_counter() - t0)
     wall = time.perf_counter() - t0
