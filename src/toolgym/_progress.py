@@ -1,8 +1,8 @@
 """One progress display for every long command (SFT, training, rollouts, benchmarks, asset builds).
 
-On a terminal: a rich bar with done/total and an ETA. Elsewhere (a log file, a pipe, CI): plain lines, the first
-update at once and then at most one every ``every_s`` seconds plus the last, each with the ETA once there is a
-rate to go by, so a log shows that work is moving without a line per item.
+On a terminal: a rich bar with done/total and an ETA. Elsewhere (a log file, a pipe, CI): plain lines, one when
+the work starts, the first update at once and then at most one every ``every_s`` seconds plus the last, each with
+the ETA once there is a rate to go by, so a log shows that work is moving without a line per item.
 """
 
 from __future__ import annotations
@@ -39,6 +39,7 @@ class Bar:
         self._start_done = done
         self._t0 = time.perf_counter()
         self._last_line = float("-inf")
+        self._updated = False
         self._rich: Any = None
         if enabled and self.stream.isatty():
             from rich.console import Console
@@ -49,6 +50,8 @@ class Bar:
                                   console=Console(file=self.stream), transient=False)
             self._rich.start()
             self._task = self._rich.add_task(label, total=total, completed=done, info="")
+        elif enabled:
+            self._line("starting")
 
     def eta_s(self) -> float | None:
         """Seconds left at the rate of the items done in this process; None before the first one."""
@@ -65,15 +68,17 @@ class Bar:
             self._rich.update(self._task, completed=done, info=info)
             return
         now = time.perf_counter()
-        if now - self._last_line < self.every_s and done < self.total:
+        if self._updated and now - self._last_line < self.every_s and done < self.total:
             return
+        self._updated = True
         self._last_line = now
         eta = self.eta_s()
         tail = f", ETA {_clock(eta)}" if eta is not None and done < self.total else ""
-        extra = f" {info}" if info else ""
+        self._line(f"{info + ' ' if info else ''}({_clock(now - self._t0)} elapsed{tail})")
+
+    def _line(self, tail: str) -> None:
         unit = f" {self.unit}" if self.unit else ""
-        print(f"{self.label} {done}/{self.total}{unit}{extra} ({_clock(now - self._t0)} elapsed{tail})",
-              file=self.stream, flush=True)
+        print(f"{self.label} {self.done}/{self.total}{unit} {tail}", file=self.stream, flush=True)
 
     def advance(self, n: int = 1, info: str = "") -> None:
         self.update(self.done + n, info)

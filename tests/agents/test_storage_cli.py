@@ -89,7 +89,7 @@ def test_rollout_command_writes_a_readable_file(tiny_dir, tmp_path):
     # the last at least; at most one every few seconds between them)
     err = res.stderr.splitlines()
     assert err[0].startswith("loading the model: ") and err[1].startswith("sampling 2 tasks x 2 episodes")
-    assert [x.split(" ")[1] for x in err if x.startswith("episodes ")] == ["1/4", "4/4"]
+    assert [x.split(" ")[1] for x in err if x.startswith("episodes ")] == ["0/4", "1/4", "4/4"]
     trajs = read_jsonl(out)
     meta = read_header(out)["meta"]
     assert len(trajs) == 4 and meta["env_id"] == "toolgym/Arith-v0" and meta["complete"] is True

@@ -7,6 +7,7 @@ Expected failures (bad config, missing model) print one `error: ...` line and ex
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -80,6 +81,9 @@ def train(
             overrides.append(f"model.device={json.dumps(check_device(device, '--device'))}")
         cfg = load_config(config, overrides)
         _check_model_name(cfg)
+        if not as_json and os.environ.get("RANK", "0") == "0":  # before torch loads: the first sign of life
+            typer.echo(f"{'resuming' if resume else 'training'} {cfg.algorithm} on {cfg.rollout.env}, {cfg.steps} steps "
+                       f"-> {cfg.output_dir}")
         from toolgym.training import data_parallel as D
         from toolgym.training.trainer import train as run
 

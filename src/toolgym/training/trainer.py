@@ -464,6 +464,8 @@ class Trainer:
         try:
             self._source_size = self._probe_source_size()
             self._perms: dict[int, list[int]] = {}
+            self.logger.say(f"starting the {cfg.rollout.sampler} sampler"
+                            + (f" and the {cfg.rollout.sandbox} sandbox" if cfg.rollout.sandbox else ""))
             self._build_rollouts()
             if ckpt is not None:
                 self._build_optimizer()
