@@ -57,7 +57,8 @@ def test_a_signal_keeps_the_last_step_and_the_printed_command_resumes_it(tmp_pat
     out = res.stdout.splitlines()
     assert f"resumed from run/checkpoints/step-{step:06d} at step {step}" in out
     bars = [x for x in out if x.startswith("train ")]
-    assert bars[0].startswith(f"train {step + 1}/{STEPS} steps") and bars[-1].startswith(f"train {STEPS}/{STEPS} ")
+    assert bars[0] == f"train {step}/{STEPS} steps starting"  # the bar starts at the resumed step
+    assert bars[1].startswith(f"train {step + 1}/{STEPS} steps") and bars[-1].startswith(f"train {STEPS}/{STEPS} ")
     assert [r["step"] for r in read_metrics(tmp_path / "run", "train")] == list(range(1, STEPS + 1))
     assert out[-1] == f"rollouts: toolgym rollouts view run/rollouts/step-{STEPS:04d}.jsonl"
     page = run(["rollouts", "view", f"run/rollouts/step-{STEPS:04d}.jsonl", "--out", "pages"], tmp_path)
