@@ -1,21 +1,24 @@
 #!/usr/bin/env bash
-# Wheels for scripts/gpu_check.sh on a GPU image that has torch, transformers, peft, pytest and numpy but not the rest
-# of what toolgym's GPU path imports. Run here (PyPI reachable); the wheels land in .whl/ (git-ignored) and travel
-# with the tree. Python 3.12, x86-64 Linux; versions are the ones this repository's CI installs.
+# The wheels scripts/gpu_check.sh carries to the GPU image (which has torch, transformers, peft, pytest and numpy,
+# not the rest of what the check imports): the pins of tests/gpu_image.py WHEELS, for Python 3.12 on x86-64 Linux,
+# into .whl/ (git-ignored; the device tool's `carry`). Ray cannot travel (over 100 MB): tests/gpu_image.py stands in
+# for its import. Refuses a bundle over 20 MB, since the whole travelling tree is capped at 64 MiB.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-mkdir -p .whl
-PKGS=(gymnasium==1.4.0 farama-notifications==0.0.6 math-verify==0.9.0 latex2sympy2_extended==1.11.0
-      jsonschema==4.26.0 jsonschema-specifications==2025.9.1 referencing==0.37.0
-      rpds-py==2026.9.1 docker==7.2.0 pytest-asyncio==1.5.0 trl==1.16.0 datasets==5.2.0 dill==0.4.1
-      multiprocess==0.70.19 verl==0.9.1 tensordict==0.10.0 pyvers==0.1.0 orjson==3.13.0 importlib_metadata==10.2.0
-      hydra-core==1.3.8 omegaconf==2.3.1 codetiming==1.4.0)
 PY=${PYTHON:-python3}
+rm -rf .whl && mkdir -p .whl
+mapfile -t PKGS < <("$PY" tests/gpu_image.py --wheels)
 for p in "${PKGS[@]}"; do
+  if [[ $p == antlr4-python3-runtime==* ]]; then  # an sdist only (hydra's pin; math-verify's LaTeX parser): build it
+    "$PY" -m pip wheel -q --no-deps -w .whl "$p"
+    continue
+  fi
   "$PY" -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
     --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
-    --platform any -d .whl "$p" 2>&1 | grep -v "is ignored: it is neither" || true
+    --platform any -d .whl "$p"
 done
-# antlr4's runtime (hydra's pin, whose grammar math-verify's LaTeX parser also reads) is an sdist only: build it here
-"$PY" -m pip wheel -q --no-deps -w .whl antlr4-python3-runtime==4.9.3 2>&1 | grep -v "is ignored: it is neither" || true
-du -sh .whl
+bytes=$(du -cb .whl/*.whl | tail -1 | cut -f1)
+echo "gpu_wheels: $(ls .whl/*.whl | wc -l) wheels, $((bytes / 1024)) KiB in .whl/"
+if (( bytes > 20 * 1024 * 1024 )); then
+  echo "gpu_wheels: the bundle is over 20 MB; drop what the check does not import"; exit 1
+fi

@@ -55,13 +55,15 @@ def _quiet(msg: str) -> None:
 
 
 def test_unknown_name_lists_known_assets() -> None:
-    for call in (lambda: assets.fetch("no-such-asset"), lambda: assets.asset_path("no-such-asset"),
-                 lambda: assets.load_records("no-such-asset")):
+    datasets = [n for n, s in assets.KNOWN_ASSETS.items() if s.kind == "dataset"]
+    for call, what, known in ((lambda: assets.fetch("no-such-asset"), "asset", assets.KNOWN_ASSETS),
+                              (lambda: assets.asset_path("no-such-asset"), "asset", assets.KNOWN_ASSETS),
+                              (lambda: assets.load_records("no-such-asset"), "dataset", datasets)):
         with pytest.raises(AssetError) as err:
             call()
         msg = str(err.value)
-        assert "\n" not in msg and "'no-such-asset'" in msg
-        assert all(name in msg for name in assets.KNOWN_ASSETS)
+        assert "\n" not in msg and msg.startswith(f"unknown {what} 'no-such-asset'; known: ")
+        assert all(name in msg for name in known) and "gsm8k" in known
     assert issubclass(AssetError, ToolgymError)
 
 

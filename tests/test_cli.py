@@ -33,7 +33,7 @@ def test_unknown_asset_is_one_line_exit_2(tmp_path: Path) -> None:
     r = toolgym("assets", "fetch", "gsm9k", home=tmp_path)
     assert r.returncode == 2 and r.stdout == ""
     lines = r.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: unknown asset 'gsm9k'; known: ")
+    assert len(lines) == 1 and lines[0].startswith("error: unknown asset 'gsm9k'; did you mean 'gsm8k'? known: ")
     assert all(name in lines[0] for name in KNOWN_ASSETS)
     assert not (tmp_path / "gsm9k").exists()
 

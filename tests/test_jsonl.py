@@ -47,3 +47,16 @@ def test_objects_only(tmp_path):
     p.write_text('{"a": 1}\n[1, 2]\n', encoding="utf-8")
     with pytest.raises(ValueError, match=r"c\.jsonl:2: expected a JSON object, got list"):
         read_jsonl(p, objects=True)
+
+
+def test_a_bad_line_has_one_line_number_the_files(tmp_path):
+    """json's own "line 2 column 1 (char 11)" counts inside the one parsed line; only the file's number is said."""
+    p = tmp_path / "d.jsonl"
+    p.write_text('{"ok": 1}\n\n{"cut": \n{"a": x}\n', encoding="utf-8")
+    with pytest.raises(ValueError) as info:
+        read_jsonl(p)
+    assert str(info.value) == f"{p}:3: not valid JSON (Expecting value at the end of the line)"
+    p.write_text('{"ok": 1}\n{"a": x}\n', encoding="utf-8")
+    with pytest.raises(ValueError) as info:
+        read_jsonl(p)
+    assert str(info.value) == f"{p}:2: not valid JSON (Expecting value at column 7)"

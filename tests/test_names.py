@@ -93,7 +93,7 @@ def test_fetched_smollm2_asset_resolves_and_loads() -> None:
 
 
 def test_unknown_bare_name_and_missing_path_are_one_line(tmp_path: Path) -> None:
-    with pytest.raises(AssetError, match=r"^unknown asset 'gsm9k'; known: .*Hugging Face Hub id, owner/name"):
+    with pytest.raises(AssetError, match=r"^unknown model 'gsm9k'; known: smollm2-135m-instruct, .*Hugging Face Hub id, owner/name"):
         resolve_model("gsm9k")
     with pytest.raises(AssetError, match=r"^no such file or folder: "):
         resolve_model(str(tmp_path / "nope"))

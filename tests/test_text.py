@@ -84,3 +84,21 @@ def test_python_block_parser_uses_the_same_fences():
 def test_hostile_text_is_linear():
     assert last_boxed("\\boxed{" * 50000) is None
     assert extract_code("```python\n" * 20000) is None
+
+
+def test_a_fence_followed_by_a_long_run_of_blanks_is_linear():
+    # red team, issue 36: "```" + 30,000 spaces and no newline froze the event loop 2.2 s (_FENCE_OPEN backtracked
+    # quadratically); 300,000 spaces took minutes. The tag between blanks is still read.
+    from tests.envs.test_linear_time import ran_to_end
+
+    assert ran_to_end(lambda: list(iter_fences("```" + " " * 300_000)), 5.0)
+    assert ran_to_end(lambda: extract_code("```\t" + "\t" * 300_000 + "py"), 5.0)
+    assert [(f.lang, f.body) for f in iter_fences("``` \t Python \t\nx = 1\n```")] == [("python", "x = 1\n")]
+    assert [f.lang for f in iter_fences("```\nx\n```")] == [""]
+
+
+def test_extractors_read_a_bounded_tail():
+    from toolgym._text import MAX_ANSWER_CHARS, MAX_SCAN_CHARS
+
+    assert last_boxed("\\boxed{1}" + " " * MAX_SCAN_CHARS) is None  # past the scanned tail
+    assert last_boxed("\\boxed{" + "7" * (3 * MAX_ANSWER_CHARS) + "}") == "7" * MAX_ANSWER_CHARS

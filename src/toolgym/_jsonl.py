@@ -51,10 +51,20 @@ def iter_jsonl(
             if skip_invalid:
                 continue
             cut = "" if line.endswith("\n") else TORN
-            raise error(f"{label}:{lineno}: not valid JSON ({exc}){cut}") from None
+            raise error(f"{label}:{lineno}: not valid JSON ({why(exc, line)}){cut}") from None
         if objects and not isinstance(value, dict):
             raise error(f"{label}:{lineno}: expected a JSON object, got {type(value).__name__}")
         yield lineno, value
+
+
+def why(exc: ValueError, line: str) -> str:
+    """What is wrong with one line, placed by column in that line: json's own "line 2 column 1 (char 23)"
+    counts within the parsed string (its trailing newline makes a line 2), a second line number that
+    contradicts the file's."""
+    if not isinstance(exc, json.JSONDecodeError):
+        return str(exc)
+    end = len(line.rstrip("\r\n"))
+    return f"{exc.msg} at {'column ' + str(exc.pos + 1) if exc.pos < end else 'the end of the line'}"
 
 
 def read_jsonl(source: str | os.PathLike | IO[str] | IO[bytes], **options: Any) -> list[Any]:

@@ -66,7 +66,7 @@ from toolgym._assets.names import KINDS, Resolved, check_hub_model, looks_like_p
 from toolgym._assets.qwen_sources import QWEN_CODER_05B, QWEN_CODER_15B
 from toolgym._assets.split import SplitFile, obtain_source
 from toolgym._jsonl import read_jsonl
-from toolgym.errors import AssetError
+from toolgym.errors import AssetError, unknown
 
 log = logging.getLogger(__name__)
 
@@ -163,7 +163,7 @@ KNOWN_ASSETS: dict[str, AssetSpec] = {s.name: s for s in [
 def _spec(name: str) -> AssetSpec:
     spec = KNOWN_ASSETS.get(name)
     if spec is None:
-        raise AssetError(f"unknown asset {name!r}; known: {', '.join(KNOWN_ASSETS)}")
+        raise AssetError(unknown("asset", name, KNOWN_ASSETS))
     return spec
 
 
@@ -361,6 +361,9 @@ def resolve_model(name: str | Path, kind: str = "model") -> str:
     return r.ref
 
 
+_KIND_OF = {"model": ("model",), "tokenizer": ("model", "tokenizer"), "dataset": ("dataset",)}  # asked -> assets
+
+
 def resolve_name(name: str | Path, kind: str = "model") -> Resolved:
     """Classify ``name`` without touching the network (see :func:`resolve_model` for the Hub check).
 
@@ -381,8 +384,7 @@ def resolve_name(name: str | Path, kind: str = "model") -> Resolved:
         return Resolved(name, kind, "local", str(local))
     spec = KNOWN_ASSETS.get(name)
     if spec is not None:
-        wanted = ("dataset",) if kind == "dataset" else ("model", "tokenizer") if kind == "tokenizer" else ("model",)
-        if spec.kind not in wanted:
+        if spec.kind not in _KIND_OF[kind]:
             raise AssetError(f"asset {name!r} is a {spec.kind}, not a {kind}; see `toolgym assets list`")
         if kind == "dataset":
             return Resolved(name, kind, "asset", name)  # load_records fetches it on demand
@@ -391,8 +393,8 @@ def resolve_name(name: str | Path, kind: str = "model") -> Resolved:
         raise AssetError(f"no such file or folder: {local}")
     hub = split_hub_id(name)
     if hub is None or (hub[1] is not None and kind != "dataset"):
-        raise AssetError(f"unknown asset {name!r}; known: {', '.join(KNOWN_ASSETS)} (a {kind} may also be a "
-                         "local path or a Hugging Face Hub id, owner/name)")
+        raise AssetError(unknown(kind, name, [k for k, s in KNOWN_ASSETS.items() if s.kind in _KIND_OF[kind]],
+                                 f"a {kind} may also be a local path or a Hugging Face Hub id, owner/name"))
     return Resolved(name, kind, "hub", hub[0], hub[1])
 
 

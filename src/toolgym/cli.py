@@ -85,5 +85,7 @@ def main() -> None:  # pragma: no cover - thin wrapper
     try:
         app()
     except ToolgymError as exc:
-        typer.secho(f"error: {exc}", fg="red", err=True)
+        from toolgym._text import printable
+
+        typer.secho(printable(f"error: {exc}"), fg="red", err=True)  # errors quote files and model text
         sys.exit(exc.exit_code)

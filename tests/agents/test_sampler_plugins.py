@@ -99,8 +99,8 @@ def test_entry_points_register_samplers_with_their_flags(plugin_site: Path) -> N
     replica, frozen = samplers.get_sampler("replica_test"), samplers.get_sampler("frozen_test")
     assert replica.needs_weight_push and not replica.in_process and replica.follows_training
     assert not frozen.follows_training
-    with pytest.raises(ConfigError, match=r"^--sampler: must be one of 'hf', 'vllm', 'openai', 'replica_test', "
-                                          r"'frozen_test' \(registered samplers\); got 'replika_test'; did you mean"):
+    with pytest.raises(ConfigError, match=r"^unknown sampler 'replika_test'; did you mean 'replica_test'\? known: hf, "
+                                          r"vllm, openai, replica_test, frozen_test \(from --sampler\)$"):
         samplers.get_sampler("replika_test")
 
 

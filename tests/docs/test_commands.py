@@ -95,9 +95,15 @@ def short_form(code: str) -> str:
     return code
 
 
+# Pages whose blocks a journey test runs in an empty folder and checks (tests/journeys/): not run twice here.
+JOURNEY_PAGES = {"docs/walkthrough.md": "tests/journeys/test_own_env.py"}
+
+
 def pages() -> list:
     params = []
     for f in doc_files():
+        if str(f.relative_to(ROOT)) in JOURNEY_PAGES:
+            continue
         bs = blocks_of(f)
         if any(b.skip is None for b in bs):
             marks = [pytest.mark.slow] if any(b.slow and b.skip is None for b in bs) else []

@@ -49,7 +49,7 @@ def test_reasoning_gym_arithmetic_source():
 def test_custom_file_with_a_bad_row(tmp_path):
     p = tmp_path / "m.jsonl"
     p.write_text('{"question": "1+1?", "answer": "2"}\n{"question": "no answer"}\n')
-    with pytest.raises(TaskValidationError, match="row 1: field 'answer'"):
+    with pytest.raises(TaskValidationError, match=r"m\.jsonl:2: field 'answer'"):
         toolgym.make("toolgym/MathTIR-v0", dataset=str(p), sandbox=None)
 
 

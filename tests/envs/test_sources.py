@@ -138,3 +138,14 @@ def test_asset_datasets_through_toolgym_assets():
     assert all(t.prompt[0]["content"] and t.ground_truth for t in src)
     same = load_source("asset:gsm8k", adapter=math_adapter, limit=5)
     assert [t.id for t in same] == [t.id for t in src]
+
+
+def test_a_jsonl_task_file_names_lines_as_an_editor_does(tmp_path):
+    """A bad record and a bad line of the same file are numbered alike: 1-based, blank lines counted."""
+    p = tmp_path / "t.jsonl"
+    p.write_text('{"question": "1+1", "answer": "2"}\n\n{"answer": "3"}\n')
+    with pytest.raises(TaskValidationError, match=r"^t\.jsonl:3: field 'question' \(or 'prompt'\) is missing$"):
+        load_source(str(p))
+    p.write_text('{"question": "1+1", "answer": "2"}\n\n{"answer": \n')
+    with pytest.raises(TaskValidationError, match=r"^t\.jsonl:3: not valid JSON"):
+        load_source(str(p))

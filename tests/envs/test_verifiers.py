@@ -213,3 +213,24 @@ def test_verify_worker_recovers_after_its_process_dies():
     t.start()
     t.join(120)
     assert out["v"] is True and worker()._proc is not proc
+
+
+def test_a_reply_with_a_long_run_of_spaces_is_read_at_once():
+    # red team, issue 36: "I do not know the answer" + 230 spaces + "?" took 7-9 s in _LETTER_PHRASE (about n^4
+    # steps, the GIL held, the trainer frozen); at 1,000 spaces about an hour. Now one linear pass.
+    from tests.envs.test_linear_time import ran_to_end
+
+    reply = "I do not know the answer" + " " * 1000 + "?"
+    assert ran_to_end(lambda: choice_equal(reply, "B"), 5.0)
+    assert extract_choice(reply) is None
+    assert extract_choice("The answer" + " " * 1000 + "is :  option   (C)") == "C"  # the blanks still allowed
+    assert extract_choice("answer would be choice: B.") == "B"
+
+
+def test_an_answer_line_and_an_assignment_with_long_blank_runs_are_linear():
+    from tests.envs.test_linear_time import ran_to_end
+
+    assert ran_to_end(lambda: math_equal("x = " + " " * 50_000 + "=", "5"), 5.0)
+    assert normalize_math("x =   7") == "7"
+    assert ran_to_end(lambda: math_equal("The final answer is" + " " * 50_000, "5"), 5.0)
+    assert math_equal("The final answer is   \n  42", "42")

@@ -29,10 +29,16 @@ def trainer(tmp_path_factory: pytest.TempPathFactory):
     from toolgym.assets import asset_path
     from toolgym.errors import AssetError
 
-    try:
-        model_dir = asset_path("smollm2-135m-instruct")
-    except AssetError:
-        need(False, "the smollm2-135m-instruct asset is missing: run `toolgym assets fetch smollm2-135m-instruct`")
+    env, env_kw = QA, QA_KW
+    if os.environ.get("TOOLGYM_CHECK_TINY_MODEL"):
+        # the device check (scripts/gpu_check.py): a 538 MB asset and the ARC data cannot travel to the GPU
+        # machine; a tiny random Qwen2 it built and generated Arith tasks stand in for them
+        model_dir, env, env_kw = os.environ["TOOLGYM_CHECK_TINY_MODEL"], ENV, {**ENV_KW, "parser": "none"}
+    else:
+        try:
+            model_dir = asset_path("smollm2-135m-instruct")
+        except AssetError:
+            need(False, "the smollm2-135m-instruct asset is missing: run `toolgym assets fetch smollm2-135m-instruct`")
     from trl import GRPOConfig
 
     from toolgym.integrations.trl import ToolgymGRPOTrainer, env_dataset, env_reward
@@ -40,8 +46,8 @@ def trainer(tmp_path_factory: pytest.TempPathFactory):
     args = GRPOConfig(output_dir=str(tmp_path_factory.mktemp("trl")), per_device_train_batch_size=4, num_generations=4,
                       max_completion_length=4, max_steps=2, learning_rate=1e-4, logging_steps=1, report_to=[],
                       use_cpu=True, save_strategy="no", seed=0, bf16=False, gradient_checkpointing=False)
-    return ToolgymGRPOTrainer(str(model_dir), algorithm="ctpo", args=args, reward_funcs=env_reward(QA, **QA_KW),
-                              train_dataset=env_dataset(QA, 8, **QA_KW))
+    return ToolgymGRPOTrainer(str(model_dir), algorithm="ctpo", args=args, reward_funcs=env_reward(env, **env_kw),
+                              train_dataset=env_dataset(env, 8, **env_kw))
 
 
 def test_env_reward_is_the_environments_verdict() -> None:

@@ -33,6 +33,6 @@ def test_an_aime_file_reads_alike(tmp_path):
         ("2024-I-1", "Find x.", "33"), ("7", "Find y.", "204")]
     assert [(t.id, t.ground_truth) for t in load(f"aime:{f}", style="generate").tasks] == [("2024-I-1", "33"), ("7", "204")]
     assert envs[0].metadata == {"year": 2024}
-    with pytest.raises(TaskValidationError, match=r"aime\.jsonl record 0: field 'answer' is missing"):
+    with pytest.raises(TaskValidationError, match=r"aime\.jsonl:1: field 'answer' is missing"):
         f.write_text(json.dumps({"problem": "no answer"}) + "\n")
         load(f"aime:{f}")

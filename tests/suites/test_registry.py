@@ -31,7 +31,7 @@ def test_yaml_suite_and_subset(tmp_path: Path) -> None:
     s = load_suite(str(f))
     assert s.name == "mine" and [e.name for e in s.entries] == ["a", "b"] and s.entries[1].optional
     assert [e.name for e in s.select("b").entries] == ["b"]
-    with pytest.raises(ConfigError, match="no entry 'zzz'"):
+    with pytest.raises(ConfigError, match=r"^unknown suite entry 'zzz'; known: a, b \(in suite 'mine'\)$"):
         s.select("zzz")
 
 
@@ -39,7 +39,10 @@ def test_yaml_suite_and_subset(tmp_path: Path) -> None:
     ("name: x\n", "entries"),
     ("entries:\n  - {name: a, env: e, source: asset:x}\n", "missing metric"),
     ("entries:\n  - {name: a, env: e, source: asset:x, metric: f1}\n", "metric 'f1'"),
-    ("entries:\n  - {name: a, env: e, source: asset:x, metric: acc, colour: red}\n", "unknown field"),
+    ("entries:\n  - {name: a, env: e, source: asset:x, metric: acc, colour: red}\n", "unknown suite entry key 'colour'"),
+    ("entries:\n  - {name: a, env: e, sourse: asset:x, metric: acc}\n",
+     "^unknown suite entry key 'sourse'; did you mean 'source'\\? known: name, env, source, metric, options, optional "
+     "\\(in .*bad.yaml, entry 1\\)$"),
     ("entries: [\n", "invalid YAML"),
 ])
 def test_bad_yaml_is_a_config_error(tmp_path: Path, body: str, msg: str) -> None:

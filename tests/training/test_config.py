@@ -110,9 +110,9 @@ def test_clip_config_bridge() -> None:
 
 
 @pytest.mark.parametrize(("data", "message"), [
-    ({"rollout": {"gruop_size": 4}}, r"unknown key 'rollout.gruop_size' \(did you mean 'group_size'\?\); allowed in rollout: env, "),
-    ({"learning_rate": 1e-5}, r"unknown key 'learning_rate'; allowed in config: algorithm, model, "),
-    ({"algorithm": "ppo"}, r"algorithm: must be one of 'ctpo', 'grpo', 'gspo', 'full_is'"),
+    ({"rollout": {"gruop_size": 4}}, r"^unknown rollout key 'gruop_size'; did you mean 'group_size'\? known: env, "),
+    ({"learning_rate": 1e-5}, r"^unknown config key 'learning_rate'; known: algorithm, model, "),
+    ({"algorithm": "ppo"}, r"^unknown algorithm 'ppo'; known: ctpo, grpo, gspo, full_is"),
     ({"loss": {"agg": "mean"}}, r"loss.agg: must be one of 'token-mean', 'seq-mean-token-mean', 'seq-mean-token-sum'; got 'mean'"),
     ({"loss": {"ratio": "prefix"}}, r"loss.ratio: must be one of 'cumulative', 'token', 'sequence', 'gspo'"),
     ({"loss": {"clip_mode": "log"}}, r"loss.clip_mode: must be one of 'adaptive', 'fixed', 'none'"),
@@ -124,7 +124,7 @@ def test_clip_config_bridge() -> None:
     ({"optimizer": {"schedule": "step"}}, r"optimizer.schedule: must be one of 'constant', 'linear', 'cosine'"),
     ({"rollout": {"group_size": 1}}, r"rollout.group_size: must be an integer >= 2"),
     ({"rollout": {"group_size": 2.5}}, r"rollout.group_size: must be an integer; got 2.5"),
-    ({"rollout": {"sampler": "tgi"}}, r"rollout.sampler: must be one of 'hf', 'vllm', 'openai'"),
+    ({"rollout": {"sampler": "tgi"}}, r"^unknown sampler 'tgi'; known: hf, vllm, openai.* \(from rollout.sampler\)$"),
     ({"rollout": {"sampler": "openai"}}, r"rollout.base_url: must be a URL when sampler is 'openai'"),
     ({"rollout": {"top_p": 0}}, r"rollout.top_p: must be a number in \(0, 1\]"),
     ({"model": {"dtype": "fp16"}}, r"model.dtype: must be one of 'fp32', 'bf16'"),
@@ -162,7 +162,7 @@ def test_overrides() -> None:
     assert cfg.rollout.group_size == 4 and cfg.logging.wandb is True
     with pytest.raises(ConfigError, match="override 'loss.eps_high': must look like"):
         load_config(MODEL, overrides=["loss.eps_high"])
-    with pytest.raises(ConfigError, match="unknown key 'loss.eps'"):
+    with pytest.raises(ConfigError, match="unknown loss key 'eps'; did you mean 'eps_low'"):
         load_config(MODEL, overrides=["loss.eps=1"])
 
 
@@ -197,7 +197,7 @@ def test_registering_another_algorithm_with_options() -> None:
         cfg = load_config({"algorithm": "demo_distill", "options": {"peers": 3}, **MODEL})
         assert cfg.options == _DemoOptions(peers=3) and cfg.loss.clip_mode == "none"
         assert load_config({"algorithm": "demo_distill", **MODEL}).options == _DemoOptions()
-        with pytest.raises(ConfigError, match="unknown key 'options.peer'"):
+        with pytest.raises(ConfigError, match="unknown options key 'peer'; did you mean 'peers'"):
             load_config({"algorithm": "demo_distill", "options": {"peer": 3}, **MODEL})
         with pytest.raises(ConfigError, match="options.peers: must be an integer >= 1"):
             load_config({"algorithm": "demo_distill", "options": {"peers": 0}, **MODEL})
@@ -286,5 +286,5 @@ def test_every_loss_name_the_config_accepts_runs_in_policy_loss() -> None:
 
 
 def test_diagnostics_every_is_gone() -> None:
-    with pytest.raises(ConfigError, match="unknown key 'logging.diagnostics_every'"):
+    with pytest.raises(ConfigError, match="unknown logging key 'diagnostics_every'"):
         load_config({"model": {"name_or_path": "m"}, "logging": {"diagnostics_every": 5}})

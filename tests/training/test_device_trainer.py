@@ -64,8 +64,14 @@ def test_an_update_step_on_the_device_equals_the_cpu_step(tmp_path, device, monk
     m_cpu, w_cpu, _ = _update(tmp_path / "cpu", "cpu", monkeypatch, over)
     assert math.isfinite(m_dev["loss"]) and m_dev["optimizer_steps"] == m_cpu["optimizer_steps"] >= 1
     assert m_dev["loss"] == pytest.approx(m_cpu["loss"], rel=1e-4, abs=1e-6)
+    assert m_dev["grad_norm"] == pytest.approx(m_cpu["grad_norm"], rel=1e-4)
+    # Adam divides each gradient element by its own running scale, so where a gradient is at rounding level
+    # (MOPD's first update: teacher and student nearly agree, loss ~4e-6) a last-bit difference between the
+    # two devices' reductions becomes a step difference of up to lr per element. The gradients agree (above);
+    # the weights must agree to 1% of one step (a wrong or missing device gradient is a whole step off).
+    lr = tr.cfg.optimizer.lr
     moved = [k for k in w_cpu if not torch.equal(w_cpu[k], w_dev[k])]
-    assert not moved or all(torch.allclose(w_dev[k], w_cpu[k], rtol=1e-4, atol=1e-6) for k in moved)
+    assert not moved or all(torch.allclose(w_dev[k], w_cpu[k], rtol=1e-4, atol=1e-2 * lr) for k in moved)
     init = _trainer(tmp_path / "init", "cpu", monkeypatch, **over).module.state_dict()
     assert any(not torch.equal(init[k], w_dev[k]) for k in w_dev), "the device update must move the weights"
     for key in ("clip_frac", "ratio_mean", "mopd/divergence_mean"):

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import typer
 
-from toolgym.errors import ToolgymError
+from toolgym.errors import ToolgymError, unknown
 
 app = typer.Typer(no_args_is_help=True)
 
@@ -66,9 +66,9 @@ def teacher_signal(
     from toolgym.analysis import teacher_signal as ts
 
     conds = list(ts.CONDITIONS) if conditions == "all" else [c.strip() for c in conditions.split(",") if c.strip()]
-    unknown = [c for c in conds if c not in ts.CONDITIONS]
-    if unknown:
-        raise ToolgymError(f"unknown condition(s) {', '.join(unknown)}; choose from {', '.join(ts.CONDITIONS)}")
+    missing = [c for c in conds if c not in ts.CONDITIONS]
+    if missing:
+        raise ToolgymError(unknown("condition", missing[0], ts.CONDITIONS))
     if text_from not in ("auto", "turns", "ids"):
         raise ToolgymError(f"--text-from must be auto, turns or ids, not {text_from!r}")
     from toolgym.devices import check_device

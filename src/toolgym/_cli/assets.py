@@ -36,7 +36,7 @@ def fetch(
 ) -> None:
     """Download, extract, verify and cache assets; prints each asset's folder."""
     from toolgym import assets
-    from toolgym.errors import AssetError
+    from toolgym.errors import AssetError, unknown
 
     names = assets.default_assets() if all_ else list(names or [])
     if not names:
@@ -44,7 +44,7 @@ def fetch(
 
     for name in names:  # refuse typos before any download starts
         if name not in assets.KNOWN_ASSETS:
-            _fail(AssetError(f"unknown asset {name!r}; known: {', '.join(assets.KNOWN_ASSETS)}"))
+            _fail(AssetError(unknown("asset", name, assets.KNOWN_ASSETS)))
     done: list[dict[str, Any]] = []
     t0 = time.perf_counter()
     for i, name in enumerate(names):

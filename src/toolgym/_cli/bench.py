@@ -19,6 +19,7 @@ import typer
 from typer.core import TyperGroup
 
 from toolgym._stop import Stopped, command_line, signals
+from toolgym._text import printable
 
 
 class _SuiteGroup(TyperGroup):
@@ -34,7 +35,7 @@ app = typer.Typer(no_args_is_help=True, cls=_SuiteGroup, help="Run benchmark sui
 
 
 def _err(msg: str) -> None:
-    typer.echo(f"error: {msg}", err=True)
+    typer.echo(printable(f"error: {msg}"), err=True)
     raise typer.Exit(2)
 
 
@@ -84,14 +85,14 @@ def run(
         stream = sys.stderr if as_json else sys.stdout
 
         def log(msg: str) -> None:
-            print(msg, file=stream, flush=True)
+            print(printable(msg), file=stream, flush=True)  # progress lines quote entries' errors
 
         with signals():
             report = run_benchmark(cfg, out_dir, log=log)
     except Interrupted as exc:
         # A sampler thread may still be inside a forward pass; a normal interpreter exit would then
         # abort in C++ ("terminate called"). The report is written: leave at once.
-        typer.echo(f"stopped ({exc.signal_name}): partial report in {exc.report}; resume: {command_line()}",
+        typer.echo(printable(f"stopped ({exc.signal_name}): partial report in {exc.report}; resume: {command_line()}"),
                    err=True)
         sys.stdout.flush()
         sys.stderr.flush()
@@ -106,7 +107,7 @@ def run(
         typer.echo(json.dumps(report))
         return
     typer.echo("")
-    typer.echo(markdown(report))
+    typer.echo(printable(markdown(report)))
     files = ["report.json", "report.md", *report.get("plots", [])]
     typer.echo("wrote " + ", ".join(str(Path(out_dir) / f) for f in files))
 
@@ -128,7 +129,7 @@ def compare(
     except ToolgymError as exc:
         _err(str(exc))
         return
-    typer.echo(json.dumps(cmp) if as_json else format_comparison(cmp))
+    typer.echo(json.dumps(cmp) if as_json else printable(format_comparison(cmp)))
 
 
 @app.command("list")

@@ -11,11 +11,13 @@ from typing import Any
 
 import typer
 
+from toolgym._text import printable
+
 app = typer.Typer(no_args_is_help=True, help="List and check registered environments.")
 
 
 def _fail(msg: str) -> None:
-    typer.echo(f"error: {msg}", err=True)
+    typer.echo(printable(f"error: {msg}"), err=True)  # errors quote files, plug-ins and program text
     raise typer.Exit(2)
 
 
@@ -51,7 +53,7 @@ def list_cmd(as_json: bool = typer.Option(False, "--json", help="print JSON")) -
     for r in rows:
         typer.echo(f"{r['id']:<{width}}  {r['entry_point']}{'' if r['builtin'] else '  (plugin)'}")
     for name, err in registry.plugin_errors.items():
-        typer.echo(f"warning: plugin {name} failed to load: {err}", err=True)
+        typer.echo(printable(f"warning: plugin {name} failed to load: {err}"), err=True)
 
 
 @app.command()
@@ -69,7 +71,7 @@ def check(
     """Run the environment checker: reset/step contract, determinism, info, tool schemas, reward range;
     with --model, whether that model's template renders the env's tools and which parser it would use."""
     from toolgym.envs import registry
-    from toolgym.envs.checker import check_env, check_model_format, checks_to_json
+    from toolgym.envs.checker import check_builds, check_env, check_model_format, checks_to_json, run_builds
     from toolgym.errors import ToolgymError
 
     kwargs = _parse_kwargs(kwarg)
@@ -84,9 +86,12 @@ def check(
             from toolgym.agents.chat import ChatTemplate
 
             template = ChatTemplate(model, tool_parser=tool_parser)
-        checks = check_env(lambda: registry.make(env_id, **kwargs), seed=seed)
-        if template is not None:
-            model_checks, summary = check_model_format(lambda: registry.make(env_id, **kwargs), template, seed=seed)
+        checks = check_builds(env_id, kwargs)
+        train_build = next(iter(run_builds(env_id, kwargs).values()))
+        if all(c.ok for c in checks):
+            checks += check_env(train_build, seed=seed)
+        if template is not None and all(c.ok for c in checks):
+            model_checks, summary = check_model_format(train_build, template, seed=seed)
             checks += model_checks
             summary["model"] = model
     except ToolgymError as exc:
@@ -101,7 +106,7 @@ def check(
         for c in checks:
             mark = "ok  " if c.ok else "FAIL"
             shown = c.detail and (not c.ok or any(c is m for m in model_checks))
-            typer.echo(f"{mark} {c.name}" + (f": {c.detail}" if shown else ""))
+            typer.echo(printable(f"{mark} {c.name}" + (f": {c.detail}" if shown else "")))
         if summary is not None:
             typer.echo(f"{model}: parses tool calls as {summary['tool_parser']} ({summary['tool_parser_source']}); "
                        f"its template {'renders' if summary['renders_tools'] else 'does not render'} tools")

@@ -12,6 +12,7 @@ import logging
 import os
 import sys
 
+from toolgym._text import printable
 from toolgym.errors import ConfigError
 
 LEVELS = ("debug", "info", "warning", "error", "critical")
@@ -39,7 +40,7 @@ class _Format(logging.Formatter):
             text = f"{record.levelname.lower()}: {text}"
         if record.exc_info:
             text += "\n" + self.formatException(record.exc_info)
-        return text
+        return printable(text)  # records quote model and program text: no raw control character reaches stderr
 
 
 def configure(level: str) -> None:

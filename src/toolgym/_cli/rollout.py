@@ -19,6 +19,7 @@ import typer
 
 from toolgym._progress import Bar
 from toolgym._stop import Stopped, command_line, signals
+from toolgym._text import printable
 from toolgym.errors import ConfigError
 
 
@@ -160,9 +161,9 @@ def rollout(
     if as_json:
         typer.echo(json.dumps(summary, indent=2))
     else:
-        typer.echo(f"wrote {summary['episodes']} episodes ({summary['groups']} groups) to {out} in {wall:.1f} s; "
-                   f"mean reward {summary['mean_reward']:.3f}, {summary['model_tokens']} model tokens, "
-                   f"{summary['errors']} errors; finish: {summary['finish_reasons']}")
+        typer.echo(printable(f"wrote {summary['episodes']} episodes ({summary['groups']} groups) to {out} in "
+                             f"{wall:.1f} s; mean reward {summary['mean_reward']:.3f}, {summary['model_tokens']} "
+                             f"model tokens, {summary['errors']} errors; finish: {summary['finish_reasons']}"))
 
 
 class _Tally:
@@ -188,8 +189,8 @@ def _stopped(stop: Stopped, out: Path, meta: dict[str, Any], tally: _Tally, task
     from toolgym.agents.storage import write_meta
 
     write_meta(out, {**meta, "complete": False, "episodes": tally.episodes, "wall_s": round(wall, 3)})
-    typer.echo(f"stopped after {tally.groups} of {tasks} groups ({stop.name}): {tally.episodes} finished episodes "
-               f"in {out}; run again: {command_line()}", err=True)
+    typer.echo(printable(f"stopped after {tally.groups} of {tasks} groups ({stop.name}): {tally.episodes} finished "
+                         f"episodes in {out}; run again: {command_line()}"), err=True)
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(stop.exit_code)  # a sampler thread may be inside a forward pass: leave without joining it

@@ -13,9 +13,16 @@ from pathlib import Path
 import typer
 
 from toolgym._cli.rollouts_view import view
+from toolgym._text import printable
 from toolgym.errors import ConfigError
 
 app = typer.Typer(no_args_is_help=True, help="Inspect and convert rollout files.")
+
+
+def _say(text: str, **style: object) -> None:
+    """One line of the listing, its control characters made visible: the file holds model and program
+    text, and a raw escape sequence would reach the terminal (a clipboard write, a forged header)."""
+    typer.secho(printable(text), **style)  # type: ignore[arg-type]
 
 
 def _clip(text: str, n: int) -> str:
@@ -46,20 +53,20 @@ def show(
     meta = header.get("meta", {})
     groups = group_by(trajs)
     rewards = [t.reward for t in trajs]
-    typer.echo(f"{file}: {len(trajs)} episodes in {len(groups)} groups"
-               + (f", env {meta['env_id']}, model {meta['model']} ({meta.get('sampler')})" if "env_id" in meta else "")
-               + (f", mean reward {sum(rewards) / len(rewards):.3f}" if rewards else ""))
+    _say(f"{file}: {len(trajs)} episodes in {len(groups)} groups"
+         + (f", env {meta['env_id']}, model {meta['model']} ({meta.get('sampler')})" if "env_id" in meta else "")
+         + (f", mean reward {sum(rewards) / len(rewards):.3f}" if rewards else ""))
     n = 10_000 if full else 400
     for t in shown:
         idx = t.metadata.get("episode_index", "?")
-        typer.echo("")
-        typer.secho(f"== {t.task_id}  group {t.group_id}  episode {idx}  reward {t.reward:g}  "
-                    f"finish {t.finish_reason}  tokens {len(t.prompt_ids)}+{len(t.response_ids)} "
-                    f"({t.num_model_tokens} sampled)", bold=True)
+        _say("")
+        _say(f"== {t.task_id}  group {t.group_id}  episode {idx}  reward {t.reward:g}  "
+             f"finish {t.finish_reason}  tokens {len(t.prompt_ids)}+{len(t.response_ids)} "
+             f"({t.num_model_tokens} sampled)", bold=True)
         if t.error:
-            typer.secho(f"   error: {_clip(t.error, n)}", fg="red")
+            _say(f"   error: {_clip(t.error, n)}", fg="red")
         if t.reward_breakdown:
-            typer.echo("   reward: " + ", ".join(f"{k}={v:g}" for k, v in t.reward_breakdown.items()))
+            _say("   reward: " + ", ".join(f"{k}={v:g}" for k, v in t.reward_breakdown.items()))
         for m in t.turns:
             role = m.get("role", "?")
             content = m.get("content") or ""
@@ -67,12 +74,12 @@ def show(
             if role == "system" and not full:
                 content = _clip(content, 120)
             cut = "  [cut at max tokens]" if m.get("finish_reason") == "length" else ""
-            typer.echo(f"   [{label}] {_clip(content, n)}{cut}".replace("\n", "\n      "))
+            _say(f"   [{label}] {_clip(content, n)}{cut}".replace("\n", "\n      "))
             for call in m.get("tool_calls") or []:
                 fn = call.get("function", call)
-                typer.echo(f"      -> call {fn.get('name')}({_clip(json.dumps(fn.get('arguments'), ensure_ascii=False), 200)})")
+                _say(f"      -> call {fn.get('name')}({_clip(json.dumps(fn.get('arguments'), ensure_ascii=False), 200)})")
     if limit and len(trajs) > limit:
-        typer.echo(f"\n… {len(trajs) - limit} more episodes (use --limit 0)")
+        _say(f"\n… {len(trajs) - limit} more episodes (use --limit 0)")
 
 
 @app.command()

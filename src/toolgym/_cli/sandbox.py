@@ -12,11 +12,13 @@ import sys
 
 import typer
 
+from toolgym._text import printable
+
 app = typer.Typer(no_args_is_help=True, help="Run code in the sandbox; check or build the image.")
 
 
 def _fail(msg: str) -> None:
-    typer.echo(f"error: {msg}", err=True)
+    typer.echo(printable(f"error: {msg}"), err=True)  # errors quote files, plug-ins and program text
     raise typer.Exit(2)
 
 

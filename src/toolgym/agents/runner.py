@@ -94,9 +94,9 @@ class RolloutRunner:
             env_id, kwargs = env_factory, dict(env_kwargs or {})
 
             def make() -> Any:
-                import toolgym
+                from toolgym.envs.registry import make_env
 
-                return toolgym.make(env_id, **kwargs)
+                return make_env(env_id, kwargs)
 
             self.env_factory: Callable[[], Any] = make
             self.env_id = env_id

@@ -24,7 +24,6 @@ context; and whatever ``rollout.sampler_kwargs`` holds. Torch-free: factories im
 
 from __future__ import annotations
 
-import difflib
 import importlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -32,7 +31,7 @@ from importlib import metadata
 from typing import Any
 
 from toolgym._plugins import load_entry_points
-from toolgym.errors import ConfigError
+from toolgym.errors import ConfigError, unknown
 
 ENTRY_POINT_GROUP = "toolgym.samplers"
 
@@ -137,13 +136,11 @@ def get_sampler(name: str, what: str = "--sampler") -> SamplerSpec:
     load_plugins()
     if isinstance(name, str) and name in SAMPLERS:
         return SAMPLERS[name]
-    close = difflib.get_close_matches(str(name), list(SAMPLERS), n=1)
-    hint = f"; did you mean {close[0]!r}?" if close else ""
+    note = f"from {what}"
     broken = [k for k in plugin_errors if str(name) in k]
     if broken:
-        hint += f" (the plug-in {broken[0]} failed to load: {plugin_errors[broken[0]]})"
-    return _raise(f"{what}: must be one of {', '.join(repr(s) for s in SAMPLERS)} (registered samplers); "
-                  f"got {name!r}{hint}")
+        note += f"; the plug-in {broken[0]} failed to load: {plugin_errors[broken[0]]}"
+    return _raise(unknown("sampler", name, SAMPLERS, note))
 
 
 def list_samplers() -> list[str]:

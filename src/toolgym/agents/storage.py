@@ -16,6 +16,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+from toolgym._jsonl import TORN, why
 from toolgym._jsonl import iter_jsonl as _iter_jsonl
 from toolgym.agents.trajectory import SCHEMA_VERSION, Trajectory
 from toolgym.errors import ToolgymError
@@ -143,7 +144,8 @@ def read_header(path: str | os.PathLike) -> dict[str, Any]:
     try:
         obj = json.loads(first) if first.strip() else {}
     except ValueError as exc:
-        raise RolloutFileError(f"{path}: line 1 is not JSON ({exc})") from exc
+        cut = "" if first.endswith("\n") else TORN
+        raise RolloutFileError(f"{path}:1: not valid JSON ({why(exc, first)}){cut}") from exc
     return obj if isinstance(obj, dict) and obj.get("kind") == HEADER_KIND else {}
 
 

@@ -18,6 +18,7 @@ _LAZY = {
     "Rubric": "toolgym.envs.rubric",
     "RubricResult": "toolgym.envs.rubric",
     "make": "toolgym.envs.registry",
+    "make_env": "toolgym.envs.registry",
     "register": "toolgym.envs.registry",
     "spec": "toolgym.envs.registry",
     "list_envs": "toolgym.envs.registry",

@@ -1,18 +1,22 @@
 """Final-answer detection: `<answer>...</answer>`, `\\boxed{...}`, and "Answer: ..." lines.
 
-Scans from the end with str.rfind and a brace counter, so any input is linear and safe.
+Scans from the end with str.rfind, a brace counter and one regular expression without overlapping
+quantifiers, so any input is linear and safe; each finder reads a bounded tail of the text
+(`<answer>` and `\\boxed` the last MAX_SCAN_CHARS, "Answer:" lines the last 20,000 characters).
 """
 
 from __future__ import annotations
 
 import re
 
-from toolgym._text import MAX_ANSWER_CHARS, last_boxed
+from toolgym._text import MAX_ANSWER_CHARS, MAX_SCAN_CHARS, last_boxed
 
 __all__ = ["MAX_ANSWER_CHARS", "answer_line", "extract_answer", "last_boxed", "tagged_answer"]
 
+# no two adjacent quantifiers match the same character (the blanks after "is" and after the colon
+# used to be two runs that could trade spaces): one run of blanks, then "is" and/or a colon
 _ANSWER_LINE = re.compile(
-    r"\b(?:final\s+answer|answer)\b\**(?:\s*is\b\s*[:：]?|\s*[:：])[ \t]*(?P<ans>[^\n]{1,300})",
+    r"\b(?:final\s+answer|answer)\b\**\s*(?:is\b\s*(?:[:：][ \t]*)?|[:：][ \t]*)(?P<ans>[^\n]{1,300})",
     re.IGNORECASE,
 )
 
@@ -20,6 +24,7 @@ _ANSWER_LINE = re.compile(
 def tagged_answer(text: str) -> str | None:
     """Content of the last `<answer>...</answer>`; an unclosed last tag runs to the end of the text
     (a stop sequence on `</answer>` removes the closing tag)."""
+    text = text[-MAX_SCAN_CHARS:]
     i = text.rfind("<answer>")
     if i == -1:
         return None

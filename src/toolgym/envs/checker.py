@@ -155,6 +155,67 @@ def check_env(make_env: Callable[[], Any], seed: int = 0, probes: dict[str, str]
     return checks
 
 
+def run_builds(env_id: str, env_kwargs: dict[str, Any] | None = None) -> dict[str, Callable[[], Any]]:
+    """Factories that build `env_id` exactly as each part of a run does (all through `registry.make_env`):
+    training rollouts on the train partition with a sandbox (trainer, runner, Ray workers), held-out
+    evaluation on the test partition, SFT prompts without a sandbox, and a suite entry that hands the env its
+    own tasks with a seed. `toolgym envs check` runs every check on the first of them."""
+    from toolgym.envs.registry import make_env
+
+    kw = dict(env_kwargs or {})
+    return {
+        "training rollouts (partition='train', sandbox=...)": lambda: make_env(env_id, kw, partition="train", sandbox="auto"),
+        "held-out evaluation (partition='test', sandbox=...)": lambda: make_env(env_id, kw, partition="test", sandbox="auto"),
+        "SFT prompts (partition='train', sandbox=None)": lambda: make_env(env_id, kw, partition="train", sandbox=None),
+        "a suite entry (dataset=tasks, seed=0, sandbox=...)": lambda: make_env(
+            env_id, kw, dataset=_first_tasks(env_id, kw), seed=0, sandbox="auto"),
+    }
+
+
+def _first_tasks(env_id: str, kw: dict[str, Any], n: int = 2) -> list[Any]:
+    """A few of the env's own tasks, the shape of what a suite hands it (a list of Tasks)."""
+    from toolgym.envs.registry import make_env
+
+    env = make_env(env_id, kw, sandbox=None)
+    try:
+        src = getattr(env.unwrapped, "source", None)
+        if src is None:
+            return []
+        return [src.get(i) for i in range(n if src.size is None else min(n, src.size))]
+    finally:
+        env.close()
+
+
+def check_builds(env_id: str, env_kwargs: dict[str, Any] | None = None, probe_tasks: int = 8) -> list[Check]:
+    """One check per way a run builds the env (`run_builds`): it builds and resets; plus "the train and test
+    partitions share no task" on the first `probe_tasks` tasks of each, when the env has a task source."""
+    checks: list[Check] = []
+    ids: dict[str, set[str]] = {}
+    for label, factory in run_builds(env_id, env_kwargs).items():
+        try:
+            env = factory()
+        except Exception as exc:
+            checks.append(Check(f"builds for {label}", False, f"{type(exc).__name__}: {exc}"))
+            continue
+        try:
+            env.reset(seed=0)
+            src = getattr(env.unwrapped, "source", None)
+            if src is not None and "partition=" in label:
+                part = "train" if "'train'" in label else "test"
+                n = probe_tasks if src.size is None else min(probe_tasks, src.size)
+                ids.setdefault(part, set()).update(src.get(i).id for i in range(n))
+            checks.append(Check(f"builds for {label}", True))
+        except Exception as exc:
+            checks.append(Check(f"builds for {label}", False, f"reset raised {type(exc).__name__}: {exc}"))
+        finally:
+            env.close()
+    if ids.get("train") and ids.get("test"):
+        shared = sorted(ids["train"] & ids["test"])
+        checks.append(Check("the train and test partitions share no task", not shared,
+                            f"shared ids: {shared[:5]}" if shared else ""))
+    return checks
+
+
 def _step_problem(res: Any, lo: float, hi: float) -> str:
     from toolgym.envs.spaces import Messages
 

@@ -21,7 +21,7 @@ import gymnasium
 
 from toolgym.envs.parsing import NoToolParser, ParsedTurn, ToolCallParser, get_parser
 from toolgym.envs.rubric import Rubric, RubricResult
-from toolgym.envs.sources import TaskSource, load_source
+from toolgym.envs.sources import TaskSource, load_source, partition_source
 from toolgym.envs.spaces import AnyText, Messages
 from toolgym.envs.tools import Tool, ToolContext
 from toolgym.envs.types import Task
@@ -74,6 +74,9 @@ class ToolEnv(gymnasium.Env):
         limits: Any = None,
         turn_reward: Callable[..., float] | None = None,
         split: str | None = None,
+        dataset: Any = None,
+        partition: str | None = None,
+        seed: int = 0,
     ) -> None:
         """Args:
         tasks: a TaskSource, a list of Tasks or records, a file/folder path, or an asset name.
@@ -89,10 +92,19 @@ class ToolEnv(gymnasium.Env):
             "docker") opened on first tool use and closed by close(), or None for no sandbox.
         limits: sandbox Limits for owned sandboxes and built-in tools.
         turn_reward: optional shaping hook called after each tool turn with (parsed, observations, turn, task, state).
+        split: the file or asset split `tasks` is read from (e.g. "test").
+        dataset: tasks that replace `tasks` (same forms): what a suite or a config points this environment at.
+        partition: "train" or "test" keeps one deterministic part of the tasks (`partition_source`): the
+            trainer rolls out on "train" and evaluates on "test", so held-out rewards are held out.
+        seed: the seed of that partition's hash.
+        toolgym builds every environment through `toolgym.envs.make_env`, which may pass `sandbox`,
+        `partition`, `dataset` and `seed`: a subclass takes `**kwargs` and hands them on here.
         """
         if max_turns < 1:
             raise ConfigError(f"max_turns must be >= 1, got {max_turns}")
-        self.source: TaskSource | None = None if tasks is None else load_source(tasks, split=split)
+        data = tasks if dataset is None else dataset
+        self.source: TaskSource | None = None if data is None else partition_source(
+            load_source(data, split=split), partition, seed=seed)
         self.tools: dict[str, Tool] = {}
         for t in tools:
             if not isinstance(t, Tool):

@@ -5,7 +5,6 @@ and unknown ids answered with close matches.
 
 from __future__ import annotations
 
-import difflib
 from importlib import metadata
 from typing import Any
 
@@ -13,7 +12,7 @@ import gymnasium
 from gymnasium.envs.registration import EnvSpec
 
 from toolgym._plugins import load_entry_points
-from toolgym.errors import ConfigError, ToolgymError
+from toolgym.errors import ConfigError, ToolgymError, unknown
 
 ENTRY_POINT_GROUP = "toolgym.envs"
 
@@ -88,8 +87,13 @@ def _load_env_entry_point(ep: metadata.EntryPoint) -> None:
         ep.load()()
 
 def spec(id: str) -> EnvSpec:
-    """The EnvSpec of a registered id; unknown ids raise UnknownEnvError with suggestions."""
+    """The EnvSpec of a registered id; unknown ids raise UnknownEnvError with suggestions.
+
+    As in Gymnasium, `"module:ns/Name-v0"` first imports `module` (installed, or a .py file in the current
+    folder) so that its `toolgym.register(...)` runs: how a config or `toolgym train` names an environment
+    that is registered by a script rather than by an installed package."""
     load_plugins()
+    id = _import_prefix(id)
     if id not in gymnasium.registry:
         raise UnknownEnvError(_unknown_message(id))
     return gymnasium.registry[id]
@@ -99,6 +103,65 @@ def make(id: str, **kwargs: Any) -> gymnasium.Env:
     """Create a registered environment; kwargs go to its constructor (e.g. sandbox=, max_turns=)."""
     s = spec(id)
     return gymnasium.make(s, **kwargs)
+
+
+def _import_prefix(id: str) -> str:
+    """`id` without its `module:` prefix, after importing that module (see `spec`)."""
+    module, sep, rest = str(id).partition(":")
+    if not sep or "/" in module or not module:
+        return id
+    import importlib
+    import os
+    import sys
+
+    if os.getcwd() not in sys.path and "" not in sys.path:
+        sys.path.append(os.getcwd())  # after installed packages: a local file never shadows one
+    try:
+        importlib.import_module(module)
+    except ImportError as exc:
+        raise ConfigError(f"environment {id!r}: cannot import module {module!r} ({exc}); it must be installed or "
+                          "a .py file in the current folder") from None
+    return rest
+
+
+# What toolgym itself may pass to an environment's constructor, beside the user's env_kwargs.
+RUN_ARGUMENTS = ("sandbox", "partition", "dataset", "seed")
+_UNSET: Any = object()
+
+
+def make_env(id: str, env_kwargs: dict[str, Any] | None = None, *, sandbox: Any = _UNSET, partition: str | None = None,
+             dataset: Any = None, seed: int | None = None) -> gymnasium.Env:
+    """The one way toolgym builds an environment for a run: the trainer, the rollout runner, SFT, the suites,
+    the Ray workers and TRL all call this, and `toolgym envs check` builds its environments with it, so a
+    checker pass means a run can make the environment.
+
+    `env_kwargs` are the user's (a config's `rollout.env_kwargs`, `-k` options); `sandbox` (an open sandbox to
+    borrow, a backend name, or None), `partition` ("train" | "test"), `dataset` (tasks that replace the env's
+    own) and `seed` are passed only when given. A constructor that refuses one of them is a one-line
+    ConfigError naming it, not a TypeError from deep inside a run."""
+    kwargs = dict(env_kwargs or {})
+    run_args = {"sandbox": sandbox, "partition": partition, "dataset": dataset, "seed": seed}
+    for name, value in run_args.items():
+        if value is not _UNSET and (value is not None or name == "sandbox"):  # sandbox=None: no sandbox
+            kwargs.setdefault(name, value)
+    try:
+        return make(id, **kwargs)
+    except TypeError as exc:
+        refused = _refused_argument(exc, kwargs)
+        if refused is None:
+            raise
+        origin = "toolgym passes it" if refused in RUN_ARGUMENTS and refused not in (env_kwargs or {}) else "it is in env_kwargs"
+        raise ConfigError(
+            f"environment {id!r} does not accept {refused}= ({origin}); its constructor should take **kwargs and pass "
+            f"them to ToolEnv.__init__ (toolgym may pass {', '.join(a + '=' for a in RUN_ARGUMENTS)})") from None
+
+
+def _refused_argument(exc: TypeError, kwargs: dict[str, Any]) -> str | None:
+    """The keyword a constructor's TypeError names, when it is one we passed."""
+    import re
+
+    m = re.search(r"(?:unexpected keyword argument|multiple values for (?:keyword )?argument) '(\w+)'", str(exc))
+    return m.group(1) if m and m.group(1) in kwargs else None
 
 
 def list_envs(namespace: str | None = None, toolgym_only: bool = True) -> list[str]:
@@ -111,10 +174,4 @@ def list_envs(namespace: str | None = None, toolgym_only: bool = True) -> list[s
 
 
 def _unknown_message(id: str) -> str:
-    known = list(gymnasium.registry)
-    close = difflib.get_close_matches(str(id), known, n=3, cutoff=0.5)
-    if not close:
-        lowered = {k.lower(): k for k in known}
-        close = [lowered[k] for k in difflib.get_close_matches(str(id).lower(), list(lowered), n=3, cutoff=0.5)]
-    hint = f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else "; run `toolgym envs list` to see the registered ids"
-    return f"unknown environment {id!r}{hint}"
+    return unknown("environment", id, list_envs())

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from toolgym._jsonl import read_jsonl
+from toolgym._jsonl import iter_jsonl
 from toolgym.envs.types import Task
 from toolgym.errors import ConfigError
 
@@ -57,6 +57,42 @@ class TaskSource:
         return ListSource(train, f"{self.name}[train]", split="train"), ListSource(test, f"{self.name}[test]", split="test")
 
 
+PARTITIONS = ("train", "test")
+TEST_FRACTION = 0.1
+
+
+def partition_source(source: TaskSource, partition: str | None, *, seed: int = 0,
+                     test_fraction: float = TEST_FRACTION) -> TaskSource:
+    """One deterministic partition of `source`, so a run evaluates on tasks it never trained on.
+
+    A sized source is split by hashed task id (`TaskSource.split`: stable under reordering); an unbounded
+    one by index, train the even indices and test the odd ones (two disjoint streams of the same generator).
+    None keeps the whole source."""
+    if partition is None:
+        return source
+    if partition not in PARTITIONS:
+        raise ConfigError(f"partition must be 'train', 'test' or None, got {partition!r}")
+    if source.size is None:
+        return _IndexPartition(source, partition)
+    train, test = source.split(test_fraction=test_fraction, seed=seed)
+    return train if partition == "train" else test
+
+
+class _IndexPartition(TaskSource):
+    """Every other index of an unbounded source: train 0, 2, 4, ...; test 1, 3, 5, ..."""
+
+    def __init__(self, source: TaskSource, partition: str) -> None:
+        self.source = source
+        self.offset = 0 if partition == "train" else 1
+        self.name = f"{source.name}[{partition}]"
+        self.partition = partition
+
+    def get(self, index: int) -> Task:
+        task = self.source.get(2 * index + self.offset)
+        task.metadata.setdefault("split", self.partition)
+        return task
+
+
 class ListSource(TaskSource):
     """Tasks held in memory."""
 
@@ -89,32 +125,34 @@ class GeneratorSource(TaskSource):
 
 def read_records(path: str | Path, split: str | None = None) -> list[dict[str, Any]]:
     """Rows of a JSONL / JSON / CSV / Parquet file or a Hugging Face `save_to_disk` folder."""
+    return _read_records(path, split)[1]
+
+
+def _read_records(path: str | Path, split: str | None) -> tuple[list[int] | None, list[dict[str, Any]]]:
+    """(the 1-based line of each row for JSON Lines, else None; the rows)."""
     p = Path(path).expanduser()
     if not p.exists():
         raise ConfigError(f"task file {str(p)!r} does not exist")
     if p.is_dir():
-        return _read_hf_disk(p, split)
+        return None, _read_hf_disk(p, split)
     suffix = "".join(p.suffixes[-2:]) if p.name.endswith(".jsonl.gz") else p.suffix.lower()
     if suffix in (".jsonl", ".ndjson", ".jsonl.gz"):
-        return _read_jsonl(p)
+        numbered = list(iter_jsonl(p, name=p.name, error=TaskValidationError, objects=True))
+        return [n for n, _ in numbered], [row for _, row in numbered]
     if suffix == ".json":
-        return _read_json(p, split)
+        return None, _read_json(p, split)
     if suffix == ".parquet":
         import pyarrow.parquet as pq
 
-        return pq.read_table(p).to_pylist()
+        return None, pq.read_table(p).to_pylist()
     if suffix == ".csv":
         import csv
 
         with p.open(newline="", encoding="utf-8") as f:
-            return [dict(r) for r in csv.DictReader(f)]
+            return None, [dict(r) for r in csv.DictReader(f)]
     if suffix == ".arrow":
-        return _read_arrow(p)
+        return None, _read_arrow(p)
     raise ConfigError(f"unsupported task file {p.name!r}: use .jsonl, .json, .csv, .parquet, .arrow or a datasets folder")
-
-
-def _read_jsonl(p: Path) -> list[dict[str, Any]]:
-    return read_jsonl(p, name=p.name, error=TaskValidationError, objects=True)
 
 
 def _read_json(p: Path, split: str | None) -> list[dict[str, Any]]:
@@ -176,16 +214,19 @@ def _read_hf_disk(p: Path, split: str | None) -> list[dict[str, Any]]:
     return rows
 
 
-def records_to_source(rows: list[dict[str, Any]], adapter: Adapter, name: str, split: str | None = None) -> ListSource:
-    """Convert every record now, so a bad row fails at load time with its row number."""
+def records_to_source(rows: list[dict[str, Any]], adapter: Adapter, name: str, split: str | None = None,
+                      lines: list[int] | None = None) -> ListSource:
+    """Convert every record now, so a bad row fails at load time naming it: ``NAME:LINE`` when ``lines``
+    gives each row's line in a JSON Lines file (as its parse errors do), else ``NAME row I`` (0-based)."""
     tasks = []
     for i, row in enumerate(rows):
+        where = f"{name}:{lines[i]}" if lines is not None else f"{name} row {i}"
         try:
             task = adapter(row, i)
         except TaskValidationError as exc:
-            raise TaskValidationError(f"{name} row {i}: {exc}") from None
+            raise TaskValidationError(f"{where}: {exc}") from None
         except (KeyError, TypeError, ValueError) as exc:
-            raise TaskValidationError(f"{name} row {i}: {type(exc).__name__}: {exc}") from None
+            raise TaskValidationError(f"{where}: {type(exc).__name__}: {exc}") from None
         if split is not None:
             task.metadata.setdefault("split", split)
         tasks.append(task)
@@ -243,15 +284,16 @@ def load_source(data: Any, adapter: Adapter = generic_adapter, split: str | None
 
             if ("/" not in s and "." not in s) or (not looks_like_path(s) and split_hub_id(s) is not None):
                 asset = s  # an asset name, or a Hugging Face Hub id (owner/name[:config])
+        lines = None
         if asset is not None:
             from toolgym import assets
 
             rows = assets.load_records(asset, split=split)
             label = name or f"{asset}" + (f"[{split}]" if split else "")
         else:
-            rows = read_records(s, split)
-            label = name or Path(s).name
+            lines, rows = _read_records(s, split)
+            label = Path(s).name if lines is not None else name or Path(s).name  # FILE:LINE names the file
         if limit:
             rows = rows[:limit]
-        return records_to_source(rows, adapter, label, split)
+        return records_to_source(rows, adapter, label, split, lines)
     raise ConfigError(f"cannot make a task source from {type(data).__name__}; pass a path, asset name or list")

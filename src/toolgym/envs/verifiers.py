@@ -16,7 +16,7 @@ from fractions import Fraction
 from typing import Any
 
 from toolgym._text import extract_code as _extract_code
-from toolgym.envs.answers import extract_answer, last_boxed
+from toolgym.envs.answers import MAX_ANSWER_CHARS, extract_answer, last_boxed
 
 __all__ = ["math_equal", "choice_equal", "extract_choice", "normalize_math", "extract_code", "rg_score"]
 
@@ -29,7 +29,7 @@ _UNIT_WORDS = (
 )
 _TRAILING_UNITS = re.compile(rf"^(?P<num>-?[\d.,/]+)\s*(?:(?:{_UNIT_WORDS})\b\.?\s*)+$", re.IGNORECASE)
 _THOUSANDS = re.compile(r"^-?\d{1,3}(?:,\d{3})+(?:\.\d+)?$")
-_ASSIGN = re.compile(r"^[A-Za-z](?:_\{?\w+\}?)?\s*=\s*(?P<rhs>[^=<>]+)$")
+_ASSIGN = re.compile(r"^[A-Za-z](?:_\{?\w+\}?)?\s*=\s*(?P<rhs>[^=<>\s][^=<>]*)$")  # rhs starts past the blanks
 _TEXT_CMD = re.compile(r"\\(?:text|textbf|mathrm|mbox|textrm|operatorname)\s*\{([^{}]*)\}")
 
 
@@ -49,6 +49,8 @@ def normalize_math(s: Any) -> str:
         s = boxed
     elif len(s) > 40 or "answer" in s.lower() or "<answer>" in s:
         s = extract_answer(s) or s
+    if len(s) > MAX_ANSWER_CHARS:  # no answer was found in a long message: nothing to normalize
+        return s.strip()
     s = _strip_wrappers(s)
     for a, b in (("\\dfrac", "\\frac"), ("\\tfrac", "\\frac"), ("\\left", ""), ("\\right", ""), ("\\!", ""),
                  ("\\,", ""), ("\\;", ""), ("\\:", ""), ("\\ ", " "), ("{,}", ","), ("\\displaystyle", ""),
@@ -72,7 +74,7 @@ def normalize_math(s: Any) -> str:
 
 
 _FRAC = re.compile(r"^(-?)\\frac\s*\{\s*(-?\d+)\s*\}\s*\{\s*(-?\d+)\s*\}$|^(-?)\\frac(\d)(\d)$")
-_NUMBER = re.compile(r"^[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?$")
+_NUMBER = re.compile(r"^[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?$")
 _SLASH = re.compile(r"^([+-]?\d+)\s*/\s*([+-]?\d+)$")
 
 
@@ -169,8 +171,12 @@ def math_equal(pred: Any, gold: Any, *, rel_tol: float = 1e-6, timeout_s: int = 
 
 _LETTER_ONLY = re.compile(r"^[\s(\[{*_]*\(?([A-Za-z])\)?[\s)\]}.:*_]*$")
 _LETTER_LEAD = re.compile(r"^[\s*_]*[(\[]?([A-Z])[)\].:][\s*_]")
+# "answer", then blanks and colons, "is" / "would be", "option" / "choice", each followed by its own run of
+# blanks and colons: every run is followed by a non-blank, so no two runs can trade characters (the old
+# four adjacent `\s*` backtracked in about n^4 steps on "the answer" + 230 spaces + "?")
 _LETTER_PHRASE = re.compile(
-    r"(?:answer|option|choice)\s*(?:is|would be|:)?\s*(?:option|choice)?\s*[:\s]*[(\[*]*([A-Z])\b(?![a-z'])", re.IGNORECASE
+    r"(?:answer|option|choice)[\s:]*(?:(?:is|would be)[\s:]*)?(?:(?:option|choice)[\s:]*)?[(\[*]*([A-Z])\b(?![a-z'])",
+    re.IGNORECASE,
 )
 _PAREN_LETTER = re.compile(r"\(([A-Z])\)")
 _LONE_LETTER = re.compile(r"(?<![A-Za-z'’-])([A-Z])(?![A-Za-z'’-])")

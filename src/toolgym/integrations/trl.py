@@ -201,9 +201,9 @@ def ratio_is_one(grad_accum: int, steps_per_generation: int, num_iterations: int
 
 def _make_env(env: Any, kwargs: dict[str, Any]) -> Any:
     if isinstance(env, str):
-        import toolgym
+        from toolgym.envs.registry import make_env
 
-        return toolgym.make(env, **kwargs)
+        return make_env(env, kwargs)
     if kwargs:
         raise ValueError("environment keyword arguments apply to an environment id, not to an environment instance")
     return env
@@ -371,9 +371,9 @@ def env_factory(env_id: str, **env_kwargs: Any) -> Callable[[], TRLEnv]:
     Pair it with :func:`env_reward` (same id and kwargs) for the reward and ``env_dataset(...,
     single_turn=False)`` for the prompts. TRL needs a chat template that renders tool calls.
     """
-    import toolgym
+    from toolgym.envs.registry import make_env
 
-    probe = toolgym.make(env_id, **env_kwargs)
+    probe = make_env(env_id, env_kwargs)
     try:
         schemas = list(probe.unwrapped.tool_schemas)
     finally:
@@ -384,6 +384,6 @@ def env_factory(env_id: str, **env_kwargs: Any) -> Callable[[], TRLEnv]:
     cls = type(f"TRLEnv_{_reward_name(env_id)}", (TRLEnv,), methods)
 
     def factory() -> TRLEnv:
-        return cls(toolgym.make(env_id, **env_kwargs))
+        return cls(make_env(env_id, env_kwargs))
 
     return factory

@@ -27,7 +27,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict
 from typing import Any, Literal
 
-from toolgym.errors import SandboxUnavailable, ToolgymError
+from toolgym.errors import SandboxUnavailable, ToolgymError, unknown
 from toolgym.sandbox import tenancy, waiting
 from toolgym.sandbox.pool import Pool
 from toolgym.sandbox.types import ExecResult, Limits
@@ -336,7 +336,7 @@ def make_backend(backend: str, limits: Limits, image: str | None = None):
         from toolgym.sandbox.local_backend import LocalBackend
 
         return LocalBackend(limits)
-    raise SandboxRequestError(f"unknown sandbox backend {backend!r}; choose auto, docker or local")
+    raise SandboxRequestError(unknown("sandbox backend", backend, ("auto", "docker", "local")))
 
 
 def open_sandbox(backend: Literal["auto", "docker", "local"] | str = "auto", limits: Limits | None = None,

@@ -6,7 +6,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from toolgym.errors import ConfigError
+from toolgym.errors import ConfigError, unknown
 
 MODES = ("tools", "generate", "loglik")
 
@@ -46,7 +46,7 @@ class BenchConfig:
 
             resolve_device(self.device, what="--device", local_rank=None)
         if self.mode not in MODES:
-            raise ConfigError(f"--mode must be one of {', '.join(MODES)}, got {self.mode!r}")
+            raise ConfigError(unknown("mode", self.mode, MODES, "from --mode"))
         if self.samples < 1:
             raise ConfigError("--samples must be >= 1")
         if self.limit is not None and self.limit < 1:

@@ -12,6 +12,7 @@ from typing import Any
 
 from toolgym.envs.tasks.catalog import Loaded, load
 from toolgym.envs.tasks.styles import PromptStyle
+from toolgym.errors import ConfigError
 from toolgym.suites.bench_config import BenchConfig
 from toolgym.suites.registry import CODE_ENV, SuiteEntry
 
@@ -26,6 +27,8 @@ MEMORY_MB = 512
 def entry_tasks(entry: SuiteEntry, cfg: BenchConfig) -> Loaded:
     """The entry's tasks with the prompts of cfg.mode (the first cfg.limit of them)."""
     opts = dict(entry.options)
+    if entry.source.partition(":")[0] == "env":
+        return env_tasks(entry, cfg)
     if cfg.trust_pickle:
         opts["trust_pickle"] = True
     loaded = load(entry.source, style=STYLE[cfg.mode], options=opts, seed=cfg.seed)
@@ -34,9 +37,36 @@ def entry_tasks(entry: SuiteEntry, cfg: BenchConfig) -> Loaded:
     return loaded
 
 
+ENV_SOURCE_TASKS = 100  # an `env:` entry's tasks when neither --limit nor options.tasks says
+
+
+def env_tasks(entry: SuiteEntry, cfg: BenchConfig) -> Loaded:
+    """`source: env[:PARTITION]`: the entry's environment's own tasks (default the held-out "test" partition,
+    as the trainer evaluates), the first `cfg.limit` or `options.tasks` of them. This is how a suite scores an
+    environment of your own, e.g. a trained checkpoint on the environment it was trained on. Tools mode only:
+    the environment's rubric is the grader."""
+    from toolgym.envs.registry import make_env as build
+
+    if cfg.mode != "tools":
+        raise ConfigError(f"entry {entry.name!r}: source {entry.source!r} (the environment's own tasks) is scored by "
+                          f"its rubric in tools mode; run with --mode tools (got {cfg.mode!r})")
+    partition = entry.source.partition(":")[2] or "test"
+    env = build(entry.env, entry.options.get("env_kwargs"), partition=None if partition == "all" else partition,
+                sandbox=None, seed=cfg.seed)
+    try:
+        source = getattr(env.unwrapped, "source", None)
+        if source is None:
+            raise ConfigError(f"entry {entry.name!r}: environment {entry.env!r} has no task source of its own")
+        n = int(cfg.limit or entry.options.get("tasks") or ENV_SOURCE_TASKS)
+        tasks = [source.get(i) for i in range(n if source.size is None else min(n, source.size))]
+    finally:
+        env.close()
+    return Loaded(entry.env, "env", tasks)
+
+
 def env_kwargs(entry: SuiteEntry, loaded: Loaded, cfg: BenchConfig) -> dict[str, Any]:
     """Keyword arguments of the entry's environment beyond its tasks."""
-    kwargs: dict[str, Any] = {"seed": cfg.seed}
+    kwargs: dict[str, Any] = {"seed": cfg.seed, **dict(entry.options.get("env_kwargs") or {})}
     if entry.env == CODE_ENV:
         limit = entry.options.get("time_limit_s") or TIME_LIMIT_S.get(loaded.dataset, DEFAULT_TIME_LIMIT_S)
         kwargs.update(reward_mode="all", time_limit_s=float(limit), memory_mb=MEMORY_MB, tools=cfg.mode == "tools")
@@ -46,6 +76,7 @@ def env_kwargs(entry: SuiteEntry, loaded: Loaded, cfg: BenchConfig) -> dict[str,
 def make_env(entry: SuiteEntry, tasks: Any, loaded: Loaded, cfg: BenchConfig, *, sandbox: Any) -> Any:
     """The entry's environment (`toolgym.make`) on `tasks` (a list of Tasks or a TaskSource); `sandbox`: an
     open sandbox it borrows, a backend name it opens itself, or None."""
-    import toolgym
+    from toolgym.envs.registry import make_env
 
-    return toolgym.make(entry.env, dataset=tasks, sandbox=sandbox, **env_kwargs(entry, loaded, cfg))
+    kw = env_kwargs(entry, loaded, cfg)
+    return make_env(entry.env, kw, dataset=tasks, sandbox=sandbox, seed=kw.pop("seed"))

@@ -23,7 +23,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from toolgym.errors import ConfigError
+from toolgym.envs.tasks.catalog import split_source
+from toolgym.errors import ConfigError, unknown
 
 METRIC_RE = re.compile(r"^(acc|acc_norm|(pass|avg|maj)@\d+)$")
 
@@ -60,10 +61,9 @@ class Suite:
             return self
         wanted = [s.strip() for s in subset.split(",") if s.strip()]
         names = {e.name for e in self.entries}
-        unknown = [w for w in wanted if w not in names]
-        if unknown:
-            raise ConfigError(f"suite {self.name!r} has no entry {', '.join(map(repr, unknown))}; "
-                              f"entries: {', '.join(sorted(names))}")
+        missing = [w for w in wanted if w not in names]
+        if missing:
+            raise ConfigError(unknown("suite entry", missing[0], sorted(names), f"in suite {self.name!r}"))
         return Suite(self.name, [e for e in self.entries if e.name in wanted], self.description)
 
     def to_dict(self) -> dict[str, Any]:
@@ -107,17 +107,25 @@ def builtin_suites() -> dict[str, Suite]:
     return _builtin()
 
 
+_SUITE_KEYS = ("name", "description", "entries")
+_ENTRY_KEYS = ("name", "env", "source", "metric", "options", "optional")
+
+
 def suite_from_dict(data: dict[str, Any], where: str = "suite") -> Suite:
+    for key in data if isinstance(data, dict) else ():  # a typo'd key is named as such, not as what it lacks
+        if key not in _SUITE_KEYS:
+            raise ConfigError(unknown("suite key", key, _SUITE_KEYS, f"in {where}"))
     if not isinstance(data, dict) or not isinstance(data.get("entries"), list) or not data["entries"]:
         raise ConfigError(f"{where}: needs a non-empty 'entries' list")
     entries = []
     for i, e in enumerate(data["entries"]):
+        for key in e if isinstance(e, dict) else ():
+            if key not in _ENTRY_KEYS:
+                raise ConfigError(unknown("suite entry key", key, _ENTRY_KEYS, f"in {where}, entry {i + 1}"))
         missing = [k for k in ("name", "env", "source", "metric") if not (isinstance(e, dict) and e.get(k))]
         if missing:
-            raise ConfigError(f"{where}: entry {i} is missing {', '.join(missing)}")
-        extra = set(e) - {"name", "env", "source", "metric", "options", "optional"}
-        if extra:
-            raise ConfigError(f"{where}: entry {e['name']!r} has unknown field(s) {', '.join(sorted(extra))}")
+            raise ConfigError(f"{where}: entry {i + 1} is missing {', '.join(missing)}")
+        split_source(str(e["source"]))  # a typo'd kind is refused before a run folder is made
         entries.append(SuiteEntry(str(e["name"]), str(e["env"]), str(e["source"]), str(e["metric"]),
                                   dict(e.get("options") or {}), bool(e.get("optional", False))))
     names = [e.name for e in entries]
@@ -142,4 +150,4 @@ def load_suite(name_or_path: str) -> Suite:
         except yaml.YAMLError as exc:
             raise ConfigError(f"{p}: invalid YAML ({exc.__class__.__name__})") from None
         return suite_from_dict(data, str(p))
-    raise ConfigError(f"unknown suite {name_or_path!r}; use one of {', '.join(suites)} or a YAML file")
+    raise ConfigError(unknown("suite", name_or_path, suites, "or a suite YAML file"))

@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from toolgym.envs.registry import spec as env_spec
 from toolgym.envs.tasks.catalog import NotConfigured
 from toolgym.errors import AssetError, ConfigError, ToolgymError
 from toolgym.suites.bench_config import MODES as MODES
@@ -26,6 +27,7 @@ from toolgym.suites.generate_mode import run_generate
 from toolgym.suites.loglik_mode import run_loglik
 from toolgym.suites.records import RecordStore
 from toolgym.suites.registry import Suite, load_suite
+from toolgym.suites.sampling import check_names
 from toolgym.suites.sampling import make_sampler as make_sampler
 from toolgym.suites.tools_mode import run_tools_entry
 
@@ -64,6 +66,9 @@ def run_benchmark(cfg: BenchConfig, out_dir: str | Path, *, log: Log = print, su
     from toolgym.suites.report import build_report, write_report
 
     suite = (suite or load_suite(cfg.suite)).select(cfg.subset)
+    check_names(cfg)
+    for entry in suite.entries:  # a suite file's typo'd env id: one line before the run folder is made
+        env_spec(entry.env)
     _seed_everything(cfg.seed)
     store = RecordStore(out_dir)
     store.check_config(cfg.to_dict())

@@ -8,6 +8,21 @@ from toolgym.errors import ConfigError
 from toolgym.suites.bench_config import BenchConfig, Log
 
 
+def check_names(cfg: BenchConfig) -> None:
+    """Resolve every name the run will load (sampler, model, tokenizer) before anything is written or
+    loaded, so a typo is one line and no half-started run folder."""
+    from toolgym.agents.samplers import get_sampler
+    from toolgym.suites.models import resolve_model
+
+    if cfg.completions is not None:  # scored from a file: the model is only a label
+        return
+    remote = cfg.mode != "loglik" and get_sampler(cfg.sampler).remote
+    if not remote:  # a remote sampler's model is the server's name for it
+        resolve_model(cfg.model)
+    if cfg.tokenizer or remote:
+        resolve_model(cfg.tokenizer or cfg.model, "tokenizer")
+
+
 def make_sampler(cfg: BenchConfig) -> tuple[Any, Any]:
     """(sampler, chat template) for cfg.sampler, a registered sampler (toolgym.agents.samplers)."""
     from toolgym.agents.chat import ChatTemplate

@@ -40,6 +40,7 @@ from toolgym.training.config_schema import (
     TrainConfig,
 )
 from toolgym.training.config_types import build
+from toolgym.training.examples import find_config
 
 __all__ = ["AGGS", "CLIP_MODES", "RATIOS", "AdvantageConfig", "Agg", "CheckpointConfig", "ClipMode", "EvalConfig",
            "LoggingConfig", "LoraConfig", "LossConfig", "ModelConfig", "OptimizerConfig", "Ratio", "RayConfig",
@@ -64,11 +65,9 @@ def load_config(source: str | Path | dict[str, Any], overrides: list[str] | None
     if isinstance(source, dict):
         data: Any = _deepcopy(source)
     else:
-        p = Path(source)
+        p = find_config(source)
         try:
             data = yaml.safe_load(p.read_text())
-        except FileNotFoundError:
-            raise ConfigError(f"config file not found: {p}") from None
         except yaml.YAMLError as exc:
             raise ConfigError(f"config file {p} is not valid YAML: {str(exc).splitlines()[0]}") from None
         if data is None:

@@ -8,13 +8,12 @@ and naming the dotted field and the allowed values on a mismatch, with a close m
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import math
 import types
 import typing
 from typing import Any, Literal, Union
 
-from toolgym.errors import ConfigError
+from toolgym.errors import ConfigError, unknown
 
 
 def type_name(tp: Any) -> str:
@@ -109,10 +108,7 @@ def build(cls: type, data: Any, path: str) -> Any:
     names = [f.name for f in dataclasses.fields(cls) if f.name not in apart]
     for key in data:
         if key not in names and key not in apart:
-            close = difflib.get_close_matches(str(key), names, n=1)
-            hint = f" (did you mean {close[0]!r}?)" if close else ""
-            dotted = f"{path}.{key}" if path else str(key)
-            raise ConfigError(f"unknown key {dotted!r}{hint}; allowed in {where}: {', '.join(names)}")
+            raise ConfigError(unknown(f"{path} key" if path else "config key", key, names))
     kwargs = {k: convert(hints[k], v, f"{path}.{k}" if path else k) for k, v in data.items() if k in names}
     for k in names:  # absent sections are built from their defaults, and checked like given ones
         if k not in kwargs and dataclasses.is_dataclass(hints[k]):

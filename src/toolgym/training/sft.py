@@ -31,12 +31,11 @@ def arith_demonstrations(n: int, seed: int = 0, tool_fraction: float = 0.5, dire
     ``print(expr)`` prints, i.e. the exact value. Indices start at ``first_index`` so that they do not
     coincide with the RL prompts (which start at 0).
     """
-    import toolgym
+    from toolgym.envs.registry import make_env
     from toolgym.envs.tasks.arith import PART_SEPARATOR, question
 
     kw = {k: v for k, v in (env_kwargs or {}).items() if k != "sandbox"}
-    kw.setdefault("partition", "train")
-    env = toolgym.make(env_id, sandbox=None, **kw)
+    env = make_env(env_id, kw, sandbox=None, partition="train")
     rng = random.Random(f"demos:{seed}")
     out = []
     try:

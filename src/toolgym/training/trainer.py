@@ -33,6 +33,7 @@ import torch
 from toolgym._stop import Stopped, held, released
 from toolgym.agents.samplers import get_sampler, names_where
 from toolgym.agents.trajectory import Trajectory
+from toolgym.envs.registry import spec as env_spec
 from toolgym.errors import ConfigError
 from toolgym.training import data_parallel as D
 from toolgym.training.algorithms import Objective, RolloutBatch, StepContext, get_algorithm
@@ -69,6 +70,8 @@ class Trainer:
             raise ConfigError(f"mini_batches: must divide the {per // self.dist.world} prompts each process gets per step; "
                               f"got {cfg.mini_batches}")
         self.sampler_spec = get_sampler(cfg.rollout.sampler, "rollout.sampler")
+        for env_id in dict.fromkeys([cfg.rollout.env, cfg.eval.env or cfg.rollout.env]):
+            env_spec(env_id)  # a typo'd id is one line before output_dir is made or a model loaded
         if self.sampler_spec.needs_weight_push and self.dist.world > 1:
             raise ConfigError(f"rollout.sampler={cfg.rollout.sampler} runs one engine beside a single trainer process; "
                               f"with torchrun use sampler: {names_where('in_process')} (or distributed: ray for "
@@ -302,10 +305,10 @@ class Trainer:
         return out
 
     def _probe_source_size(self) -> int:
-        import toolgym
+        from toolgym.envs.registry import make_env
 
         kw = {k: v for k, v in self._env_kwargs(self.cfg.rollout.env_kwargs, self.cfg.rollout.split).items() if k != "sandbox"}
-        env = toolgym.make(self.cfg.rollout.env, sandbox=None, **kw)
+        env = make_env(self.cfg.rollout.env, kw, sandbox=None)
         try:
             src = getattr(env.unwrapped, "source", None)
             return int(getattr(src, "size", 0) or 0)

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from toolgym._jsonl import why
 from toolgym.agents.storage import HEADER_KIND, RolloutFileError, check_schema, read_header
 from toolgym.agents.trajectory import Trajectory
 
@@ -131,7 +132,8 @@ def build_index(path: str | os.PathLike, chunk_bytes: int = CHUNK_BYTES,
                     index.warnings.append(f"line {lineno} is incomplete (was the writer interrupted, or is it "
                                           "still running?): left out")
                     break
-                raise RolloutFileError(f"{path}:{lineno}: not valid JSON ({exc})") from None
+                raise RolloutFileError(f"{path}:{lineno}: not valid JSON "
+                                       f"({why(exc, line.decode('utf-8', 'replace'))})") from None
             if not isinstance(obj, dict):
                 raise RolloutFileError(f"{path}:{lineno}: expected a JSON object, got {type(obj).__name__}")
             if obj.get("kind") == HEADER_KIND:  # the header line of a file from an older toolgym

@@ -74,9 +74,9 @@ def get_parser(parser: str | ToolCallParser) -> ToolCallParser:
             return CombinedParser(primary=FORMATS[base]())
         if not plus and parser in PARSERS:
             return PARSERS[parser]()
-    from toolgym.errors import ConfigError
+    from toolgym.errors import ConfigError, unknown
 
-    raise ConfigError(f"unknown tool-call parser {parser!r}; choose one of {', '.join(parser_names())}")
+    raise ConfigError(unknown("tool-call parser", parser, parser_names()))
 
 
 def get_format(parser: str | ToolCallParser) -> ToolCallParser:
@@ -85,9 +85,9 @@ def get_format(parser: str | ToolCallParser) -> ToolCallParser:
         return parser
     if isinstance(parser, str) and parser in FORMATS:
         return FORMATS[parser]()
-    from toolgym.errors import ConfigError
+    from toolgym.errors import ConfigError, unknown
 
-    raise ConfigError(f"unknown tool-call format {parser!r}; choose one of {', '.join(FORMATS)}")
+    raise ConfigError(unknown("tool-call format", parser, FORMATS))
 
 
 __all__ = [

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from toolgym.envs.sources import Adapter, ListSource, TaskSource, load_source
+from toolgym.envs.sources import Adapter, ListSource, TaskSource, load_source, partition_source
 from toolgym.envs.tasks import catalog
 from toolgym.errors import ConfigError
 
@@ -30,9 +30,4 @@ def build_source(data: Any, adapter: Adapter, *, kind: str | None = None, split:
         source: TaskSource = ListSource(loaded.tasks[:limit] if limit else loaded.tasks, str(data), split=split)
     else:
         source = load_source(data, adapter=adapter, split=split, limit=limit)
-    if partition is None:
-        return source
-    if partition not in ("train", "test"):
-        raise ConfigError(f"partition must be 'train', 'test' or None, got {partition!r}")
-    train, test = source.split(test_fraction=test_fraction, seed=seed)
-    return train if partition == "train" else test
+    return partition_source(source, partition, seed=seed, test_fraction=test_fraction)

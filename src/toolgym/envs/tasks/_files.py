@@ -29,16 +29,26 @@ def data_files(path: str | Path, pattern: str = "*") -> list[Path]:
 
 def iter_records(path: Path) -> Iterator[dict[str, Any]]:
     """Records of one file; a malformed line names the file and line."""
+    for _, row in iter_numbered_records(path):
+        yield row
+
+
+def iter_numbered_records(path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
+    """(where, record) of one file: ``FILE:LINE`` for JSON Lines (1-based, blank lines counted, as an editor
+    and the parse error number them), ``FILE record N`` (1-based) for a JSON array or Parquet rows."""
     if path.suffix == ".parquet":
         try:
             import pyarrow.parquet as pq
         except ImportError:
             raise ConfigError(f"{path}: reading Parquet needs pyarrow (pip install 'toolgym[tasks]')") from None
-        yield from pq.read_table(path).to_pylist()
+        for n, row in enumerate(pq.read_table(path).to_pylist(), 1):
+            yield f"{path} record {n}", row
         return
     if path.suffix == ".json":
         data = json.loads(path.read_text(encoding="utf-8"))
-        yield from (data if isinstance(data, list) else data.get("data", data.get("problems", [])))
+        rows = data if isinstance(data, list) else data.get("data", data.get("problems", []))
+        for n, row in enumerate(rows, 1):
+            yield f"{path} record {n}", row
         return
-    for _, row in iter_jsonl(path, error=ConfigError):
-        yield row
+    for line, row in iter_jsonl(path, error=ConfigError):
+        yield f"{path}:{line}", row

@@ -26,11 +26,12 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
+from toolgym._jsonl import iter_jsonl
 from toolgym.envs.sources import TaskValidationError
 from toolgym.envs.tasks import codecontests, function_sets, gpqa, livecodebench, math_records, multiple_choice
 from toolgym.envs.tasks.styles import PromptStyle, check_style
 from toolgym.envs.types import Task
-from toolgym.errors import AssetError, ConfigError
+from toolgym.errors import AssetError, ConfigError, unknown
 
 KINDS = ("asset", "livecodebench", "codecontests", "gpqa", "aime", "kattis")
 MC_DATASETS = ("arc_challenge", "arc_easy", "mmlu", "sciq", "openbookqa")
@@ -73,10 +74,11 @@ def expand(path: str) -> str:
     return expanded
 
 
-def _split(source: str) -> tuple[str, str]:
+def split_source(source: str) -> tuple[str, str]:
+    """(kind, what) of a "KIND:WHAT" source string; an unknown kind is the one unknown-name line."""
     kind, _, rest = source.partition(":")
     if kind not in KINDS or not rest:
-        raise ConfigError(f"unknown task source {source!r}; use one of {', '.join(k + ':...' for k in KINDS)}")
+        raise ConfigError(unknown("task source", kind, KINDS, f"in {source!r}: a source is KIND:WHAT"))
     return kind, rest
 
 
@@ -94,7 +96,7 @@ def _asset(rest: str, opts: dict[str, Any]) -> tuple[str, str | None, str]:
 def dataset_of(source: str, options: dict[str, Any] | None = None) -> str | None:
     """The family dataset a source string holds, or None for an asset that is no benchmark dataset
     (an environment then reads it with its own record adapter)."""
-    kind, rest = _split(source)
+    kind, rest = split_source(source)
     if kind != "asset":
         return FILE_DATASETS[kind]
     opts = dict(options or {})
@@ -106,7 +108,7 @@ def load(source: str, *, style: PromptStyle = "env", options: dict[str, Any] | N
     """The tasks of a source string (see the module docstring), with the prompts of `style`."""
     check_style(style)
     opts = dict(options or {})
-    kind, rest = _split(source)
+    kind, rest = split_source(source)
     if kind == "asset":
         name, split, dataset = _asset(rest, opts)
         if dataset not in TASK_KIND:
@@ -115,8 +117,12 @@ def load(source: str, *, style: PromptStyle = "env", options: dict[str, Any] | N
                               "options.dataset names the dataset it holds)")
         from toolgym import assets
 
-        rows = list(assets.load_records(name, split=split))
-        return Loaded(dataset, TASK_KIND[dataset], _asset_tasks(dataset, rows, style, opts))
+        if name.endswith(".jsonl") and os.path.isfile(name):  # the user's file: a bad record is FILE:LINE, as
+            numbered = list(iter_jsonl(name, error=AssetError, objects=True))  # a bad line of it is
+            rows, where = [row for _, row in numbered], [f"{name}:{n}" for n, _ in numbered]
+        else:
+            rows, where = list(assets.load_records(name, split=split)), None
+        return Loaded(dataset, TASK_KIND[dataset], _asset_tasks(dataset, rows, style, opts, where))
     dataset = FILE_DATASETS[kind]
     path = expand(rest)
     if kind == "livecodebench":
@@ -134,29 +140,33 @@ def load(source: str, *, style: PromptStyle = "env", options: dict[str, Any] | N
     return Loaded(dataset, TASK_KIND[dataset], tasks)
 
 
-def _asset_tasks(dataset: str, rows: list[dict[str, Any]], style: PromptStyle, opts: dict[str, Any]) -> list[Task]:
+def _asset_tasks(dataset: str, rows: list[dict[str, Any]], style: PromptStyle, opts: dict[str, Any],
+                 where: list[str] | None = None) -> list[Task]:
     if dataset in function_sets.TASKS:
         build = function_sets.TASKS[dataset]
-        return _each(dataset, rows, lambda r, i: build(r, i, style))
+        return _each(dataset, rows, lambda r, i: build(r, i, style), where=where)
     if dataset in MATH_DATASETS:
-        return _each(dataset, rows, lambda r, i: math_records.math_task(r, i, style=style))
+        return _each(dataset, rows, lambda r, i: math_records.math_task(r, i, style=style), where=where)
     keep = multiple_choice.subject_filter(opts.get("subjects")) if dataset == "mmlu" else None
     return _each(dataset, rows, lambda r, i: multiple_choice.mc_task(r, i, style=style, dataset=dataset),
-                 keep=lambda r: keep is None or r.get("subject") in keep)
+                 keep=lambda r: keep is None or r.get("subject") in keep, where=where)
 
 
-def _each(name: str, rows: list[dict[str, Any]], build: Any, keep: Any = None) -> list[Task]:
-    """Every (kept) row's Task; a bad row raises TaskValidationError naming it (as `records_to_source`)."""
+def _each(name: str, rows: list[dict[str, Any]], build: Any, keep: Any = None,
+          where: list[str] | None = None) -> list[Task]:
+    """Every (kept) row's Task; a bad row raises TaskValidationError naming it (as `records_to_source`):
+    ``where[i]`` (a JSON Lines file's FILE:LINE) when given, else ``NAME row I``."""
     out = []
     for i, row in enumerate(rows):
         if keep is not None and not keep(row):
             continue
+        at = where[i] if where is not None else f"{name} row {i}"
         try:
             out.append(build(row, i))
         except TaskValidationError as exc:
-            raise TaskValidationError(f"{name} row {i}: {exc}") from None
+            raise TaskValidationError(f"{at}: {exc}") from None
         except (KeyError, TypeError, ValueError) as exc:
-            raise TaskValidationError(f"{name} row {i}: {type(exc).__name__}: {exc}") from None
+            raise TaskValidationError(f"{at}: {type(exc).__name__}: {exc}") from None
     return out
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from toolgym.envs.sources import TaskValidationError, require
-from toolgym.envs.tasks._files import data_files, iter_records
+from toolgym.envs.tasks._files import data_files, iter_numbered_records
 from toolgym.envs.tasks.styles import PromptStyle
 from toolgym.envs.types import Task
 
@@ -75,5 +75,5 @@ def math_adapter(row: dict[str, Any], index: int) -> Task:
 def load_aime(path: str | Path, *, style: PromptStyle = "env") -> list[Task]:
     """Tasks of AIME-format files: an id ("id"/"ID"/"problem_id", else FILE-N), the statement
     ("problem"/"Problem"/"question") and an integer answer ("answer"/"Answer"); "year" optional."""
-    return [math_task(row, n, style=style, default_id=f"{f.stem}-{n}", where=f"{f} record {n}: ")
-            for f in data_files(path) for n, row in enumerate(iter_records(f))]
+    return [math_task(row, n, style=style, default_id=f"{f.stem}-{n}", where=f"{where}: ")
+            for f in data_files(path) for n, (where, row) in enumerate(iter_numbered_records(f))]

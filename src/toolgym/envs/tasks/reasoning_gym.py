@@ -13,7 +13,6 @@ worker alike, so the same seed and index always give the same task.
 
 from __future__ import annotations
 
-import difflib
 import functools
 import json
 from typing import Any
@@ -25,7 +24,7 @@ from toolgym.envs.scorer_worker import ScorerFailed, ScorerTimeout, in_worker, w
 from toolgym.envs.sources import GeneratorSource
 from toolgym.envs.types import Task
 from toolgym.envs.verifiers import rg_score
-from toolgym.errors import ConfigError
+from toolgym.errors import ConfigError, unknown
 
 SYSTEM_PROMPT = "Solve the task. Put only the final answer between <answer> and </answer>."
 TOOL_PROMPT = SYSTEM_PROMPT + " You may run Python by writing a ```python code block; its output is returned."
@@ -40,9 +39,7 @@ def _dataset(name: str, seed: int, config_json: str) -> Any:
     from reasoning_gym.factory import DATASETS
 
     if name not in DATASETS:
-        close = difflib.get_close_matches(name, list(DATASETS), n=3)
-        hint = f"; did you mean {', '.join(close)}?" if close else ""
-        raise ConfigError(f"unknown reasoning-gym dataset {name!r}{hint}")
+        raise ConfigError(unknown("reasoning-gym dataset", name, sorted(DATASETS)))
     try:
         ds = reasoning_gym.create_dataset(name, seed=seed, size=2**31 - 1, **json.loads(config_json))
     except (TypeError, ValueError, AssertionError) as exc:

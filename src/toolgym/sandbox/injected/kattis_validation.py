@@ -27,7 +27,7 @@ from common import EVAL_UID, RUN_UID, wipe
 
 AC_EXIT, WA_EXIT = 42, 43
 FEEDBACK_BYTES = 4096
-_FLOAT = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?\Z")
+_FLOAT = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?\Z")  # digit runs cannot trade digits
 _CACHE = {}  # sources digest -> compiled validator bytes, for the later jobs of one call
 Run = None  # the harness's Run class, set by the harness
 

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from toolgym.errors import ConfigError
+from toolgym.errors import ConfigError, unknown
 from toolgym.training.config_schema import LossConfig, TrainConfig
 
 if TYPE_CHECKING:
@@ -58,5 +58,5 @@ def register_algorithm(name: str, defaults: dict[str, Any], options: type | None
 
 def get_algorithm(name: str) -> Algorithm:
     if name not in ALGORITHMS:
-        raise ConfigError(f"algorithm: must be one of {', '.join(repr(a) for a in ALGORITHMS)}; got {name!r}")
+        raise ConfigError(unknown("algorithm", name, ALGORITHMS))
     return ALGORITHMS[name]
