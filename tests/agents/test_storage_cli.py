@@ -85,8 +85,11 @@ def test_rollout_command_writes_a_readable_file(tiny_dir, tmp_path):
     assert res.returncode == 0, res.stderr[-2000:]
     summary = json.loads(res.stdout)
     assert summary["episodes"] == 4 and summary["groups"] == 2
-    # progress off a terminal: one plain stderr line per finished group
-    assert [x.split(" done")[0] for x in res.stderr.splitlines() if x.startswith("group ")] == ["group 1/2", "group 2/2"]
+    # progress off a terminal: what it is doing first, then plain stderr lines of episodes done (the first and
+    # the last at least; at most one every few seconds between them)
+    err = res.stderr.splitlines()
+    assert err[0].startswith("loading the model: ") and err[1].startswith("sampling 2 tasks x 2 episodes")
+    assert [x.split(" ")[1] for x in err if x.startswith("episodes ")] == ["0/4", "1/4", "4/4"]
     trajs = read_jsonl(out)
     meta = read_header(out)["meta"]
     assert len(trajs) == 4 and meta["env_id"] == "toolgym/Arith-v0" and meta["complete"] is True

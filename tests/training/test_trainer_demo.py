@@ -28,6 +28,8 @@ def test_readme_main_job_runs_end_to_end(tmp_path):
     assert p.returncode == 0, p.stderr[-3000:]
     assert "| before RL | 0 |" in p.stdout and "| after RL | 3 |" in p.stdout
     assert f"plot: {out / 'curves.png'}" in p.stdout
+    # the demo saves its steps' rollouts and ends with the command that shows them
+    assert p.stdout.splitlines()[-1] == f"rollouts: toolgym rollouts view {out / 'rollouts' / 'step-0003.jsonl'}"
     recs = read_metrics(out)
     train = [r for r in recs if r["kind"] == "train"]
     assert [r["step"] for r in train] == [1, 2, 3]

@@ -41,6 +41,22 @@ def test_out_writes_one_page_beside_the_file_by_default(tmp_path):
     assert json.loads(res.output) == {"page": str(tmp_path / "p.html"), "data_dir": None, "chunks": 1, "episodes": 5}
 
 
+def test_out_takes_a_folder_new_or_existing(tmp_path):
+    path = tmp_path / "step-0003.jsonl"
+    write_jsonl(path, [_traj(i) for i in range(3)])
+    (tmp_path / "old").mkdir()
+    for out in ("pages", "old", "nested/pages"):
+        res = CliRunner().invoke(app, ["rollouts", "view", str(path), "--out", str(tmp_path / out)])
+        assert res.exit_code == 0, res.output
+        assert res.output.strip() == f"wrote {tmp_path / out / 'step-0003.html'}: 3 episodes"
+        assert (tmp_path / out / "step-0003.html").read_text().startswith("<!doctype html>")
+    (tmp_path / "notes").write_text("x")  # an existing file that is not a page is neither
+    res = subprocess.run([TOOLGYM, "rollouts", "view", str(path), "--out", str(tmp_path / "notes")],
+                         capture_output=True, text=True)
+    assert res.returncode == 2 and res.stderr.strip() == f"error: --out must name an .html file or a folder, got {tmp_path / 'notes'}"
+    assert (tmp_path / "notes").read_text() == "x"
+
+
 def test_server_answers_pages_of_episodes_on_loopback_only(tmp_path):
     path = tmp_path / "run.jsonl"
     write_jsonl(path, [_traj(i, task_id=f"marker-{i}", turns=[{"role": "user", "content": f"turn-{i}"}])
@@ -93,7 +109,7 @@ def test_bad_input_is_one_line(tmp_path):
     cases = [([str(tmp_path / "missing.jsonl")], "cannot read rollout file"),
              ([str(path), "--serve", "--port", str(taken.getsockname()[1])], "cannot listen on 127.0.0.1"),
              ([str(path), "--serve", "--out", str(tmp_path / "x.html")], "choose one"),
-             ([str(path), "--out", str(tmp_path / "x.txt")], "must name an .html file")]
+             ([str(path), "--out", str(tmp_path / "x.txt")], "must name an .html file or a folder")]
     bad = tmp_path / "bad.jsonl"
     bad.write_text("[1]\n")
     cases.append(([str(bad)], "bad.jsonl:1: expected a JSON object"))

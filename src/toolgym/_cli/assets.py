@@ -12,9 +12,12 @@ Progress and licenses go to stderr, results (paths, JSON) to stdout, so
 from __future__ import annotations
 
 import json
+import time
 from typing import Any
 
 import typer
+
+from toolgym._progress import eta_text
 
 app = typer.Typer(no_args_is_help=True, help="Fetch models and datasets into the offline cache.")
 
@@ -43,7 +46,11 @@ def fetch(
         if name not in assets.KNOWN_ASSETS:
             _fail(AssetError(unknown("asset", name, assets.KNOWN_ASSETS)))
     done: list[dict[str, Any]] = []
-    for name in names:
+    t0 = time.perf_counter()
+    for i, name in enumerate(names):
+        if len(names) > 1:  # each asset's own steps follow as log lines (download, build, verify)
+            typer.echo(f"asset {i + 1}/{len(names)}: {name} ({eta_text(i, len(names), time.perf_counter() - t0)})",
+                       err=True)
         try:
             path = assets.fetch(name, force=force)
         except AssetError as exc:

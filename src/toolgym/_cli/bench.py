@@ -18,6 +18,7 @@ from typing import Any
 import typer
 from typer.core import TyperGroup
 
+from toolgym._stop import Stopped, command_line, signals
 from toolgym._text import printable
 
 
@@ -86,14 +87,19 @@ def run(
         def log(msg: str) -> None:
             print(printable(msg), file=stream, flush=True)  # progress lines quote entries' errors
 
-        report = run_benchmark(cfg, out_dir, log=log)
+        with signals():
+            report = run_benchmark(cfg, out_dir, log=log)
     except Interrupted as exc:
         # A sampler thread may still be inside a forward pass; a normal interpreter exit would then
         # abort in C++ ("terminate called"). The report is written: leave at once.
-        typer.echo(printable(f"error: {exc}"), err=True)
+        typer.echo(printable(f"stopped ({exc.signal_name}): partial report in {exc.report}; resume: {command_line()}"),
+                   err=True)
         sys.stdout.flush()
         sys.stderr.flush()
-        os._exit(130)
+        os._exit(exc.exit_code)
+    except Stopped as stop:  # before the first entry started: nothing to report yet
+        typer.echo(f"stopped ({stop.name}) before any task ran; resume: {command_line()}", err=True)
+        raise typer.Exit(stop.exit_code) from None
     except ToolgymError as exc:
         _err(str(exc))
         return

@@ -9,6 +9,7 @@ sidecar FILE.jsonl.meta.json says `"complete": true` once every group is written
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -16,6 +17,8 @@ from typing import Any
 
 import typer
 
+from toolgym._progress import Bar
+from toolgym._stop import Stopped, command_line, signals
 from toolgym._text import printable
 from toolgym.errors import ConfigError
 
@@ -69,7 +72,8 @@ def rollout(
                                     "the chat template)"),
     as_json: bool = typer.Option(False, "--json", help="print the summary as JSON"),
     progress: bool = typer.Option(True, "--progress/--no-progress",
-                                  help="show progress on stderr (a bar on a terminal, a line per group otherwise)"),
+                                  help="show progress on stderr (a bar on a terminal, a line every few seconds "
+                                       "otherwise)"),
 ) -> None:
     """Sample G episodes for each of N tasks and write their token-exact trajectories to JSONL."""
     import asyncio
@@ -102,6 +106,12 @@ def rollout(
         params = SamplingParams(temperature=temperature, top_p=top_p, top_k=top_k, max_tokens=max_tokens, seed=seed)
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
+
+    def say(msg: str) -> None:  # what it is doing, before the first episode ends
+        if progress:
+            typer.echo(msg, err=True)
+
+    say(f"loading the model: {model} ({sampler} sampler)")
     if spec.remote:  # the served model name; the tokenizer comes from a local copy
         smp = build_sampler(sampler, model, base_url=base_url, max_model_len=max_total_tokens)
         tok_ref = _resolve_model(tokenizer or model, "tokenizer")
@@ -120,12 +130,24 @@ def rollout(
             "sampling": params.to_dict(), "max_turns": max_turns, "max_total_tokens": max_total_tokens,
             "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "complete": False}
     t0 = time.perf_counter()
-    with RolloutWriter(out, meta) as writer, _Progress(tasks, group, progress) as bar:
-        def done(_ti: int, trajs: list[Any]) -> None:
-            writer.write(trajs)
-            bar.advance(trajs)
+    say(f"sampling {tasks} tasks x {group} episodes of {env_id} -> {out}")
+    tally = _Tally()
+    try:
+        with signals(), RolloutWriter(out, meta) as writer, \
+                Bar("episodes", tasks * group, stream=sys.stderr, enabled=progress, every_s=5.0) as bar:
+            finished = _Tally()  # episodes as they end, for the display; `tally` counts what is in the file
 
-        groups = asyncio.run(runner.arun(specs, group, on_group=done))
+            def episode(traj: Any) -> None:
+                finished.add([traj])
+                bar.update(finished.episodes, f"mean reward {finished.mean:.3f}")
+
+            def done(_ti: int, trajs: list[Any]) -> None:
+                writer.write(trajs)
+                tally.add(trajs)
+
+            groups = asyncio.run(runner.arun(specs, group, on_group=done, on_episode=episode))
+    except Stopped as stop:
+        _stopped(stop, out, meta, tally, tasks, time.perf_counter() - t0)
     wall = time.perf_counter() - t0
     trajs = [t for g in groups for t in g]
     write_meta(out, {**meta, "complete": True, "episodes": len(trajs), "wall_s": round(wall, 3)})
@@ -144,41 +166,34 @@ def rollout(
                              f"model tokens, {summary['errors']} errors; finish: {summary['finish_reasons']}"))
 
 
-class _Progress:
-    """Groups done so far on stderr: a rich bar on a terminal, one plain line per group otherwise."""
+class _Tally:
+    """Groups and episodes written so far, and their mean reward."""
 
-    def __init__(self, tasks: int, group: int, enabled: bool) -> None:
-        self.total, self.group, self.enabled = tasks, group, enabled
-        self.done = self.episodes = 0
+    def __init__(self) -> None:
+        self.groups = self.episodes = 0
         self.reward = 0.0
-        self.t0 = time.perf_counter()
-        self._bar: Any = None
 
-    def __enter__(self) -> _Progress:
-        if self.enabled and sys.stderr.isatty():
-            from rich.console import Console
-            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-            self._bar = Progress(TextColumn("groups"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.description}"),
-                                 TimeElapsedColumn(), console=Console(stderr=True), transient=True)
-            self._bar.start()
-            self._task = self._bar.add_task("", total=self.total)
-        return self
-
-    def advance(self, trajs: list[Any]) -> None:
-        self.done += 1
+    def add(self, trajs: list[Any]) -> None:
+        self.groups += 1
         self.episodes += len(trajs)
         self.reward += sum(t.reward for t in trajs)
-        mean = self.reward / max(1, self.episodes)
-        if self._bar is not None:
-            self._bar.update(self._task, advance=1, description=f"mean reward {mean:.3f}")
-        elif self.enabled:
-            typer.echo(f"group {self.done}/{self.total} done: {self.episodes} episodes, mean reward {mean:.3f}, "
-                       f"{time.perf_counter() - self.t0:.1f} s", err=True)
 
-    def __exit__(self, *exc: object) -> None:
-        if self._bar is not None:
-            self._bar.stop()
+    @property
+    def mean(self) -> float:
+        return self.reward / max(1, self.episodes)
+
+
+def _stopped(stop: Stopped, out: Path, meta: dict[str, Any], tally: _Tally, tasks: int, wall: float) -> None:
+    """SIGINT/SIGTERM: the finished groups are in the file (the sidecar says how many, complete: false); one
+    line says so with the command that samples the whole set again; exit 128 + the signal."""
+    from toolgym.agents.storage import write_meta
+
+    write_meta(out, {**meta, "complete": False, "episodes": tally.episodes, "wall_s": round(wall, 3)})
+    typer.echo(printable(f"stopped after {tally.groups} of {tasks} groups ({stop.name}): {tally.episodes} finished "
+                         f"episodes in {out}; run again: {command_line()}"), err=True)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(stop.exit_code)  # a sampler thread may be inside a forward pass: leave without joining it
 
 
 def _count(items: Any) -> dict[str, int]:

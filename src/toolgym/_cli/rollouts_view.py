@@ -12,7 +12,8 @@ from toolgym.errors import ConfigError
 
 def view(
     file: Path = typer.Argument(..., help="a JSONL rollout file (`toolgym rollout`, or a training step's)"),
-    out: Path = typer.Option(None, "--out", help="write a page that opens from disk (default: FILE with .html)"),
+    out: Path = typer.Option(None, "--out", help="write a page that opens from disk: a .html file, or a folder "
+                                                 "(gets FILE's name with .html; default: beside FILE)"),
     serve: bool = typer.Option(False, "--serve", help="serve the page on 127.0.0.1 instead (for big files)"),
     port: int = typer.Option(8765, "--port", min=0, max=65535, help="--serve: the port (0: any free one)"),
     page_size: int = typer.Option(20, "--page-size", min=1, max=200, help="episodes per page of the list"),
@@ -51,7 +52,7 @@ def view(
         return
     from toolgym.viewer.static import write_static
 
-    res = write_static(index, out if out is not None else file.with_suffix(".html"), pieces,
+    res = write_static(index, page_path(file, out), pieces,
                        inline_limit=int(inline_mb * (1 << 20)), page_size=page_size)
     if as_json:
         typer.echo(json.dumps({"page": str(res.page), "data_dir": str(res.data_dir) if res.data_dir else None,
@@ -59,3 +60,15 @@ def view(
         return
     where = f", episode data in {res.data_dir}/ ({res.chunks} chunks: keep it beside the page)" if res.data_dir else ""
     typer.echo(f"wrote {res.page}: {res.episodes} episodes{where}")
+
+
+def page_path(file: Path, out: Path | None) -> Path:
+    """Where the page goes: ``out`` when it names a .html file, ``out/<FILE's name>.html`` when it is a folder
+    (one that exists, or a name without a suffix), else FILE with .html."""
+    if out is None:
+        return file.with_suffix(".html")
+    if out.suffix.lower() in (".html", ".htm") and not out.is_dir():
+        return out
+    if (out.exists() or out.suffix) and not out.is_dir():
+        raise ConfigError(f"--out must name an .html file or a folder, got {out}")
+    return out / file.with_suffix(".html").name

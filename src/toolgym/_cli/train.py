@@ -7,12 +7,15 @@ Expected failures (bad config, missing model) print one `error: ...` line and ex
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
 
 import typer
 
+from toolgym._progress import Bar
+from toolgym._stop import Stopped, command_line, signals
 from toolgym.devices import check_device
 from toolgym.errors import ToolgymError
 
@@ -78,14 +81,19 @@ def train(
             overrides.append(f"model.device={json.dumps(check_device(device, '--device'))}")
         cfg = load_config(config, overrides)
         _check_model_name(cfg)
+        if not as_json and os.environ.get("RANK", "0") == "0":  # before torch loads: the first sign of life
+            typer.echo(f"{'resuming' if resume else 'training'} {cfg.algorithm} on {cfg.rollout.env}, {cfg.steps} steps "
+                       f"-> {cfg.output_dir}")
         from toolgym.training import data_parallel as D
         from toolgym.training.trainer import train as run
 
-        with D.default_device(cfg.model.device):
+        with D.default_device(cfg.model.device), signals():
             summary = run(cfg, resume=resume)
     except ToolgymError as exc:
         _fail(exc)
         return
+    except Stopped as stop:
+        _stopped(stop, cfg.steps)
     if "before" not in summary and "after" not in summary:  # not rank 0 under torchrun
         return
     if as_json:
@@ -97,6 +105,29 @@ def train(
     typer.echo(f"metrics: {Path(cfg.output_dir) / 'metrics.jsonl'}")
     if summary.get("plot"):
         typer.echo(f"plot: {summary['plot']}")
+    viewer = _viewer_command(Path(cfg.output_dir))
+    if viewer:
+        typer.echo(f"rollouts: {viewer}")
+
+
+def _viewer_command(out: Path) -> str:
+    """The `toolgym rollouts view` command for the run's last saved step (logging.save_rollouts), or ''."""
+    import shlex
+
+    files = sorted((out / "rollouts").glob("step-*.jsonl"))
+    if not files:
+        return ""
+    return shlex.join(["toolgym", "rollouts", "view", str(files[-1])])
+
+
+def _stopped(stop: Stopped, steps: int) -> None:
+    """One line: where the run stopped, what was kept, the command that goes on; exit 128 + the signal."""
+    info = stop.info
+    step = info.get("step", 0)
+    kept = f"checkpoint {info['checkpoint']}" if info.get("checkpoint") else "no checkpoint yet"
+    typer.echo(f"stopped at step {step} of {steps} ({stop.name}; {kept}); resume: {command_line(['--resume'])}",
+               err=True)
+    raise typer.Exit(stop.exit_code)
 
 
 def sft(
@@ -125,15 +156,21 @@ def sft(
         torch.manual_seed(cfg.seed)
         with D.default_device(cfg.model.device):
             tr = Trainer(cfg, console=False)
+        typer.echo(f"preparing demonstrations ({cfg.sft.data or f'{cfg.sft.demos} generated'})", err=True)
         demos = tr._demonstrations() if not cfg.sft.data else S.read_demonstrations(cfg.sft.data)
         out.mkdir(parents=True, exist_ok=True)
+        typer.echo(f"loading the model: {cfg.model.name_or_path}", err=True)
         model, tok = load_policy(cfg, out / ".scratch", demos)
         model.to(tr.dist.device)
         template = ChatTemplate(tok)
         trajs = S.demonstration_trajectories(template, demos, cfg.sft.max_seq_len)
         pad = tok.pad_token_id if tok.pad_token_id is not None else 0
-        res = S.sft_train(model, trajs, epochs=cfg.sft.epochs, lr=cfg.sft.lr, batch_size=cfg.sft.batch_size,
-                          pad_id=pad, seed=cfg.seed)
+        total = -(-len(trajs) // cfg.sft.batch_size) * cfg.sft.epochs
+        with Bar("sft", total, unit="batches", stream=sys.stderr) as bar:
+            res = S.sft_train(model, trajs, epochs=cfg.sft.epochs, lr=cfg.sft.lr, batch_size=cfg.sft.batch_size,
+                              pad_id=pad, seed=cfg.seed,
+                              on_step=lambda r: bar.update(int(r["sft_step"]), f"loss {r['sft_loss']:.3f}"))
+        typer.echo(f"saving the model to {out}", err=True)
         model.save_pretrained(out)
         tok.save_pretrained(out)
     except ToolgymError as exc:

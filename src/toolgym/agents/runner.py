@@ -119,16 +119,21 @@ class RolloutRunner:
         return asyncio.run(self.arun(tasks, group_size))
 
     async def arun(self, tasks: Sequence[TaskSpec | int | dict], group_size: int, serial: bool = False,
-                   on_group: Callable[[int, list[Trajectory]], Any] | None = None) -> list[list[Trajectory]]:
+                   on_group: Callable[[int, list[Trajectory]], Any] | None = None,
+                   on_episode: Callable[[Trajectory], Any] | None = None) -> list[list[Trajectory]]:
         """All groups at once (or one episode after another with serial=True, for comparison).
-        on_group(task_index, group) runs as each group completes, e.g. to write it before the rest finish."""
+        on_group(task_index, group) runs as each group completes, e.g. to write it before the rest finish;
+        on_episode(trajectory) as each episode does (progress that moves before a whole group is done)."""
         specs = [_spec(t) for t in tasks]
         sem = asyncio.Semaphore(1 if serial else self.max_concurrent_episodes)
         start = time.perf_counter()
 
         async def one(ti: int, g: int) -> Trajectory:
             async with sem:
-                return await self.run_episode(specs[ti], ti, g)
+                traj = await self.run_episode(specs[ti], ti, g)
+            if on_episode is not None:
+                on_episode(traj)
+            return traj
 
         async def group(ti: int) -> list[Trajectory]:
             trajs = list(await asyncio.gather(*(one(ti, g) for g in range(group_size))))

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from toolgym._jsonl import iter_jsonl
+from toolgym._progress import eta_text
 from toolgym.envs.tasks.catalog import Loaded
 from toolgym.envs.types import Task
 from toolgym.errors import ConfigError
@@ -67,12 +68,12 @@ class SamplerCompleter(Completer):
         return [[self.template.decode(s.token_ids, skip_special_tokens=True) for s in g] for g in groups]
 
 
-def _completer(cfg: BenchConfig, state: dict[str, Any]) -> Completer:
+def _completer(cfg: BenchConfig, state: dict[str, Any], log: Log) -> Completer:
     if "completer" not in state:
         if cfg.completions:
             state["completer"] = FileCompleter(cfg.completions)
         else:
-            sampler, template = shared_sampler(cfg, state)
+            sampler, template = shared_sampler(cfg, state, log)
             state["completer"] = SamplerCompleter(sampler, template, sampling_params(cfg))
     return state["completer"]
 
@@ -82,7 +83,7 @@ def run_generate(entry: SuiteEntry, loaded: Loaded, todo: list[Task], cfg: Bench
     """Complete and grade the entry's unfinished tasks, a chunk at a time; append one record per task."""
     from contextlib import nullcontext
 
-    completer = _completer(cfg, state)
+    completer = _completer(cfg, state, log)
     if loaded.kind == "code":
         from toolgym.sandbox import Limits, open_sandbox
 
@@ -93,14 +94,15 @@ def run_generate(entry: SuiteEntry, loaded: Loaded, todo: list[Task], cfg: Bench
         env = make_env(entry, loaded.tasks, loaded, cfg, sandbox=sandbox)
         try:
             chunk = generate_chunk(cfg)
+            log(f"  {entry.name}: 0/{len(todo)} done, {min(chunk, len(todo))} at a time")
+            t_start = time.perf_counter()
             for start in range(0, len(todo), chunk):
                 part = todo[start : start + chunk]
-                t0 = time.perf_counter()
                 outs = completer.complete(entry.name, part, cfg.samples)
                 jobs = [(t, o) for t, group in zip(part, outs, strict=True) for o in group]
                 grades = grading.grade_all(env, loaded.kind, jobs, concurrency=cfg.concurrency)
                 store.append(grading.records(entry.name, loaded.kind, part, outs, grades))
-                log(f"  {entry.name}: {min(start + chunk, len(todo))}/{len(todo)} done "
-                    f"({time.perf_counter() - t0:.0f} s)")
+                done = min(start + chunk, len(todo))
+                log(f"  {entry.name}: {done}/{len(todo)} done ({eta_text(done, len(todo), time.perf_counter() - t_start)})")
         finally:
             env.close()

@@ -7,6 +7,7 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
+from toolgym._progress import eta_text
 from toolgym.envs.tasks.catalog import Loaded, load
 from toolgym.envs.types import Task
 from toolgym.suites.bench_config import BenchConfig, Log
@@ -38,6 +39,7 @@ def run_loglik(entry: SuiteEntry, loaded: Loaded, todo: list[Task], cfg: BenchCo
     from toolgym.suites.models import load_causal_lm
 
     if "lm" not in state:
+        log(f"  loading the model: {cfg.model}")
         state["lm"] = load_causal_lm(cfg.model, device=cfg.device)
     model, tok = state["lm"]
     scorer = LoglikScorer(model, tok, batch_questions=cfg.batch)
@@ -54,4 +56,4 @@ def run_loglik(entry: SuiteEntry, loaded: Loaded, todo: list[Task], cfg: BenchCo
                        "pred": s.pred, "pred_norm": s.pred_norm, "gold": s.gold, "logliks": s.logliks,
                        "lmeval_task": lm_task.get(s.id)} for s in scores])
         done, dt = min(start + chunk, len(order)), time.perf_counter() - t0
-        log(f"  {entry.name}: {done}/{len(order)} scored ({done / dt:.2f} questions/s, {dt:.0f} s)")
+        log(f"  {entry.name}: {done}/{len(order)} scored ({done / dt:.2f} questions/s, {eta_text(done, len(order), dt)})")

@@ -33,7 +33,14 @@ from toolgym.suites.tools_mode import run_tools_entry
 
 
 class Interrupted(ToolgymError):
-    """The run was stopped (Ctrl-C) after writing a partial report; the same command resumes it."""
+    """The run was stopped (Ctrl-C, or SIGTERM under toolgym._stop.signals) after writing a partial report; the
+    same command resumes it. ``exit_code`` is the shell's for the signal (130 for SIGINT, 143 for SIGTERM)."""
+
+    def __init__(self, message: str, *, report: Path, cause: KeyboardInterrupt) -> None:
+        super().__init__(message)
+        self.report = report
+        self.signal_name = getattr(cause, "name", "SIGINT")  # a plain KeyboardInterrupt is Python's SIGINT
+        self.exit_code = getattr(cause, "exit_code", 130)
 
 
 def _seed_everything(seed: int) -> None:
@@ -67,13 +74,14 @@ def run_benchmark(cfg: BenchConfig, out_dir: str | Path, *, log: Log = print, su
     store.check_config(cfg.to_dict())
     state: dict[str, Any] = {"closers": []}
     log(f"{suite.name} ({cfg.mode}): {len(suite.entries)} entries -> {out_dir}; "
-        "Ctrl-C writes a partial report, the same command resumes")
+        "Ctrl-C or SIGTERM writes a partial report, the same command resumes")
     skipped: dict[str, str] = {}
     n_tasks: dict[str, list[str]] = {}
     t0 = time.perf_counter()
-    interrupted = False
+    interrupted: KeyboardInterrupt | None = None
     try:
         for entry in suite.entries:
+            log(f"- {entry.name}: loading tasks")
             try:
                 loaded = entry_tasks(entry, cfg)
             except NotConfigured as exc:
@@ -101,9 +109,10 @@ def run_benchmark(cfg: BenchConfig, out_dir: str | Path, *, log: Log = print, su
             if todo:
                 _seed_everything(cfg.seed)
                 _MODE_FN[cfg.mode](entry, loaded, todo, cfg, store, state, log)
-    except KeyboardInterrupt:
-        # Ctrl-C on a long CPU run: keep what is scored (a partial report) and say how to go on.
-        interrupted = True
+    except KeyboardInterrupt as exc:
+        # Ctrl-C on a long CPU run (or SIGTERM, under toolgym._stop.signals): keep what is scored (a partial
+        # report) and say how to go on.
+        interrupted = exc
     finally:
         for close in state["closers"]:
             try:
@@ -111,10 +120,11 @@ def run_benchmark(cfg: BenchConfig, out_dir: str | Path, *, log: Log = print, su
             except Exception:  # noqa: BLE001 - closing must not hide the real outcome
                 pass
     report = build_report(cfg, suite, store.load(), n_tasks, skipped, wall_s=time.perf_counter() - t0)
-    if interrupted:
+    if interrupted is not None:
         report["partial"] = True
     write_report(report, out_dir)
-    if interrupted:
+    if interrupted is not None:
         raise Interrupted(f"interrupted; partial report in {Path(out_dir) / 'report.md'}; "
-                          "run the same command again to resume (finished tasks are kept)")
+                          "run the same command again to resume (finished tasks are kept)",
+                          report=Path(out_dir) / "report.md", cause=interrupted)
     return report

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from toolgym.errors import ConfigError
-from toolgym.suites.bench_config import BenchConfig
+from toolgym.suites.bench_config import BenchConfig, Log
 
 
 def check_names(cfg: BenchConfig) -> None:
@@ -53,9 +53,12 @@ def make_sampler(cfg: BenchConfig) -> tuple[Any, Any]:
     return spec.build(path, purpose="bench", **options), template
 
 
-def shared_sampler(cfg: BenchConfig, state: dict[str, Any]) -> tuple[Any, Any]:
-    """The run's one (sampler, template), made on first use and closed when the run ends."""
+def shared_sampler(cfg: BenchConfig, state: dict[str, Any], log: Log | None = None) -> tuple[Any, Any]:
+    """The run's one (sampler, template), made on first use (said on ``log``: loading can take minutes) and
+    closed when the run ends."""
     if "sampler" not in state:
+        if log is not None:
+            log(f"  loading the model: {cfg.model} ({cfg.sampler} sampler)")
         sampler, template = make_sampler(cfg)
         state["closers"].append(sampler.close)
         state["sampler"] = (sampler, template)

@@ -8,8 +8,10 @@ reward is full (code environments judge all-or-nothing here, as pass@k requires)
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
+from toolgym._progress import eta_text
 from toolgym.envs.tasks.catalog import Loaded
 from toolgym.envs.types import Task
 from toolgym.suites.bench_config import BenchConfig, Log
@@ -25,7 +27,7 @@ def run_tools_entry(entry: SuiteEntry, loaded: Loaded, todo: list[Task], cfg: Be
     """Run the entry's unfinished tasks as episodes; append one record per task."""
     from toolgym.agents.runner import EpisodeLimits, RolloutRunner, TaskSpec
 
-    sampler, template = shared_sampler(cfg, state)
+    sampler, template = shared_sampler(cfg, state, log)
 
     def factory() -> Any:  # each episode's env opens the run's sandbox backend when a tool first needs it
         return make_env(entry, todo, loaded, cfg, sandbox=cfg.sandbox_backend)
@@ -34,6 +36,8 @@ def run_tools_entry(entry: SuiteEntry, loaded: Loaded, todo: list[Task], cfg: Be
                            EpisodeLimits(max_turns=cfg.max_turns, max_total_tokens=cfg.max_tokens * (cfg.max_turns + 2)),
                            seed=cfg.seed)
     chunk = max(cfg.batch, 4)
+    log(f"  {entry.name}: 0/{len(todo)} episode groups done, {min(chunk, len(todo))} at a time")
+    t0 = time.perf_counter()
     for start in range(0, len(todo), chunk):
         part = list(range(start, min(start + chunk, len(todo))))
         groups = runner.run([TaskSpec(seed=cfg.seed, options={"index": i}) for i in part], group_size=cfg.samples)
@@ -47,4 +51,5 @@ def run_tools_entry(entry: SuiteEntry, loaded: Loaded, todo: list[Task], cfg: Be
                              "turns": t.turns} for t in group],
             })
         store.append(records)
-        log(f"  {entry.name}: {min(start + chunk, len(todo))}/{len(todo)} episodes groups done")
+        done = min(start + chunk, len(todo))
+        log(f"  {entry.name}: {done}/{len(todo)} episode groups done ({eta_text(done, len(todo), time.perf_counter() - t0)})")

@@ -1,4 +1,4 @@
-"""Run metrics: one JSONL record per event, TensorBoard scalars, optional W&B, a rich progress bar.
+"""Run metrics: one JSONL record per event, TensorBoard scalars, optional W&B, a progress display (_progress).
 
 JSONL is the record of truth (``metrics.jsonl`` in the run folder; the plot and the resume test
 read it). TensorBoard and W&B are mirrors. Only rank 0 writes anything.
@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from toolgym._jsonl import iter_jsonl
+from toolgym._progress import Bar
 from toolgym.errors import ConfigError
 
 
@@ -20,7 +21,7 @@ class MetricsLogger:
     """``log(kind, step, metrics)`` appends ``{"kind", "step", "time", **metrics}``."""
 
     def __init__(self, out_dir: str | Path, *, jsonl: bool = True, tensorboard: bool = False, wandb: bool = False,
-                 wandb_project: str | None = None, progress: bool = True, total_steps: int = 0,
+                 wandb_project: str | None = None, progress: bool = True,
                  config: dict[str, Any] | None = None, enabled: bool = True) -> None:
         self.enabled = enabled
         self.out = Path(out_dir)
@@ -28,8 +29,8 @@ class MetricsLogger:
         self._fh = None
         self._tb = None
         self._wandb = None
-        self._progress = None
-        self._task = None
+        self._bar: Bar | None = None
+        self._show_progress = False
         self._t0 = time.time()
         if not enabled:
             return
@@ -49,13 +50,7 @@ class MetricsLogger:
             except ImportError:
                 raise ConfigError("logging.wandb: true needs the wandb package (pip install wandb)") from None
             self._wandb = wb.init(project=wandb_project or "toolgym", config=config or {}, dir=str(self.out))
-        if progress:
-            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-
-            self._progress = Progress(TextColumn("[bold]train"), BarColumn(), MofNCompleteColumn(),
-                                      TextColumn("{task.fields[info]}"), TimeRemainingColumn(), transient=False)
-            self._progress.start()
-            self._task = self._progress.add_task("train", total=total_steps, info="")
+        self._show_progress = progress
 
     def log(self, kind: str, step: int, metrics: dict[str, Any]) -> None:
         if not self.enabled:
@@ -71,25 +66,38 @@ class MetricsLogger:
         if self._wandb is not None:
             self._wandb.log({f"{kind}/{k}": v for k, v in scalars.items()}, step=step)
 
+    def start_bar(self, label: str, total: int, done: int = 0, unit: str = "") -> None:
+        """A new progress display (the previous one ends): SFT batches, then RL steps from the resumed one."""
+        self.end_bar()
+        if self.enabled and self._show_progress:
+            self._bar = Bar(label, total, done=done, unit=unit)
+
     def progress(self, step: int, metrics: dict[str, Any]) -> None:
-        if self._progress is None or self._task is None:
+        if self._bar is None:
             return
-        info = (f"reward {metrics.get('reward_mean', float('nan')):.3f}  clip {metrics.get('clip_frac', 0.0):.3f}  "
-                f"{metrics.get('tokens_per_s', 0.0):.0f} tok/s")
-        self._progress.update(self._task, completed=step, info=info)
+        info = ""
+        if "reward_mean" in metrics:
+            info = (f"reward {metrics['reward_mean']:.3f}  clip {metrics.get('clip_frac', 0.0):.3f}  "
+                    f"{metrics.get('tokens_per_s', 0.0):.0f} tok/s")
+        elif "sft_loss" in metrics:
+            info = f"loss {metrics['sft_loss']:.3f}"
+        self._bar.update(step, info)
 
     def say(self, text: str) -> None:
         if not self.enabled:
             return
-        if self._progress is not None:
-            self._progress.console.print(text)
+        if self._bar is not None:
+            self._bar.say(text)
         else:
             print(text, flush=True)
 
+    def end_bar(self) -> None:
+        if self._bar is not None:
+            self._bar.close()
+            self._bar = None
+
     def close(self) -> None:
-        if self._progress is not None:
-            self._progress.stop()
-            self._progress = None
+        self.end_bar()
         if self._fh is not None:
             self._fh.close()
             self._fh = None

@@ -175,7 +175,7 @@ def sft_train(model: Any, trajectories: Sequence[Any], *, epochs: int, lr: float
                 tot_tok += float(n)
                 tot_ok += float(((logp > math.log(0.5)).float() * mask).sum())
             if on_step is not None:
-                on_step({"sft_step": step, "sft_epoch": epoch, "sft_loss": float(loss)})
+                on_step({"sft_step": step, "sft_epoch": epoch, "sft_loss": float(loss.detach())})
         last = {"sft_loss": tot_loss / max(tot_tok, 1), "sft_token_acc": tot_ok / max(tot_tok, 1),
                 "sft_epoch": epoch + 1, "sft_steps": step}
     model.eval()

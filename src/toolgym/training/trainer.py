@@ -30,6 +30,7 @@ from typing import Any
 
 import torch
 
+from toolgym._stop import Stopped, held, released
 from toolgym.agents.samplers import get_sampler, names_where
 from toolgym.agents.trajectory import Trajectory
 from toolgym.envs.registry import spec as env_spec
@@ -38,7 +39,13 @@ from toolgym.training import data_parallel as D
 from toolgym.training.algorithms import Objective, RolloutBatch, StepContext, get_algorithm
 from toolgym.training.algorithms.base import scored_rewards
 from toolgym.training.batch import TokenBatch, collate
-from toolgym.training.checkpoint import TrainerState, latest_checkpoint, load_checkpoint, save_checkpoint
+from toolgym.training.checkpoint import (
+    TrainerState,
+    latest_checkpoint,
+    load_checkpoint,
+    rng_state,
+    save_checkpoint,
+)
 from toolgym.training.config import TrainConfig, config_to_dict, dump_config
 from toolgym.training.cuda_precision import fp32_on_cuda
 from toolgym.training.logging import MetricsLogger, read_metrics
@@ -87,9 +94,15 @@ class Trainer:
         cfg = self.cfg
         torch.manual_seed(cfg.seed)
         self.out.mkdir(parents=True, exist_ok=True)
+        self.logger = MetricsLogger(self.out, jsonl=cfg.logging.jsonl, tensorboard=cfg.logging.tensorboard,
+                                    wandb=cfg.logging.wandb, wandb_project=cfg.logging.wandb_project,
+                                    progress=cfg.logging.progress and self.console,
+                                    config=config_to_dict(cfg), enabled=self.dist.main)
         demos = None
         if cfg.sft.enabled and not resume:
+            self.logger.say(f"SFT warm start: preparing demonstrations ({cfg.sft.data or f'{cfg.sft.demos} generated'})")
             demos = self._demonstrations()
+        self.logger.say(f"loading the policy: {cfg.model.name_or_path} on {self.dist.device}")
         self.module, self.tokenizer = load_policy(cfg, self.out, demos)
         if cfg.model.name_or_path.startswith("demo") and self.dist.main and not (self.out / "demo-model").exists():
             self.module.save_pretrained(self.out / "demo-model")
@@ -116,10 +129,6 @@ class Trainer:
         self.template = ChatTemplate(self.tokenizer, tool_parser=cfg.rollout.tool_parser)
         self.pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
         self._demos = demos
-        self.logger = MetricsLogger(self.out, jsonl=cfg.logging.jsonl, tensorboard=cfg.logging.tensorboard,
-                                    wandb=cfg.logging.wandb, wandb_project=cfg.logging.wandb_project,
-                                    progress=cfg.logging.progress and self.console, total_steps=cfg.steps,
-                                    config=config_to_dict(cfg), enabled=self.dist.main)
         if self.dist.main:
             dump_config(cfg, self.out / "config.yaml")
         slow = fp32_on_cuda(self.dist.device, cfg.model.dtype)
@@ -422,6 +431,7 @@ class Trainer:
         mine = list(range(self.dist.rank, e.tasks, self.dist.world))
         from toolgym.agents.runner import TaskSpec
 
+        self.logger.say(f"eval at step {step}: {e.tasks} held-out tasks x {e.samples}")
         self.module.eval()
         t0 = time.perf_counter()
         with self._decoding():  # a collective under FSDP: every rank enters, even one without tasks
@@ -456,11 +466,15 @@ class Trainer:
                 shutil.rmtree(self.out / stale, ignore_errors=True)
         D.barrier(self.dist)
         self._setup(resume=ckpt is not None)
+        state = TrainerState()
+        self._saved_step = -1
+        self._rng_at_step: dict[str, Any] | None = None
         try:
             self._source_size = self._probe_source_size()
             self._perms: dict[int, list[int]] = {}
+            self.logger.say(f"starting the {cfg.rollout.sampler} sampler"
+                            + (f" and the {cfg.rollout.sandbox} sandbox" if cfg.rollout.sandbox else ""))
             self._build_rollouts()
-            state = TrainerState()
             if ckpt is not None:
                 self._build_optimizer()
                 if D.is_fsdp(self.module):  # every rank reads the full state; each keeps its shards
@@ -473,6 +487,7 @@ class Trainer:
                                             set_model=self._lora_resume(ckpt))
                 self.sync_weights()  # the engine started from the configured model, not the checkpoint
                 self.logger.say(f"resumed from {ckpt} at step {state.step}")
+                self._saved_step = state.step
             else:
                 if cfg.sft.enabled:
                     self._sft()
@@ -487,13 +502,16 @@ class Trainer:
             if "objective" in state.extra:  # e.g. the EMA teacher's weights
                 objective.load_state_dict(state.extra.pop("objective"))
             last_eval = None
+            self.logger.start_bar("train", cfg.steps, done=state.step, unit="steps")
             for step in range(state.step, cfg.steps):
-                m = self.step(step, state.data_cursor, objective)
-                state.step = step + 1
-                state.data_cursor += cfg.rollout.prompts_per_step
-                if state.step % cfg.logging.log_every == 0 or state.step == cfg.steps:
-                    self.logger.log("train", state.step, m)
-                self.logger.progress(state.step, m)
+                with held():  # a signal cuts the rollouts (self.step releases them), never the update
+                    m = self.step(step, state.data_cursor, objective)
+                    state.step = step + 1
+                    state.data_cursor += cfg.rollout.prompts_per_step
+                    self._rng_at_step = rng_state()  # what a checkpoint written on a signal resumes from
+                    if state.step % cfg.logging.log_every == 0 or state.step == cfg.steps:
+                        self.logger.log("train", state.step, m)
+                    self.logger.progress(state.step, m)
                 if cfg.eval.every and state.step % cfg.eval.every == 0:
                     last_eval = self.evaluate(state.step)
                     self.logger.log("eval", state.step, last_eval)
@@ -501,6 +519,7 @@ class Trainer:
                                     f"tool use {last_eval['tool_rate']:.2f}")
                 if cfg.checkpoint.every and state.step % cfg.checkpoint.every == 0 and state.step < cfg.steps:
                     self._save(state)
+                self._rng_at_step = rng_state()
             if state.step == cfg.steps and (last_eval is None):
                 done = [r for r in read_metrics(self.out, "eval") if r["step"] == cfg.steps] if self.dist.main else []
                 if not done:
@@ -508,6 +527,9 @@ class Trainer:
                     self.logger.log("eval", cfg.steps, last_eval)
             self._save(state)
             return self._summary(state, last_eval)
+        except Stopped as stop:
+            self._keep_on_stop(state, stop)
+            raise
         finally:
             self.logger.close()
             if self.ray_rollouts is not None:
@@ -524,7 +546,8 @@ class Trainer:
 
         reset_peak(self.dist.device)
         t0 = time.perf_counter()
-        groups = self.rollouts(step, cursor)
+        with released():  # nothing is updated yet: a signal may cut the sampling
+            groups = self.rollouts(step, cursor)
         t1 = time.perf_counter()
         record = None
         if self.cfg.logging.save_rollouts:  # the policy-gradient loss notes each row's advantage and clipped tokens
@@ -589,8 +612,11 @@ class Trainer:
         trajs = S.demonstration_trajectories(self.template, demos, s.max_seq_len)
         shard = trajs[self.dist.rank :: self.dist.world]
         t0 = time.perf_counter()
+        self.logger.start_bar("sft", math.ceil(len(shard) / s.batch_size) * s.epochs, unit="batches")
         res = S.sft_train(self.module, shard, epochs=s.epochs, lr=s.lr, batch_size=s.batch_size, pad_id=self.pad_id,
-                          seed=self.cfg.seed, sync_grads=lambda mod: D.average_grads(mod, self.dist))
+                          seed=self.cfg.seed, sync_grads=lambda mod: D.average_grads(mod, self.dist),
+                          on_step=lambda r: self.logger.progress(int(r["sft_step"]), r))
+        self.logger.end_bar()  # the RL steps get their own, from the loop
         res["sft_s"] = time.perf_counter() - t0
         res["demonstrations"] = len(trajs)
         D.broadcast_model(self.module, self.dist)
@@ -598,9 +624,23 @@ class Trainer:
         self.logger.say(f"SFT warm start: {len(trajs)} demonstrations, {s.epochs} epochs, loss {res['sft_loss']:.3f}, "
                         f"{res['sft_s']:.0f}s")
 
-    def _save(self, state: TrainerState) -> None:
+    def _keep_on_stop(self, state: TrainerState, stop: Stopped) -> None:
+        """On SIGINT/SIGTERM: a checkpoint at the last finished step unless one is there (one process only:
+        under torchrun the ranks stop at different points and cannot gather a state together); the step and
+        the checkpoint go on ``stop.info`` for the command's one line."""
+        if state.step > self._saved_step and self.dist.world == 1 and getattr(self, "optimizer", None) is not None:
+            self._save(state, rng=self._rng_at_step)
+        ckpt = latest_checkpoint(self.out / "checkpoints")
+        stop.info.update(step=state.step, steps=self.cfg.steps, checkpoint=str(ckpt) if ckpt else None)
+
+    def _save(self, state: TrainerState, rng: dict[str, Any] | None = None) -> None:
         """Checkpoint (with an ``hf/`` folder of the policy) on rank 0. Under FSDP every rank first takes part
         in gathering the full weights and optimizer state (rank 0 receives them, on the CPU)."""
+        with held():  # a checkpoint is written whole (and a signal during it is raised after)
+            self._save_now(state, rng)
+            self._saved_step = state.step
+
+    def _save_now(self, state: TrainerState, rng: dict[str, Any] | None) -> None:
         model_state = D.full_state_dict(self.module, rank0_only=True)
         optimizer_state = D.full_optimizer_state_dict(self.module, self.optimizer)
         if not self.dist.main:
@@ -613,7 +653,7 @@ class Trainer:
         from toolgym.training.lora import ADAPTER_DIR, base_model, is_lora, merged_state_dict, save_adapter
 
         lora = is_lora(self.module)  # hf/ gets the merged policy; adapter/ the adapters a resume continues from
-        save_checkpoint(ckdir, base_model(self.module), self.optimizer, self.scheduler, state,
+        save_checkpoint(ckdir, base_model(self.module), self.optimizer, self.scheduler, state, rng,
                         tokenizer=self.tokenizer, optimizer_state=optimizer_state,
                         model_state=merged_state_dict(self.module) if lora else model_state,
                         extra_dirs={ADAPTER_DIR: lambda d: save_adapter(self.module, d)} if lora else None)
