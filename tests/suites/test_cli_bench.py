@@ -25,7 +25,7 @@ def test_errors_are_one_line(tmp_path: Path) -> None:
     r = _run("bench", "nosuch", "--model", "m", "--out", str(tmp_path / "o"))
     assert r.returncode != 0 and r.stderr.strip().startswith("error: unknown suite") and "Traceback" not in r.stderr
     r = _run("bench", "math", "--model", "m", "--mode", "chat", "--out", str(tmp_path / "o"))
-    assert r.returncode != 0 and r.stderr.strip().startswith("error: --mode")
+    assert r.returncode != 0 and r.stderr.strip().startswith("error: unknown mode 'chat'; known: tools, generate, loglik")
     r = _run("bench", "compare", str(tmp_path / "a.json"), str(tmp_path / "b.json"))
     assert r.returncode != 0 and "not found" in r.stderr and len(r.stderr.strip().splitlines()) == 1
 
