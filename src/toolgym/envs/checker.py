@@ -173,10 +173,10 @@ def run_builds(env_id: str, env_kwargs: dict[str, Any] | None = None) -> dict[st
 
 
 def _first_tasks(env_id: str, kw: dict[str, Any], n: int = 2) -> list[Any]:
-    """A few of the env's own tasks, the shape of what a suite hands it (a list of Tasks)."""
+    """A few of the env's own tasks (built with the user's arguments only), the shape of what a suite hands it."""
     from toolgym.envs.registry import make_env
 
-    env = make_env(env_id, kw, sandbox=None)
+    env = make_env(env_id, kw)
     try:
         src = getattr(env.unwrapped, "source", None)
         if src is None:
@@ -191,6 +191,9 @@ def check_builds(env_id: str, env_kwargs: dict[str, Any] | None = None, probe_ta
     partitions share no task" on the first `probe_tasks` tasks of each, when the env has a task source."""
     checks: list[Check] = []
     ids: dict[str, set[str]] = {}
+    # built once with the user's arguments alone first: a bad argument of theirs (max_digits=0) is their
+    # mistake, raised as its one line; what fails only with a run's arguments is a failed check below
+    _first_tasks(env_id, dict(env_kwargs or {}))
     for label, factory in run_builds(env_id, env_kwargs).items():
         try:
             env = factory()
