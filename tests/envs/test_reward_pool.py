@@ -15,6 +15,8 @@ import sys
 import time
 import types
 
+import pytest
+
 from tests.agents.test_reward_off_loop import Chars, Policy, lookup
 from tests.envs import stall_env
 from toolgym.agents.runner import EpisodeLimits, RolloutRunner
@@ -22,6 +24,7 @@ from toolgym.agents.sampling import SamplingParams
 from toolgym.envs import reward_pool
 from toolgym.envs.rubric import Rubric
 from toolgym.envs.types import Task
+from toolgym.errors import InfrastructureError
 from toolgym.training.algorithms.base import scored_rewards
 
 STALL, HONEST = (Task.from_dict(t) for t in stall_env.TASKS)
@@ -109,3 +112,8 @@ def test_an_error_in_the_child_scores_zero_and_says_what_it_was():
     res = Rubric([stall_env.raises, (stall_env.backtracking_reward, 0.5)]).score(answer="4", task=HONEST)
     assert res.components == {"raises": 0.0, "backtracking_reward": 1.0} and res.total == 0.5
     assert "ValueError: no answer like '4'" in res.errors["raises"]
+
+
+def test_an_infrastructure_error_in_the_child_is_raised_on_so_the_episode_is_masked():
+    with pytest.raises(InfrastructureError, match="the verifier service is down"):
+        Rubric([stall_env.engine_down]).score(answer="4")
