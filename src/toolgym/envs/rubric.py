@@ -3,10 +3,14 @@
 Each function takes any of the keyword arguments `completion` (the final assistant text),
 `answer` (the detected final answer or None), `task`, `messages` (the whole episode) and
 `state` (per-episode scratch, e.g. the sandbox), and returns a float. Async functions are
-awaited; sync ones run on a thread of their own (`toolgym.envs.offloop`), never on the event loop,
-each bounded by `sync_timeout_s` of its own time (over it, the component scores 0 and says so). A function that raises scores 0 for that component and the error is reported; an
-InfrastructureError (a fault no program could have caused: the sandbox engine, the host) is
-raised on instead, so the episode is not scored at all (the runner masks it).
+awaited; sync ones never run on the event loop, and each is bounded by `sync_timeout_s` of its own
+time (over it, the component scores 0 and says so). A sync function an author wrote runs in a child
+process that is killed at that bound (`toolgym.envs.reward_pool`: a C call holding the GIL would
+otherwise stop every episode) when a child can import it and it takes no `state`; toolgym's own, and
+any other, run on a thread of their own (`toolgym.envs.offloop`). A function that raises scores 0
+for that component and the error is reported; an InfrastructureError (a fault no program could have
+caused: the sandbox engine, the host) is raised on instead, so the episode is not scored at all (the
+runner masks it).
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from toolgym.envs import reward_pool
 from toolgym.envs.offloop import call_off_loop
 from toolgym.errors import ConfigError, InfrastructureError
 
@@ -38,10 +43,12 @@ class RubricResult:
 class Rubric:
     """`Rubric([correct, (format_ok, 0.1)])`: functions with optional weights (default 1.0).
 
-    `sync_timeout_s` bounds each sync function's own time (None: unbounded)."""
+    `sync_timeout_s` bounds each sync function's own time (None: a day). `isolate=False` keeps author
+    functions on a thread too (what they print then reaches stdout; in a child it is dropped)."""
 
     def __init__(self, funcs: Sequence[RewardFn | tuple[RewardFn, float]], weights: Sequence[float] | None = None,
-                 range: tuple[float, float] | None = None, sync_timeout_s: float | None = SYNC_TIMEOUT_S) -> None:
+                 range: tuple[float, float] | None = None, sync_timeout_s: float | None = SYNC_TIMEOUT_S,
+                 isolate: bool = True) -> None:
         items: list[tuple[str, RewardFn, float]] = []
         for i, f in enumerate(funcs):
             fn, w = (f if isinstance(f, tuple) else (f, 1.0 if weights is None else weights[i]))
@@ -56,6 +63,9 @@ class Rubric:
         self.items = items
         self._params = {name: _accepted(fn) for name, fn, _ in items}
         self._async = {name: _is_async(fn) for name, fn, _ in items}
+        # where a child can run it: module-level author functions that need no sandbox handle
+        self._refs = {name: _child_ref(fn, self._params[name]) if isolate and not self._async[name] else None
+                      for name, fn, _ in items}
         self.sync_timeout_s = sync_timeout_s
         # every component scores in [0, 1] unless documented otherwise
         lo = sum(min(0.0, w) for _, _, w in items)
@@ -77,7 +87,7 @@ class Rubric:
                 if self._async[name]:
                     v = fn(**args)
                 else:  # never on the loop's thread: a slow scorer would freeze every batch-mate
-                    v = await call_off_loop(fn, args, self.sync_timeout_s)
+                    v = await self._call_sync(name, fn, args)
                 if inspect.isawaitable(v):
                     v = await v
                 v = float(v)
@@ -92,6 +102,17 @@ class Rubric:
             total += w * v
         return RubricResult(total=total, components=comps, errors=errors)
 
+    async def _call_sync(self, name: str, fn: RewardFn, args: dict[str, Any]) -> Any:
+        ref = self._refs[name]
+        payload = None if ref is None else reward_pool.encode(args)
+        if ref is not None and payload is not None:
+            try:  # the child's deadline is the bound; a thread only waits on its pipe
+                return await call_off_loop(reward_pool.pool().call, {"ref": ref, "payload": payload,
+                                                                     "deadline_s": self.sync_timeout_s}, None)
+            except reward_pool.Unimportable:
+                self._refs[name] = None  # from now on on a thread, as a closure would be
+        return await call_off_loop(fn, args, self.sync_timeout_s)
+
     def score(self, **kwargs: Any) -> RubricResult:
         """Synchronous scoring (for use outside an event loop)."""
         return asyncio.run(self.ascore(**kwargs))
@@ -101,6 +122,14 @@ def _is_async(fn: RewardFn) -> bool:
     """fn is a coroutine function. Anything else runs off the loop; what it returns is awaited if it
     is awaitable (an object whose __call__ is async only creates its coroutine there)."""
     return inspect.iscoroutinefunction(fn)
+
+
+def _child_ref(fn: RewardFn, params: set[str] | None) -> str | None:
+    """`module:qualname` for a function a child process may run: one that takes no `state` (its
+    sandbox handle cannot cross a pipe; **kwargs may read it too)."""
+    if params is None or "state" in params:
+        return None
+    return reward_pool.reference(fn)
 
 
 def _accepted(fn: RewardFn) -> set[str] | None:
