@@ -1,6 +1,6 @@
 """The viewer in a real headless Chromium (tests/viewer/browser.py): what a person sees, what their clicks and
 keys change, and that hostile episodes run nothing. Screenshots are kept under each test's tmp path; with
-TOOLGYM_SCREENSHOTS=DIR they are copied there too (docs/ keeps the two the viewer's page shows)."""
+TOOLGYM_SCREENSHOTS=DIR they are copied there too (docs/assets/ keeps the two the viewer's page shows)."""
 
 from __future__ import annotations
 
