@@ -40,8 +40,18 @@ from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten, tree_map
 
-STANDIN = "meta"  # the device string code under test is given
+STANDIN = "meta"  # the device string code under test is given (see switch_device for FSDP's form)
 _DEVICE = torch.device(STANDIN)
+
+
+def switch_device(device_type: str, index: int | None = None) -> None:
+    """Make ``device_type`` the stand-in's device in this process (read at call time everywhere here).
+
+    Why: FSDP2 takes ``meta`` parameters for deferred initialisation and asks the device for streams, so its
+    two-rank form (tests/device_standin_fsdp.py) registers a ``privateuse1`` device and switches to it."""
+    global STANDIN, _DEVICE
+    STANDIN = device_type
+    _DEVICE = torch.device(device_type) if index is None else torch.device(device_type, index)
 
 # ops that move data between devices, or accept CPU indices for a device tensor (CUDA allows both)
 _CROSS_DEVICE_OK = {

@@ -11,7 +11,10 @@ What it covers: the collectives code calls through ``torch.distributed`` (``dist
 the tensors ``all_gather_object`` and ``broadcast_object_list`` build (NCCL takes those on the current CUDA
 device; here they are built on the CPU by gloo's rules, so the object collectives pass through unchecked).
 DDP's own reducer runs in C++ on the module's (stand-in) gradients, unchecked but on the device by
-construction. FSDP2 does not run on the stand-in (it asks the device for streams, which ``meta`` lacks).
+construction. FSDP2 issues its all-gathers and reduce-scatters through ``torch.distributed`` too
+(``all_gather_single``, ``reduce_scatter_single``), so they are checked; it runs on the stand-in's ``privateuse1``
+form (tests/device_standin_fsdp.py). DTensor's collectives (a full state dict) go through the functional
+collectives, unchecked. :data:`CHECKED` counts the checked calls by name, so a test can show they were made.
 
 Use, in each torchrun worker: ``info = init_ranks()`` (gloo underneath, a :class:`DistInfo` whose device is the
 stand-in), then run the trainer inside ``standin_mode()`` and ``nccl_rules()``.
@@ -19,6 +22,7 @@ stand-in), then run the trainer inside ``standin_mode()`` and ``nccl_rules()``.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import functools
 import os
@@ -29,14 +33,16 @@ import torch
 import torch.distributed as dist
 from torch.utils._pytree import tree_flatten
 
-from tests.device_standin import STANDIN, StandinTensor
+from tests import device_standin as S
+from tests.device_standin import StandinTensor
 
 NCCL_REFUSAL = "No backend type associated with device type cpu"
 
 # tensor collectives of torch.distributed; object collectives pickle into tensors the backend places itself
 TENSOR_COLLECTIVES = ("all_reduce", "broadcast", "all_gather", "all_gather_into_tensor", "reduce", "gather",
                       "scatter", "reduce_scatter", "reduce_scatter_tensor", "all_to_all", "all_to_all_single",
-                      "send", "recv", "isend", "irecv")
+                      "send", "recv", "isend", "irecv", "all_gather_single", "reduce_scatter_single")
+CHECKED: collections.Counter[str] = collections.Counter()  # calls that passed the check, by collective
 
 
 def refuse_off_device(name: str, collective: Any) -> Any:
@@ -48,7 +54,8 @@ def refuse_off_device(name: str, collective: Any) -> Any:
         for t in flat:
             if isinstance(t, torch.Tensor) and not isinstance(t, StandinTensor):
                 raise RuntimeError(f"{NCCL_REFUSAL} (torch.distributed.{name} of a tensor on {t.device}; "
-                                   f"the group's device is the stand-in {STANDIN!r}, as cuda under nccl)")
+                                   f"the group's device is the stand-in {S.STANDIN!r}, as cuda under nccl)")
+        CHECKED[name] += 1
         return collective(*args, **kwargs)
 
     return checked
@@ -68,10 +75,13 @@ def nccl_rules() -> Iterator[None]:
 
 
 def init_ranks() -> Any:
-    """Join torchrun's gloo group; the :class:`DistInfo` a CUDA rank would get, with the stand-in as its device."""
-    from toolgym.training.data_parallel import DistInfo
+    """Join torchrun's gloo group; the :class:`DistInfo` a CUDA rank would get, with the stand-in as its device.
+    The trainer's ``data_parallel.init`` then returns it too, as CUDA ranks get ``cuda:LOCAL_RANK`` there."""
+    from toolgym.training import data_parallel
 
     if not dist.is_initialized():
         dist.init_process_group(backend="gloo")
-    return DistInfo(rank=dist.get_rank(), world=dist.get_world_size(),
-                    local_rank=int(os.environ.get("LOCAL_RANK", "0")), device=STANDIN)
+    info = data_parallel.DistInfo(rank=dist.get_rank(), world=dist.get_world_size(),
+                                  local_rank=int(os.environ.get("LOCAL_RANK", "0")), device=str(S._DEVICE))
+    data_parallel.init = lambda spec=None: info
+    return info

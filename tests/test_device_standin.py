@@ -81,6 +81,9 @@ def test_the_two_rank_form_refuses_a_cpu_tensor_in_a_collective_as_nccl_does(tmp
                 dist.all_reduce(torch.tensor([1.0, 2.0]))
             with pytest.raises(RuntimeError, match=NCCL_REFUSAL):  # a list argument is searched too
                 dist.all_gather([torch.zeros(2, device=STANDIN)], torch.zeros(2))
+            if hasattr(dist, "all_gather_single"):  # FSDP2's all-gather (torch 2.13) is checked too
+                with pytest.raises(RuntimeError, match=NCCL_REFUSAL):
+                    dist.all_gather_single(torch.zeros(2, device=STANDIN), torch.zeros(2))
             t = torch.tensor([1.0, 2.0], device=STANDIN)
             dist.all_reduce(t)
             assert isinstance(t, StandinTensor) and t.tolist() == [1.0, 2.0]

@@ -12,21 +12,15 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from tests.device_standin import standin_mode  # noqa: E402
 from tests.device_standin_ranks import init_ranks, nccl_rules  # noqa: E402
-from tests.training.trainer_util import tiny_config  # noqa: E402
+from tests.training.trainer_util import two_rank_config  # noqa: E402
 from toolgym.training import data_parallel as D  # noqa: E402
 from toolgym.training.config import load_config  # noqa: E402
 from toolgym.training.trainer import Trainer  # noqa: E402
 
 out = Path(sys.argv[1])
-cfg = tiny_config(out, steps=1, sft={"enabled": True, "demos": 16, "epochs": 1, "lr": 3e-3, "batch_size": 8,
-                                     "max_seq_len": 64, "tool_fraction": 0.0, "direct_correct": 0.5})
-cfg["rollout"].update(prompts_per_step=4, sandbox=None)
-cfg["rollout"]["env_kwargs"].update(ops="+", max_turns=1)
-cfg["rollout"]["max_turns"] = 1
 info = init_ranks()
-D.init = lambda spec=None: info  # the trainer's ranks get the stand-in device, as CUDA ranks get cuda:LOCAL_RANK
 with standin_mode(), nccl_rules():
-    tr = Trainer(load_config(cfg), console=False)
+    tr = Trainer(load_config(two_rank_config(out)), console=False)
     tr.fit()
     h = hashlib.sha256()
     for k, v in sorted(tr.module.state_dict().items()):

@@ -33,3 +33,14 @@ def tiny_config(out: Path, **over: Any) -> dict[str, Any]:
         else:
             cfg[section] = value
     return cfg
+
+
+def two_rank_config(out: Path) -> dict[str, Any]:
+    """The two-rank stand-in runs' config (DDP and FSDP): an SFT warm start, then one step of 4 prompts (2 per
+    rank) of one-turn addition, no sandbox."""
+    cfg = tiny_config(out, steps=1, sft={"enabled": True, "demos": 16, "epochs": 1, "lr": 3e-3, "batch_size": 8,
+                                         "max_seq_len": 64, "tool_fraction": 0.0, "direct_correct": 0.5})
+    cfg["rollout"].update(prompts_per_step=4, sandbox=None)
+    cfg["rollout"]["env_kwargs"].update(ops="+", max_turns=1)
+    cfg["rollout"]["max_turns"] = 1
+    return cfg
