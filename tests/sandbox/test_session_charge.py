@@ -1,0 +1,138 @@
+"""A stateful session is charged for everything it runs (issue 36, item 2), on both backends.
+
+The red team's route: a cell starts a thread that ignores SIGXCPU and burns CPU, and returns. Between
+cells nothing of the session may run (its interpreter is stopped until the next cell), every cell has
+a hard CPU limit, and a running cell takes one of the pool's slots like any call. The CPU the thread
+uses is read from the host, in /proc, where the thread is found by the name it gave itself."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from toolgym.sandbox import Limits
+
+BURN = """
+import signal, threading
+signal.signal(signal.SIGXCPU, signal.SIG_IGN)
+def burn():
+    with open(f"/proc/self/task/{threading.get_native_id()}/comm", "w") as fh:
+        fh.write(NAME)
+    while True:
+        pass
+threading.Thread(target=burn, daemon=True).start()
+import time
+time.sleep(0.3)
+kept = "still here"
+"""
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+def _find_task(name: str) -> str | None:
+    """/proc/PID/task/TID of the host task named `name`."""
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            tids = os.listdir(f"/proc/{pid}/task")
+        except OSError:
+            continue
+        for tid in tids:
+            try:
+                with open(f"/proc/{pid}/task/{tid}/comm") as fh:
+                    if fh.read().strip() == name:
+                        return f"/proc/{pid}/task/{tid}"
+            except OSError:
+                continue
+    return None
+
+
+def _cpu_and_state(task: str) -> tuple[float, str]:
+    """CPU seconds (user + system) the task has used, and its state letter (T: stopped)."""
+    with open(f"{task}/stat") as fh:
+        fields = fh.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / TICK, fields[0]
+
+
+def test_a_thread_left_by_a_cell_runs_nothing_between_cells(sb):
+    name = "tg" + uuid.uuid4().hex[:12]
+    with sb.session() as s:
+        r = s.run(f"NAME = {name!r}\n" + BURN)
+        assert r.status == "ok", r
+        task = _find_task(name)
+        assert task is not None, "the burning thread is not visible from the host"
+        before, _ = _cpu_and_state(task)
+        time.sleep(3)
+        after, state = _cpu_and_state(task)
+        gap = after - before
+        print(f"{sb.backend}: CPU the session used in a 3 s gap between cells: {gap:.2f} s (state {state})")
+        assert gap < 0.2, f"{gap:.2f} CPU-s ran between cells"
+        assert state == "T"
+        r = s.run("print(kept)")
+        assert (r.status, r.stdout) == ("ok", "still here\n") and not s.state_lost
+
+
+def test_a_cell_past_its_cpu_limit_is_stopped(sb):
+    """The cell ignores SIGXCPU and returns after 4 CPU-s, well within its wall-clock limit: its 1 CPU-s
+    limit still stops it."""
+    with sb.session() as s:
+        s.run("x = 1")
+        code = ("import signal, time\nsignal.signal(signal.SIGXCPU, signal.SIG_IGN)\n"
+                "t = time.process_time()\nwhile time.process_time() - t < 4:\n    pass\nprint('returned')")
+        r = s.run(code, limits=Limits(timeout_s=20, cpu_s=1))
+        assert r.status == "timeout" and "returned" not in r.stdout, r
+        assert s.state_lost
+        assert s.run("print('fresh')").stdout == "fresh\n"
+
+
+def test_a_running_cell_takes_a_slot_of_the_pool(sb):
+    """With the pool's only slot taken by a call, a cell waits for it, as a call would."""
+    with sb.session() as s:
+        s.run("y = 5")
+        worker = sb._pool.acquire(timeout=60)  # the slot, as a call in flight holds it
+        try:
+            with ThreadPoolExecutor(1) as ex:
+                cell = ex.submit(s.run, "print(y)")
+                time.sleep(1.0)
+                waited = not cell.done()
+                sb._pool.release(worker)
+                worker = None
+                assert cell.result(timeout=60).stdout == "5\n"
+        finally:
+            if worker is not None:
+                sb._pool.release(worker)
+        assert waited, "the cell ran while every slot of the pool was taken"
+
+
+@pytest.mark.parametrize("n", [1])
+def test_thread_name_probe_is_real(n):
+    """The probe itself: a thread of this process named through /proc is found, and burns CPU."""
+    name = "tgself" + uuid.uuid4().hex[:8]
+    stop = threading.Event()
+
+    def burn() -> None:
+        with open(f"/proc/self/task/{threading.get_native_id()}/comm", "w") as fh:
+            fh.write(name)
+        while not stop.is_set():
+            pass
+
+    t = threading.Thread(target=burn, daemon=True)
+    t.start()
+    try:
+        deadline = time.monotonic() + 5
+        task = None
+        while task is None and time.monotonic() < deadline:
+            task = _find_task(name)
+        assert task is not None
+        a, state = _cpu_and_state(task)
+        time.sleep(0.5)
+        b, _ = _cpu_and_state(task)
+        assert b > a and state in "RS"
+    finally:
+        stop.set()
+        t.join()
