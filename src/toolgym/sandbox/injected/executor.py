@@ -75,6 +75,7 @@ from common import (
     reap,
     run_as_main,
     tasks,
+    uid_of,
     wipe,
 )
 from forkserver import ForkServer, description, place
@@ -839,22 +840,21 @@ def _signal_session(s, sig):
 _TICKS = os.sysconf("SC_CLK_TCK")
 
 
-def _uid_cpu(uid):
-    """CPU seconds used by the processes of real uid `uid` (zombies included) and the children they
-    reaped, from /proc."""
-    total = 0
-    for pid in other_pids(()):
-        try:
-            with open(f"/proc/{pid}/status") as fh:
-                owner = next((line.split()[1] for line in fh if line.startswith("Uid:")), None)
-            if owner is None or int(owner) != uid:
-                continue
-            with open(f"/proc/{pid}/stat") as fh:
-                f = fh.read().rsplit(")", 1)[1].split()
-            total += int(f[11]) + int(f[12]) + int(f[13]) + int(f[14])
-        except (OSError, IndexError, ValueError):
-            continue
-    return total / _TICKS
+def _cpu_of(pid):
+    """CPU seconds of process `pid` (all its threads) and of the children it reaped; 0 once gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            f = fh.read().rsplit(")", 1)[1].split()
+        return (int(f[11]) + int(f[12]) + int(f[13]) + int(f[14])) / _TICKS
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
+def _session_cpu(s):
+    """CPU seconds of the session: its interpreter (and what it reaped) and its live processes. A child
+    killed after an earlier cell and reaped in this one is charged to this one: the session's own time."""
+    keep = _keep()
+    return _cpu_of(s["pid"]) + sum(_cpu_of(p) for p in other_pids(keep) if uid_of(p) == RUN_UID)
 
 
 def _session_kill():
@@ -897,12 +897,12 @@ def op_session_run(req):
     t0 = time.monotonic()
     cell = frames.encode({"code": code, "stdin": req.get("stdin") or "", "cpu_s": lim["cpu_s"]})
     # between cells the interpreter is stopped (and whatever it started: the cleaner killed the rest);
-    # the cell's CPU limit counts all of RUN_UID's time, threads and children included, and holds even
-    # where SIGXCPU is ignored
+    # the cell's CPU limit counts the session's time, threads and children included (read every
+    # CPU_TICK_S), and holds where SIGXCPU is ignored
     _signal_session(s, signal.SIGCONT)
-    budget = _uid_cpu(RUN_UID) + lim["cpu_s"] + 1.0
+    budget = _cpu_of(s["pid"]) + lim["cpu_s"] + 1.0  # between cells nothing else of it lives (bar zombies)
     res = _supervise(s["pid"], (s["out"], s["err"]), t0 + lim["timeout_s"], lim["output_bytes"], ctl=s["ctl"],
-                     send=cell, over_cpu=lambda: _uid_cpu(RUN_UID) > budget)
+                     send=cell, over_cpu=lambda: _session_cpu(s) > budget)
     _signal_session(s, signal.SIGSTOP)
     msg = res["ctl"]
     alive = msg is not None and "rc" in msg and res["reason"] is None
