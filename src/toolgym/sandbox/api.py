@@ -110,7 +110,8 @@ class Session:
             lost = False
             for _attempt in range(2):  # a sandbox that fails: the cell once more, on a fresh one (its state is lost)
                 try:
-                    resp = self._worker.call(req, lim.timeout_s + 30)
+                    with self.sandbox._pool.slot(clock):
+                        resp = self._worker.call(req, lim.timeout_s + 30)
                 except ChannelClosed as exc:
                     resp = {"ok": False, "error": f"sandbox died: {exc}", "fault": True}
                 if not resp.get("fault"):

@@ -6,7 +6,9 @@ background, so the pool keeps its size. Waiting for a free worker never fails wh
 worker serves a call (each call ends within its deadline): a slow pool-mate delays an
 episode, it never fails it. A worker that a session holds (for as long as its episode lasts,
 sampling included) does not count against the pool's size: the pool starts another, so no
-call ever waits for a session to end; once the session ends, the pool shrinks back.
+call ever waits for a session to end; once the session ends, the pool shrinks back. Between its cells a
+session runs nothing (its executor stops it); a cell in flight takes one of the pool's slots like a call
+(`slot`), so no more than `size` calls and cells run at once.
 
 Tenancy (see sandbox.tenancy): a call carries occupants, and a worker that has served a key for one
 tenant never serves it for another. `acquire` takes an idle worker that fits; when none fits and the
@@ -19,7 +21,8 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from types import MappingProxyType
 from typing import Any, Protocol
 
@@ -46,6 +49,7 @@ class Pool:
         self._held: set[int] = set()  # busy workers that sessions keep (they come free only when it closes)
         self._all: list[Worker] = []
         self._starting = 0
+        self._cells = 0  # sessions' cells in flight: each takes a slot, as a call does
         self._waiting = 0  # callers of acquire waiting for a worker
         self._unfit = 0  # of those, callers that an idle worker did not fit
         self._cond = threading.Condition()
@@ -63,6 +67,27 @@ class Pool:
     def _counted(self) -> int:
         """Workers that count against the size: live ones not held by a session, and those starting."""
         return len(self._all) - len(self._held) + self._starting
+
+    def _running(self) -> int:
+        """Calls and sessions' cells in flight: at most the pool's size."""
+        return len(self._busy) - len(self._held) + self._cells
+
+    @contextmanager
+    def slot(self, clock: WaitClock | None = None) -> Iterator[None]:
+        """One of the pool's slots for a session's cell (its worker is held outside the size): waits, on
+        `clock`, while `size` calls and cells run; each ends within its own deadline."""
+        with waiting(clock), self._cond:
+            while self._running() >= self.size:
+                if self._closed:
+                    raise SandboxUnavailable("the sandbox is closed")
+                self._cond.wait(1.0)
+            self._cells += 1
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._cells -= 1
+                self._cond.notify_all()
 
     def _start_async(self) -> None:
         with self._cond:
@@ -166,6 +191,9 @@ class Pool:
                 if self._closed:
                     raise SandboxUnavailable("the sandbox is closed")
                 w = self._fitting(occupants) if self._idle else None
+                if w is not None and not hold and self._running() >= self.size:
+                    self._wait_step(deadline, timeout)  # every slot runs a call or a cell: one ends soon
+                    continue
                 if w is not None:
                     self._idle.remove(w)
                     self._busy.add(id(w))
@@ -196,7 +224,7 @@ class Pool:
         elif self._starting == 0 and self.last_error and not self._all:
             raise SandboxUnavailable(f"cannot start a sandbox: {self.last_error}")
         left = deadline - time.monotonic()
-        if left <= 0 and not (self._busy - self._held) and not self._starting:
+        if left <= 0 and not (self._busy - self._held) and not self._starting and not self._cells:
             raise SandboxUnavailable(f"no sandbox became free in {timeout:.0f}s (every one is held by a "
                                      f"session): {self.last_error}")
         self._cond.wait(min(left, 1.0) if left > 0 else 1.0)
@@ -210,11 +238,11 @@ class Pool:
                 self.discard_reasons[key] = self.discard_reasons.get(key, 0) + 1
             self._busy.discard(id(worker))
             self._held.discard(id(worker))
+            self._cond.notify_all()  # a slot came free
             # beyond the pool's size (it grew while sessions held workers), and no caller waits: shrink back
             surplus = healthy and self._counted() > self.size and not self._waiting
             if healthy and not self._closed and not surplus:
                 self._idle.append(worker)
-                self._cond.notify()
                 return
             if worker in self._all:
                 self._all.remove(worker)
@@ -247,7 +275,7 @@ class Pool:
     def stats(self) -> dict[str, Any]:
         with self._cond:
             return {"size": self.size, "live": len(self._all), "idle": len(self._idle),
-                    "busy": len(self._busy), "held": len(self._held), "starting": self._starting, "discarded": self.discarded, "retired": self.retired,
+                    "busy": len(self._busy), "held": len(self._held), "cells": self._cells, "starting": self._starting, "discarded": self.discarded, "retired": self.retired,
                     "discard_reasons": dict(self.discard_reasons)}
 
     def close(self) -> None:

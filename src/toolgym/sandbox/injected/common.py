@@ -185,8 +185,9 @@ def _become_cleaner(uid):
 def _sweep(uid, spare):
     """Kill every process of `uid` but this one (and `spare`); then its IPC objects (unless a session
     is spared). All at once with kill(-1), so no chain of forks outruns it; with a spared session,
-    SIGSTOP through kill(-1) first, so nothing forks while the others are killed one by one. True if
-    none is left."""
+    SIGSTOP through kill(-1) first, so nothing forks while the others are killed one by one. The spared
+    session stays stopped: between its cells nothing of it runs (the executor continues it for its next
+    cell). True if none is left."""
     me = os.getpid()
     keep = {me} if spare is None else {me, spare}
     deadline = time.monotonic() + SWEEP_S
@@ -214,11 +215,6 @@ def _sweep(uid, spare):
         pause = min(pause * 2, 0.02)
     if spare is None:
         remove_ipc(uid)
-    else:
-        try:
-            os.kill(spare, signal.SIGCONT)
-        except OSError:
-            pass
     return ok
 
 

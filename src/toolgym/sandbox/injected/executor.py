@@ -75,6 +75,7 @@ from common import (
     reap,
     run_as_main,
     tasks,
+    uid_of,
     wipe,
 )
 from forkserver import ForkServer, description, place
@@ -372,12 +373,16 @@ def _ctl_answer(buf):
     return {"rc": rc}
 
 
-def _supervise(pid, fds, deadline, cap, ctl=None, send=b""):
+CPU_TICK_S = 0.25  # how often a session's cell has its CPU time read against its limit
+
+
+def _supervise(pid, fds, deadline, cap, ctl=None, send=b"", over_cpu=None):
     """Read `fds` (stdout, stderr) under a byte cap until `pid` exits (or `ctl` answers).
 
     `ctl` (a session's control socket, non-blocking) is written (`send`: the cell) and read in this
     same loop, within the deadline: an interpreter that stops reading, or writes part of a frame, can
     only run into the deadline. Without `ctl`, the template's report that `pid` ended stops the loop.
+    `over_cpu` (a session's cell): read every CPU_TICK_S; True ends the call with reason "cpu_limit".
     Returns dict(out, err, status, truncated flags, wait status, ctl message)."""
     bufs = {fd: bytearray() for fd in fds}
     trunc = {fd: False for fd in fds}
@@ -396,12 +401,19 @@ def _supervise(pid, fds, deadline, cap, ctl=None, send=b""):
     reason = None
     wstatus = None
     ctl_msg = None
+    next_tick = time.monotonic() + CPU_TICK_S
     while True:
-        left = deadline - time.monotonic()
+        now = time.monotonic()
+        left = deadline - now
         if left <= 0:
             reason = "timeout"
             break
-        wait_ms = left * 1000
+        if over_cpu is not None and now >= next_tick:
+            if over_cpu():
+                reason = "cpu_limit"
+                break
+            next_tick = now + CPU_TICK_S
+        wait_ms = (min(left, next_tick - now) if over_cpu is not None else left) * 1000
         events = poller.poll(max(1, int(wait_ms)))
         for fd, ev in events:
             if fd == server:
@@ -487,7 +499,7 @@ def _classify(res, oom_before):
     err = res["err"][-4096:]
     if oom:  # the kernel's OOM killer struck during the call: that is why it failed
         status = "oom"
-    elif res["reason"] == "timeout":
+    elif res["reason"] in ("timeout", "cpu_limit"):
         status = "timeout"
     elif res["reason"] == "output_limit":
         status = "output_limit"
@@ -812,7 +824,37 @@ def _session_start(lim):
         for fd in (null, out_w, err_w):
             os.close(fd)
     parent.setblocking(False)  # written and read only within a cell's deadline (see _supervise)
-    return {"pid": pid, "ctl": parent.detach(), "out": out_r, "err": err_r, "lim": lim}
+    # the interpreter is the template's child, reaped only by _session_kill: its pidfd names it alone
+    return {"pid": pid, "pidfd": os.pidfd_open(pid), "ctl": parent.detach(), "out": out_r, "err": err_r,
+            "lim": lim}
+
+
+def _signal_session(s, sig):
+    """SIGSTOP (freeze) or SIGCONT (thaw) the session's interpreter, all its threads at once."""
+    try:
+        signal.pidfd_send_signal(s["pidfd"], sig)
+    except OSError:
+        pass  # it died: its cell reports that
+
+
+_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def _cpu_of(pid):
+    """CPU seconds of process `pid` (all its threads) and of the children it reaped; 0 once gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            f = fh.read().rsplit(")", 1)[1].split()
+        return (int(f[11]) + int(f[12]) + int(f[13]) + int(f[14])) / _TICKS
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
+def _session_cpu(s):
+    """CPU seconds of the session: its interpreter (and what it reaped) and its live processes. A child
+    killed after an earlier cell and reaped in this one is charged to this one: the session's own time."""
+    keep = _keep()
+    return _cpu_of(s["pid"]) + sum(_cpu_of(p) for p in other_pids(keep) if uid_of(p) == RUN_UID)
 
 
 def _session_kill():
@@ -826,7 +868,7 @@ def _session_kill():
     except OSError:
         pass
     _TEMPLATE.wait(s["pid"])
-    for fd in (s["ctl"], s["out"], s["err"]):
+    for fd in (s["ctl"], s["out"], s["err"], s["pidfd"]):
         try:
             os.close(fd)
         except OSError:
@@ -854,8 +896,14 @@ def op_session_run(req):
     oom_before = oom_count()
     t0 = time.monotonic()
     cell = frames.encode({"code": code, "stdin": req.get("stdin") or "", "cpu_s": lim["cpu_s"]})
+    # between cells the interpreter is stopped (and whatever it started: the cleaner killed the rest);
+    # the cell's CPU limit counts the session's time, threads and children included (read every
+    # CPU_TICK_S), and holds where SIGXCPU is ignored
+    _signal_session(s, signal.SIGCONT)
+    budget = _cpu_of(s["pid"]) + lim["cpu_s"] + 1.0  # between cells nothing else of it lives (bar zombies)
     res = _supervise(s["pid"], (s["out"], s["err"]), t0 + lim["timeout_s"], lim["output_bytes"], ctl=s["ctl"],
-                     send=cell)
+                     send=cell, over_cpu=lambda: _session_cpu(s) > budget)
+    _signal_session(s, signal.SIGSTOP)
     msg = res["ctl"]
     alive = msg is not None and "rc" in msg and res["reason"] is None
     if alive:
