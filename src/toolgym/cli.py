@@ -20,7 +20,7 @@ app = typer.Typer(
 _GROUPS: list[tuple[str, str, str]] = [
     ("assets", "toolgym._cli.assets", "Fetch models and datasets into the offline cache."),
     ("sandbox", "toolgym._cli.sandbox", "Run code in the sandbox; check or build the image."),
-    ("envs", "toolgym._cli.envs", "List and check registered environments."),
+    ("envs", "toolgym._cli.envs", "List, check and create environments."),
     ("rollouts", "toolgym._cli.rollout_files", "Inspect rollout files."),
     ("analyze", "toolgym._cli.analyze", "Analyses of rollouts (teacher signal, ...)."),
     ("bench", "toolgym._cli.bench", "Run benchmark suites and compare reports."),

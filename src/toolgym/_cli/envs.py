@@ -2,18 +2,20 @@
 
     toolgym envs list [--json]
     toolgym envs check ID [--seed N] [-k key=value ...] [--model M [--tool-parser NAME]] [--json]
+    toolgym envs new NAME [--dir PARENT]
 """
 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import typer
 
 from toolgym._text import printable
 
-app = typer.Typer(no_args_is_help=True, help="List and check registered environments.")
+app = typer.Typer(no_args_is_help=True, help="List, check and create environments.")
 
 
 def _fail(msg: str) -> None:
@@ -113,3 +115,32 @@ def check(
         typer.echo(f"{env_id}: {len(checks) - len(failed)}/{len(checks)} checks passed")
     if failed:
         raise typer.Exit(1)
+
+
+@app.command()
+def new(
+    name: str = typer.Argument(..., help="package name: lowercase words joined by '-', e.g. my-env"),
+    parent: Path = typer.Option(Path("."), "--dir", help="folder to create the package folder NAME/ in"),
+) -> None:
+    """Write a new environment package NAME/: an environment (a task source, one @tool, a Rubric), its tests,
+    an entry point and a one-step train.yaml. `my-env` gets the id `my-env/MyEnv-v0` (NAME, then NAME in
+    CamelCase with -v0) and the import package `my_env`. Install it with `pip install -e NAME`; it passes
+    `toolgym envs check ID` and trains with `toolgym train NAME/train.yaml` as generated."""
+    from toolgym._cli.scaffold import name_error, write_package
+
+    err = name_error(name)
+    if err:
+        _fail(err)
+    target = parent / name
+    if target.exists() or target.is_symlink():
+        _fail(f"{target} already exists; pick another NAME or --dir (nothing was written)")
+    try:
+        root, names = write_package(parent, name)
+    except OSError as exc:
+        _fail(f"cannot write {target}: {exc.strerror or exc}")
+    typer.echo(f"wrote {root}/ with environment {names.env_id} (class {names.module}.{names.cls})")
+    typer.echo("next, in the Python environment that has toolgym:")
+    typer.echo(f"  pip install -e {root}")
+    typer.echo(f"  toolgym envs check {names.env_id}")
+    typer.echo(f"  python -m pytest {root}/tests")
+    typer.echo(f"  toolgym train {root}/train.yaml")
