@@ -138,9 +138,10 @@ def new(
         root, names = write_package(parent, name)
     except OSError as exc:
         _fail(f"cannot write {target}: {exc.strerror or exc}")
-    typer.echo(f"wrote {root}/ with environment {names.env_id} (class {names.module}.{names.cls})")
+    shown = str(root) if root.is_absolute() else f"./{root}"  # pip reads a bare "my-env" as a package name
+    typer.echo(f"wrote {shown}/ with environment {names.env_id} (class {names.module}.{names.cls})")
     typer.echo("next, in the Python environment that has toolgym:")
-    typer.echo(f"  pip install -e {root}")
+    typer.echo(f"  pip install -e {shown}")
     typer.echo(f"  toolgym envs check {names.env_id}")
-    typer.echo(f"  python -m pytest {root}/tests")
-    typer.echo(f"  toolgym train {root}/train.yaml")
+    typer.echo(f"  python -m pytest {shown}/tests")
+    typer.echo(f"  toolgym train {shown}/train.yaml")
