@@ -1,11 +1,14 @@
 """`toolgym rollout` stopped by SIGINT or SIGTERM mid-run (a real signal once the episodes-done line is past the first group,
 from a fresh folder as the user's cwd): the finished groups stay in the --out file, the sidecar says the file is
-incomplete and how many episodes it holds, one line says so with the command, exit 128 + the signal."""
+incomplete and how many episodes it holds, one line says so with the resume command, exit 128 + the signal; that
+command samples only the missing groups, each under its own task index (its task, group id and seeds)."""
 
 from __future__ import annotations
 
 import re
 import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -28,12 +31,27 @@ def test_a_signal_keeps_the_finished_groups_and_says_so(tiny_dir: Path, tmp_path
     assert lines[0].startswith("loading the model: ")  # before the model loads, not after the first episode
     line = stop_line(lines)
     m = re.fullmatch(rf"stopped after (\d+) of {TASKS} groups \({signal.Signals(signum).name}\): (\d+) finished "
-                     r"episodes in r\.jsonl; run again: toolgym (.*)", line)
+                     r"episodes in r\.jsonl; resume: toolgym (.*)", line)
     assert m, line
     groups, episodes = int(m.group(1)), int(m.group(2))
     assert 1 <= groups < TASKS and episodes == groups * GROUP
-    assert m.group(3).split() == args
+    assert m.group(3).split() == [*args, "--resume"]
     trajs = read_jsonl(tmp_path / "r.jsonl")
     assert len(trajs) == episodes and all(len(g) == GROUP for g in group_by(trajs))
     meta = read_header(tmp_path / "r.jsonl")["meta"]
     assert meta["complete"] is False and meta["episodes"] == episodes
+    kept = {t.metadata["task_index"]: t.task_id for t in trajs}
+
+    resumed = subprocess.run([str(Path(sys.executable).parent / "toolgym"), *m.group(3).split()], cwd=tmp_path,
+                             capture_output=True, text=True, timeout=900, stdin=subprocess.DEVNULL)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert f"resuming: {groups} of {TASKS} groups are in r.jsonl already" in resumed.stderr
+    whole = read_jsonl(tmp_path / "r.jsonl")
+    by_index = {g[0].metadata["task_index"]: g for g in group_by(whole)}
+    assert sorted(by_index) == list(range(TASKS)) and all(len(g) == GROUP for g in by_index.values())
+    assert len(whole) == TASKS * GROUP  # nothing sampled twice
+    assert all(by_index[i][0].task_id == task_id for i, task_id in kept.items())  # the kept groups untouched
+    for i, g in by_index.items():  # each group is its own index's: Arith's task for options.index i
+        assert {t.group_id for t in g} == {f"toolgym/Arith-v0/{i}"}
+    meta = read_header(tmp_path / "r.jsonl")["meta"]
+    assert meta["complete"] is True and meta["episodes"] == TASKS * GROUP

@@ -71,6 +71,8 @@ def rollout(
                                     "pythonic, mistral, qwen3_coder, gpt_oss, deepseek_v3 (default: read from "
                                     "the chat template)"),
     as_json: bool = typer.Option(False, "--json", help="print the summary as JSON"),
+    resume: bool = typer.Option(False, "--resume", help="keep the groups --out already holds (a stopped run's) and "
+                                "sample only the missing ones, with the seeds the whole run gives them"),
     progress: bool = typer.Option(True, "--progress/--no-progress",
                                   help="show progress on stderr (a bar on a terminal, a line every few seconds "
                                        "otherwise)"),
@@ -123,18 +125,21 @@ def rollout(
     runner = RolloutRunner(smp, tpl, env_id, params,
                            EpisodeLimits(max_turns=max_turns, max_total_tokens=max_total_tokens, max_wall_s=max_wall_s),
                            env_kwargs=_parse_kwargs(env_kwarg), seed=seed, max_concurrent_episodes=concurrency)
-    specs = [TaskSpec(seed=seed + i, options={"index": i}) for i in range(tasks)]
     meta = {"env_id": env_id, "model": model, "sampler": sampler, "device": getattr(smp, "device", None),
             "tool_parser": tpl.tool_parser.name, "tool_parser_source": tpl.tool_parser_source,
             "tasks": tasks, "group": group,
             "sampling": params.to_dict(), "max_turns": max_turns, "max_total_tokens": max_total_tokens,
             "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "complete": False}
+    kept = _kept_groups(out, meta, group) if resume else set()
+    specs = [TaskSpec(seed=seed + i, options={"index": i}, index=i) for i in range(tasks) if i not in kept]
+    if kept:
+        say(f"resuming: {len(kept)} of {tasks} groups are in {out} already")
     t0 = time.perf_counter()
-    say(f"sampling {tasks} tasks x {group} episodes of {env_id} -> {out}")
+    say(f"sampling {len(specs)} tasks x {group} episodes of {env_id} -> {out}")
     tally = _Tally()
     try:
-        with signals(), RolloutWriter(out, meta) as writer, \
-                Bar("episodes", tasks * group, stream=sys.stderr, enabled=progress, every_s=5.0) as bar:
+        with signals(), RolloutWriter(out, meta, append=bool(kept)) as writer, \
+                Bar("episodes", len(specs) * group, stream=sys.stderr, enabled=progress, every_s=5.0) as bar:
             finished = _Tally()  # episodes as they end, for the display; `tally` counts what is in the file
 
             def episode(traj: Any) -> None:
@@ -147,10 +152,10 @@ def rollout(
 
             groups = asyncio.run(runner.arun(specs, group, on_group=done, on_episode=episode))
     except Stopped as stop:
-        _stopped(stop, out, meta, tally, tasks, time.perf_counter() - t0)
+        _stopped(stop, out, meta, tally, len(kept), tasks, time.perf_counter() - t0)
     wall = time.perf_counter() - t0
     trajs = [t for g in groups for t in g]
-    write_meta(out, {**meta, "complete": True, "episodes": len(trajs), "wall_s": round(wall, 3)})
+    write_meta(out, {**meta, "complete": True, "episodes": len(trajs) + len(kept) * group, "wall_s": round(wall, 3)})
     summary = {
         "out": str(out), "episodes": len(trajs), "groups": len(groups),
         "mean_reward": sum(t.reward for t in trajs) / max(1, len(trajs)),
@@ -183,14 +188,40 @@ class _Tally:
         return self.reward / max(1, self.episodes)
 
 
-def _stopped(stop: Stopped, out: Path, meta: dict[str, Any], tally: _Tally, tasks: int, wall: float) -> None:
+def _kept_groups(out: Path, meta: dict[str, Any], group: int) -> set[int]:
+    """--resume: the task indices whose whole group `out` holds, after checking that it was written by the same
+    command (environment, model, sampler, tasks, group size, sampling); a partial group is sampled again."""
+    from toolgym.agents.storage import iter_jsonl, read_header
+
+    if not out.exists():
+        return set()
+    before = read_header(out).get("meta") or {}
+    keys = ("env_id", "model", "sampler", "tasks", "group", "sampling", "max_turns", "max_total_tokens")
+    differ = [k for k in keys if before.get(k) != meta.get(k)]
+    if differ:
+        raise ConfigError(f"cannot resume {out}: it was written with other {', '.join(differ)} "
+                          f"({', '.join(f'{k}={before.get(k)!r}' for k in differ)}); give another --out")
+    counts: dict[int, int] = {}
+    for t in iter_jsonl(out):
+        index = t.metadata.get("task_index")
+        if isinstance(index, int):
+            counts[index] = counts.get(index, 0) + 1
+    if any(n != group for n in counts.values()):  # a group cut in the middle: the file is rewritten without it
+        raise ConfigError(f"cannot resume {out}: it holds a partial group (groups are written whole by toolgym)")
+    return set(counts)
+
+
+def _stopped(stop: Stopped, out: Path, meta: dict[str, Any], tally: _Tally, kept: int, tasks: int,
+             wall: float) -> None:
     """SIGINT/SIGTERM: the finished groups are in the file (the sidecar says how many, complete: false); one
-    line says so with the command that samples the whole set again; exit 128 + the signal."""
+    line says so with the command that samples only the missing groups; exit 128 + the signal."""
     from toolgym.agents.storage import write_meta
 
-    write_meta(out, {**meta, "complete": False, "episodes": tally.episodes, "wall_s": round(wall, 3)})
-    typer.echo(printable(f"stopped after {tally.groups} of {tasks} groups ({stop.name}): {tally.episodes} finished "
-                         f"episodes in {out}; run again: {command_line()}"), err=True)
+    group = meta.get("group") or 1
+    write_meta(out, {**meta, "complete": False, "episodes": tally.episodes + kept * group, "wall_s": round(wall, 3)})
+    typer.echo(printable(f"stopped after {tally.groups + kept} of {tasks} groups ({stop.name}): "
+                         f"{tally.episodes + kept * group} finished episodes in {out}; resume: "
+                         f"{command_line(['--resume'])}"), err=True)
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(stop.exit_code)  # a sampler thread may be inside a forward pass: leave without joining it

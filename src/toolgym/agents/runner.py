@@ -56,6 +56,7 @@ class TaskSpec:
 
     seed: int | None = None
     options: dict[str, Any] = field(default_factory=dict)
+    index: int | None = None  # the task's index in the whole run (its group id and sampling seeds); None: its position
 
 
 @dataclass
@@ -130,7 +131,8 @@ class RolloutRunner:
 
         async def one(ti: int, g: int) -> Trajectory:
             async with sem:
-                traj = await self.run_episode(specs[ti], ti, g)
+                index = specs[ti].index
+                traj = await self.run_episode(specs[ti], ti if index is None else index, g)
             if on_episode is not None:
                 on_episode(traj)
             return traj

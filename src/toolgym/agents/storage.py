@@ -94,12 +94,13 @@ class RolloutWriter:
     """Appends trajectories as they are produced, one group per `write`, each flushed to the OS at once:
     a run that is interrupted keeps every group it finished, and the file stays valid JSONL."""
 
-    def __init__(self, path: str | os.PathLike, meta: dict[str, Any] | None = None) -> None:
+    def __init__(self, path: str | os.PathLike, meta: dict[str, Any] | None = None, *, append: bool = False) -> None:
+        """append=True keeps what the file holds (a resumed run adds the groups it lacked)."""
         self.path = Path(path)
         self.count = 0
         write_meta(self.path, meta)
         try:
-            self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | (os.O_APPEND if append else os.O_TRUNC), 0o644)
         except OSError as exc:
             raise RolloutFileError(f"cannot write rollout file {self.path}: {exc.strerror}") from exc
 
