@@ -153,5 +153,6 @@ class Registry(Mapping[str, T], Generic[T]):
             hint = " (is its package installed in this environment?)" if isinstance(exc, ImportError) else ""
             raise self.error(f"the plug-in {where} failed to load: {type(exc).__name__}: {exc}{hint}") from None
         if not self._accepts(obj):
-            raise self.error(f"{self.kind} {name!r}: {ref!r} is a {type(obj).__name__}, not a {self.kind}")
+            raise self.error(f"{self.kind} {name!r}: {ref!r} is an object of type {type(obj).__name__}, "
+                             f"not a {self.kind}")
         return obj
