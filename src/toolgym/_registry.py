@@ -128,10 +128,11 @@ class Registry(Mapping[str, T], Generic[T]):
     def __repr__(self) -> str:
         return f"Registry({self.kind!r}, {list(self._entries)})"
 
-    def find(self, name: object, what: str = "", known: Any = None) -> T:
+    def find(self, name: object, what: str = "", known: Any = None, note: str = "") -> T:
         """The entry ``name``: registered, or an out-of-tree ``package.module:Name`` (imported and registered
         under that name); otherwise ``error`` with the one-line "unknown" message (``what``: where the name
-        came from, e.g. a config field), naming a plug-in that failed to load."""
+        came from, e.g. a config field; ``note``: what else the name may be), naming a plug-in that failed to
+        load."""
         if isinstance(name, str) and name in self:
             return self[name]
         if is_reference(name):
@@ -139,7 +140,7 @@ class Registry(Mapping[str, T], Generic[T]):
             obj = self._import(name, name)
             self.add(name, obj)
             return obj
-        notes = [f"from {what}"] if what else []
+        notes = [n for n in (note, f"from {what}" if what else "") if n]
         broken = [k for k in self.errors if str(name) and str(name) in k]
         if broken:
             notes.append(f"the plug-in {broken[0]} failed to load: {self.errors[broken[0]]}")
