@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterator, Mapping
 from importlib import metadata
 from typing import Any, Generic, TypeVar
 
-from toolgym._plugins import load_entry_points
+from toolgym._plugins import broken_note, load_entry_points, load_failure
 from toolgym.errors import ConfigError, unknown
 
 T = TypeVar("T")
@@ -140,19 +140,14 @@ class Registry(Mapping[str, T], Generic[T]):
             obj = self._import(name, name)
             self.add(name, obj)
             return obj
-        notes = [n for n in (note, f"from {what}" if what else "") if n]
-        broken = [k for k in self.errors if str(name) and str(name) in k]
-        if broken:
-            notes.append(f"the plug-in {broken[0]} failed to load: {self.errors[broken[0]]}")
+        notes = [n for n in (note, f"from {what}" if what else "", broken_note(name, self.errors)) if n]
         raise self.error(unknown(self.kind, name, list(self) if known is None else known, "; ".join(notes)))
 
     def _import(self, name: str, ref: str) -> Any:
         try:
             obj = import_reference(ref)
         except Exception as exc:
-            where = f"{self.kind} {ref!r}" if name == ref else f"{self.kind} {name!r} ({ref})"
-            hint = " (is its package installed in this environment?)" if isinstance(exc, ImportError) else ""
-            raise self.error(f"the plug-in {where} failed to load: {type(exc).__name__}: {exc}{hint}") from None
+            raise self.error(load_failure(self.kind, name, ref, exc)) from None
         if not self._accepts(obj):
             raise self.error(f"{self.kind} {name!r}: {ref!r} is an object of type {type(obj).__name__}, "
                              f"not a {self.kind}")
