@@ -22,7 +22,9 @@ def site(tmp_path: Path):
         "ALGO = Algorithm('from_ep', {'loss': {'ratio': 'token'}}, None, _objective)\n"
         "class MyParser(HermesParser):\n    pass\n"
         "def hook():\n    PARSERS.add('hooked', MyParser)\n"
-        "NOT_AN_ALGORITHM = 3\n")
+        "NOT_AN_ALGORITHM = 3\n"
+        "from toolgym.agents.samplers import SamplerSpec\n"
+        "SPEC = SamplerSpec('by_ref', 'tg_reg_fixture:build', needs_weight_push=True)\n")
     dist = tmp_path / "tg_reg_fixture-0.1.dist-info"
     dist.mkdir()
     (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: tg-reg-fixture\nVersion: 0.1\n")
@@ -97,6 +99,19 @@ def test_parsers_come_from_entry_points_hooks_and_references(site: Path) -> None
     finally:
         for name in ("mine", "hooked", "tg_reg_fixture:MyParser"):
             PARSERS.pop(name, None)
+
+
+def test_a_config_names_an_installed_sampler_by_its_spec(site: Path) -> None:
+    from toolgym.agents.samplers import SAMPLERS, get_sampler
+
+    try:
+        spec = get_sampler("tg_reg_fixture:SPEC", "rollout.sampler")
+        assert (spec.name, spec.needs_weight_push, spec.follows_training) == ("by_ref", True, True)
+        with pytest.raises(ConfigError) as e:
+            get_sampler("tg_reg_fixture:NOT_AN_ALGORITHM", "rollout.sampler")
+        assert str(e.value).endswith("is an object of type int, not a sampler")
+    finally:
+        SAMPLERS.pop("tg_reg_fixture:SPEC", None)
 
 
 def test_sandbox_backends_and_asset_builders_are_registries() -> None:
