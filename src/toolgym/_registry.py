@@ -49,16 +49,17 @@ def import_reference(ref: str) -> Any:
 class Registry(Mapping[str, T], Generic[T]):
     """Named entries of one plug-in kind. ``kind`` names it in messages ("sampler"); ``group`` is its
     entry-point group (None: built-ins only); ``accepts(obj)`` says whether a loaded object is an entry
-    (otherwise a callable entry-point object is a hook); ``error`` is the exception a bad name raises."""
+    (otherwise a callable entry-point object is a hook); ``register(ep_name, obj)`` registers an entry an entry
+    point gives (default: under the entry point's name); ``error`` is the exception a bad name raises."""
 
     def __init__(self, kind: str, group: str | None = None, *, accepts: Callable[[Any], bool] | None = None,
-                 error: type[Exception] = ConfigError, on_entry_point: Callable[[str, Any], None] | None = None,
+                 error: type[Exception] = ConfigError, register: Callable[[str, Any], None] | None = None,
                  ) -> None:
         self.kind = kind
         self.group = group
         self.error = error
         self._accepts = accepts or (lambda obj: True)
-        self._on_entry_point = on_entry_point
+        self._register = register or (lambda name, obj: self.add(name, obj))
         self._entries: dict[str, Any] = {}  # name -> object, or "module:attr" not yet imported
         self._lazy: set[str] = set()
         self.errors: dict[str, str] = {}  # "name (module:attr)" -> the error its plug-in raised
@@ -92,10 +93,8 @@ class Registry(Mapping[str, T], Generic[T]):
 
     def _entry_point(self, ep: metadata.EntryPoint) -> None:
         obj = ep.load()
-        if self._on_entry_point is not None:
-            self._on_entry_point(ep.name, obj)
-        elif self._accepts(obj):
-            self.add(ep.name, obj)
+        if self._accepts(obj):
+            self._register(ep.name, obj)
         elif callable(obj):
             obj()
         else:

@@ -74,20 +74,15 @@ class SamplerSpec:
         return dict(_load(self.train_options)(cfg, device))
 
 
-def _load_sampler_entry_point(name: str, obj: Any) -> None:
-    if isinstance(obj, SamplerSpec):
-        register_sampler(obj.name, obj.factory, in_process=obj.in_process,
-                         needs_weight_push=obj.needs_weight_push, logprobs=obj.logprobs, remote=obj.remote,
-                         description=obj.description, defaults=obj.defaults, train_options=obj.train_options)
-    elif callable(obj):
-        obj()
-    else:
-        raise TypeError(f"expected a SamplerSpec or a hook function, got {type(obj).__name__}")
+def _register_spec(entry_point: str, obj: SamplerSpec) -> None:
+    register_sampler(obj.name, obj.factory, in_process=obj.in_process, needs_weight_push=obj.needs_weight_push,
+                     logprobs=obj.logprobs, remote=obj.remote, description=obj.description, defaults=obj.defaults,
+                     train_options=obj.train_options)
 
 
 SAMPLERS: Registry[SamplerSpec] = Registry("sampler", ENTRY_POINT_GROUP,
                                            accepts=lambda obj: isinstance(obj, SamplerSpec),
-                                           on_entry_point=_load_sampler_entry_point)
+                                           register=_register_spec)
 #: the plug-ins that failed to load: "name (module:attr)" -> their error
 plugin_errors: dict[str, str] = SAMPLERS.errors
 

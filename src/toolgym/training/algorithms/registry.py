@@ -39,18 +39,13 @@ class Algorithm:
 ENTRY_POINT_GROUP = "toolgym.algorithms"
 
 
-def _load_entry_point(name: str, obj: Any) -> None:
-    if isinstance(obj, Algorithm):
-        ALGORITHMS.add(obj.name, obj)
-    elif callable(obj):
-        obj()
-    else:
-        raise TypeError(f"expected an Algorithm or a hook function, got {type(obj).__name__}")
+def _register_entry_point(entry_point: str, obj: Algorithm) -> None:
+    register_algorithm(obj.name, obj.defaults, obj.options, obj.objective, description=obj.description)
 
 
 ALGORITHMS: Registry[Algorithm] = Registry("algorithm", ENTRY_POINT_GROUP,
                                            accepts=lambda obj: isinstance(obj, Algorithm),
-                                           on_entry_point=_load_entry_point)
+                                           register=_register_entry_point)
 
 
 def register_algorithm(name: str, defaults: dict[str, Any], options: type | None,
