@@ -66,6 +66,7 @@ from toolgym._assets.names import KINDS, Resolved, check_hub_model, looks_like_p
 from toolgym._assets.qwen_sources import QWEN_CODER_05B, QWEN_CODER_15B
 from toolgym._assets.split import SplitFile, obtain_source
 from toolgym._jsonl import read_jsonl
+from toolgym._registry import Registry
 from toolgym.errors import AssetError, unknown
 
 log = logging.getLogger(__name__)
@@ -187,32 +188,21 @@ def _log_progress(msg: str) -> None:
 # ----------------------------------------------------------------------------- building
 
 
+#: how each asset is built, by asset name: ``build(spec, archive, out, scratch, progress) -> metadata``
+#: (toolgym._assets.builders), imported when the asset is first built. No entry-point group: an asset is
+#: known by its spec in KNOWN_ASSETS, so a builder alone would name nothing.
+BUILDERS: Registry[Callable[..., dict[str, Any]]] = Registry("asset builder", error=AssetError, accepts=callable)
+for _name, _builder in {"qwen3-tokenizer": "qwen3_tokenizer", "smollm2-135m-instruct": "smollm2",
+                        "qwen2.5-coder-0.5b-instruct": "qwen_coder", "qwen2.5-coder-1.5b-instruct": "qwen_coder",
+                        "humaneval": "humaneval", "leetcode": "leetcode"}.items():
+    BUILDERS.add(_name, f"toolgym._assets.builders:{_builder}", lazy=True)
+for _name, _spec_ in KNOWN_ASSETS.items():
+    if _spec_.archive is _OLMO:
+        BUILDERS.add(_name, "toolgym._assets.builders:olmo", lazy=True)
+
+
 def _build(spec: AssetSpec, archive: Path, out: Path, scratch: Path, progress: Progress) -> dict[str, Any]:
-    from toolgym._assets import datasets
-
-    if spec.name == "qwen3-tokenizer":
-        from toolgym._assets.models import build_qwen3_tokenizer
-
-        return build_qwen3_tokenizer(archive, out, scratch, progress)
-    if spec.name == "smollm2-135m-instruct":
-        from toolgym._assets.models import build_smollm2
-
-        return build_smollm2(archive, out, scratch, progress)
-    if isinstance(spec.archive, SplitFile):
-        from toolgym._assets.qwen import build_qwen_coder
-        from toolgym._assets.qwen_sources import BUILDS
-
-        return build_qwen_coder(BUILDS[spec.name], spec.archive.as_dict(), archive, out, scratch, progress)
-    if spec.name == "humaneval":
-        build: Callable[[Path], dict[str, list[dict]]] = datasets.build_humaneval
-    elif spec.name == "leetcode":
-        from toolgym._assets.leetcode import build_leetcode
-
-        build = build_leetcode
-    else:
-        build = datasets.build_olmo(spec.name)
-    assert spec.schema is not None
-    return datasets.run_builder(spec.name, spec.schema, spec.splits, build, archive, out, progress)
+    return BUILDERS.find(spec.name)(spec, archive, out, scratch, progress)
 
 
 def fetch(name: str, force: bool = False, progress: Progress | None = None) -> Path:

@@ -108,15 +108,24 @@ def test_broken_plugin_is_reported_not_fatal(tmp_path):
     dist = tmp_path / "broken_plugin-0.1.dist-info"
     dist.mkdir()
     (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: broken-plugin\nVersion: 0.1\n")
-    (dist / "entry_points.txt").write_text("[toolgym.envs]\nhook = no_such_module_xyz:register\n")
+    (dist / "entry_points.txt").write_text("[toolgym.envs]\nhook = no_such_module_xyz:register\n"
+                                           "example/Broken-v0 = no_such_module_xyz:Env\n")
     sys.path.insert(0, str(tmp_path))
     try:
         registry.load_plugins(force=True)
         assert any("no_such_module_xyz" in k for k in registry.plugin_errors)
         assert "toolgym/Arith-v0" in registry.list_envs()
+        # made by id, the broken plug-in is one line naming it and its error, as every registry says it
+        with pytest.raises(ConfigError) as e:
+            toolgym.make("example/Broken-v0")
+        assert str(e.value) == ("the plug-in environment 'example/Broken-v0' (no_such_module_xyz:Env) failed to load: "
+                                "ModuleNotFoundError: No module named 'no_such_module_xyz' (is its package installed "
+                                "in this environment?)")
     finally:
         sys.path.remove(str(tmp_path))
         registry.plugin_errors.clear()
+        gymnasium.registry.pop("example/Broken-v0", None)
+        registry._ours.discard("example/Broken-v0")
 
 
 def test_readme_example_script_runs():

@@ -55,3 +55,31 @@ def test_bad_yaml_is_a_config_error(tmp_path: Path, body: str, msg: str) -> None
 def test_unknown_suite() -> None:
     with pytest.raises(ConfigError, match="unknown suite"):
         load_suite("nope")
+
+
+def test_a_suite_from_a_package_by_reference_and_by_entry_point(tmp_path: Path) -> None:
+    import sys
+
+    from toolgym.suites.registry import SUITES, registered_suites
+
+    (tmp_path / "tg_suite_fixture.py").write_text(
+        "from toolgym.suites.registry import Suite, SuiteEntry\n"
+        "MINE = Suite('mine', [SuiteEntry('a', 'toolgym/ScienceQA-v0', 'asset:arc_easy', 'acc_norm')], 'one')\n")
+    dist = tmp_path / "tg_suite_fixture-0.1.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: tg-suite-fixture\nVersion: 0.1\n")
+    (dist / "entry_points.txt").write_text("[toolgym.suites]\nmine = tg_suite_fixture:MINE\n")
+    sys.path.insert(0, str(tmp_path))
+    try:
+        SUITES.load_plugins(force=True)
+        assert [e.name for e in load_suite("mine").entries] == ["a"]
+        assert load_suite("tg_suite_fixture:MINE").description == "one"
+        assert list(registered_suites())[:4] == ["science", "code", "math", "mine"]
+        picked = load_suite("mine").select("a")
+        picked.entries[0].options["x"] = 1  # a caller's copy: the registered suite is unchanged
+        assert load_suite("mine").entries[0].options == {}
+    finally:
+        sys.path.remove(str(tmp_path))
+        sys.modules.pop("tg_suite_fixture", None)
+        for name in ("mine", "tg_suite_fixture:MINE"):
+            SUITES.pop(name, None)

@@ -134,10 +134,10 @@ def compare(
 
 @app.command("list")
 def list_suites(as_json: bool = typer.Option(False, "--json")) -> None:
-    """The built-in suites and their entries."""
-    from toolgym.suites.registry import builtin_suites
+    """The registered suites (built-ins, then plug-ins) and their entries."""
+    from toolgym.suites.registry import registered_suites
 
-    suites = {n: s.to_dict() for n, s in builtin_suites().items()}
+    suites = {n: s.to_dict() for n, s in registered_suites().items()}
     if as_json:
         typer.echo(json.dumps(suites))
         return

@@ -1,6 +1,7 @@
 """Sampler registry: ``rollout.sampler: NAME`` in a training config and ``--sampler NAME`` on the command
 line name an entry here. Built in: ``hf``, ``vllm``, ``openai``; third-party packages add theirs through the
-entry-point group ``toolgym.samplers``, as environments do through ``toolgym.envs``.
+entry-point group ``toolgym.samplers``, as environments do through ``toolgym.envs``, and a config may name
+an installed one that declares no entry point as ``package.module:SPEC`` (a :class:`SamplerSpec`).
 
 An entry's capability flags are what the trainer, the config check, weight sync, suites and the CLI read;
 none of them compares sampler names:
@@ -24,14 +25,12 @@ context; and whatever ``rollout.sampler_kwargs`` holds. Torch-free: factories im
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from importlib import metadata
 from typing import Any
 
-from toolgym._plugins import load_entry_points
-from toolgym.errors import ConfigError, unknown
+from toolgym._registry import Registry, import_reference
+from toolgym.errors import ConfigError
 
 ENTRY_POINT_GROUP = "toolgym.samplers"
 
@@ -75,9 +74,17 @@ class SamplerSpec:
         return dict(_load(self.train_options)(cfg, device))
 
 
-SAMPLERS: dict[str, SamplerSpec] = {}
-_loaded = False
-plugin_errors: dict[str, str] = {}
+def _register_spec(entry_point: str, obj: SamplerSpec) -> None:
+    register_sampler(obj.name, obj.factory, in_process=obj.in_process, needs_weight_push=obj.needs_weight_push,
+                     logprobs=obj.logprobs, remote=obj.remote, description=obj.description, defaults=obj.defaults,
+                     train_options=obj.train_options)
+
+
+SAMPLERS: Registry[SamplerSpec] = Registry("sampler", ENTRY_POINT_GROUP,
+                                           accepts=lambda obj: isinstance(obj, SamplerSpec),
+                                           register=_register_spec)
+#: the plug-ins that failed to load: "name (module:attr)" -> their error
+plugin_errors: dict[str, str] = SAMPLERS.errors
 
 
 def register_sampler(name: str, factory: str | Callable[..., Any], *, in_process: bool = False,
@@ -94,58 +101,37 @@ def register_sampler(name: str, factory: str | Callable[..., Any], *, in_process
                           "its own copy) exclude each other")
     if not (isinstance(factory, str) and ":" in factory) and not callable(factory):
         raise ConfigError(f"sampler {name!r}: factory must be 'module:function' or a callable; got {factory!r}")
-    unknown = set(defaults or {}) - set(PURPOSES)
-    if unknown:
-        raise ConfigError(f"sampler {name!r}: defaults keys must be among {PURPOSES}; got {sorted(unknown)}")
+    stray = set(defaults or {}) - set(PURPOSES)
+    if stray:
+        raise ConfigError(f"sampler {name!r}: defaults keys must be among {PURPOSES}; got {sorted(stray)}")
     spec = SamplerSpec(name, factory, in_process, needs_weight_push, logprobs, remote, description,
                        {k: dict(v) for k, v in (defaults or {}).items()}, train_options)
-    if name in SAMPLERS and not override and SAMPLERS[name] != spec:
-        raise ConfigError(f"sampler {name!r} is already registered ({SAMPLERS[name].factory!r}); pass "
+    old = SAMPLERS._entries.get(name)
+    if old is not None and not override and old != spec:
+        raise ConfigError(f"sampler {name!r} is already registered ({old.factory!r}); pass "
                           "override=True to replace it")
-    SAMPLERS[name] = spec
+    SAMPLERS.add(name, spec)
     return spec
 
 
 def load_plugins(force: bool = False) -> None:
-    """Register the built-ins and every entry point in the ``toolgym.samplers`` group (once).
+    """Register every entry point in the ``toolgym.samplers`` group (once; the built-ins are registered on
+    import).
 
     An entry point's object is a :class:`SamplerSpec` (registered under its own name) or a hook ``fn()``
     that calls :func:`register_sampler` itself. A broken plug-in is recorded in ``plugin_errors`` (named
     when its sampler is asked for) instead of breaking every other sampler."""
-    global _loaded
-    if _loaded and not force:
-        return
-    _loaded = True
-    load_entry_points(ENTRY_POINT_GROUP, _load_sampler_entry_point, plugin_errors)
+    SAMPLERS.load_plugins(force)
 
-
-def _load_sampler_entry_point(ep: metadata.EntryPoint) -> None:
-    obj = ep.load()
-    if isinstance(obj, SamplerSpec):
-        register_sampler(obj.name, obj.factory, in_process=obj.in_process,
-                         needs_weight_push=obj.needs_weight_push, logprobs=obj.logprobs, remote=obj.remote,
-                         description=obj.description, defaults=obj.defaults, train_options=obj.train_options)
-    elif callable(obj):
-        obj()
-    else:
-        raise TypeError(f"expected a SamplerSpec or a hook function, got {type(obj).__name__}")
 
 def get_sampler(name: str, what: str = "--sampler") -> SamplerSpec:
     """The registered sampler ``name``; otherwise a ConfigError naming ``what`` (the option or config field),
     the registered names and a close match."""
-    load_plugins()
-    if isinstance(name, str) and name in SAMPLERS:
-        return SAMPLERS[name]
-    note = f"from {what}"
-    broken = [k for k in plugin_errors if str(name) in k]
-    if broken:
-        note += f"; the plug-in {broken[0]} failed to load: {plugin_errors[broken[0]]}"
-    return _raise(unknown("sampler", name, SAMPLERS, note))
+    return SAMPLERS.find(name, what)
 
 
 def list_samplers() -> list[str]:
     """Registered sampler names: built-ins first, then plug-ins, in registration order."""
-    load_plugins()
     return list(SAMPLERS)
 
 
@@ -167,15 +153,8 @@ def _register_builtins() -> None:
                      description="an OpenAI-compatible server (/v1/completions with token ids)")
 
 
-def _raise(msg: str) -> Any:
-    raise ConfigError(msg)
-
-
 def _load(ref: str | Callable[..., Any]) -> Callable[..., Any]:
-    if callable(ref):
-        return ref
-    module, _, attr = ref.partition(":")
-    return getattr(importlib.import_module(module), attr)
+    return ref if callable(ref) else import_reference(ref)
 
 
 _register_builtins()

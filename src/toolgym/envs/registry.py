@@ -11,7 +11,8 @@ from typing import Any
 import gymnasium
 from gymnasium.envs.registration import EnvSpec
 
-from toolgym._plugins import load_entry_points
+from toolgym._plugins import broken_note, load_entry_points, load_failure
+from toolgym._registry import import_reference, is_reference
 from toolgym.errors import ConfigError, ToolgymError, unknown
 
 ENTRY_POINT_GROUP = "toolgym.envs"
@@ -102,6 +103,11 @@ def spec(id: str) -> EnvSpec:
 def make(id: str, **kwargs: Any) -> gymnasium.Env:
     """Create a registered environment; kwargs go to its constructor (e.g. sandbox=, max_turns=)."""
     s = spec(id)
+    if isinstance(s.entry_point, str) and is_reference(s.entry_point):  # a plug-in's, imported now: named if broken
+        try:
+            import_reference(s.entry_point)
+        except Exception as exc:
+            raise ConfigError(load_failure("environment", s.id, s.entry_point, exc)) from None
     return gymnasium.make(s, **kwargs)
 
 
@@ -174,4 +180,4 @@ def list_envs(namespace: str | None = None, toolgym_only: bool = True) -> list[s
 
 
 def _unknown_message(id: str) -> str:
-    return unknown("environment", id, list_envs())
+    return unknown("environment", id, list_envs(), broken_note(id, plugin_errors))

@@ -27,7 +27,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict
 from typing import Any, Literal
 
-from toolgym.errors import SandboxUnavailable, ToolgymError, unknown
+from toolgym._registry import Registry
+from toolgym.errors import SandboxUnavailable, ToolgymError
 from toolgym.sandbox import tenancy, waiting
 from toolgym.sandbox.pool import Pool
 from toolgym.sandbox.types import ExecResult, Limits
@@ -324,20 +325,22 @@ def _close_all() -> None:
 atexit.register(_close_all)
 
 
+#: sandbox backends by name: a class (or factory) called as ``cls(limits, image=image)`` whose instance has
+#: ``name``, ``new_worker()`` and ``close()``; others come through the entry-point group
+#: ``toolgym.sandbox_backends``. "auto" is not one: it picks docker or local (:func:`doctor.pick_backend`).
+BACKENDS: Registry[Any] = Registry("sandbox backend", "toolgym.sandbox_backends", error=SandboxRequestError,
+                                   accepts=callable)
+BACKENDS.add("docker", "toolgym.sandbox.docker_backend:DockerBackend", lazy=True)
+BACKENDS.add("local", "toolgym.sandbox.local_backend:LocalBackend", lazy=True)
+
+
 def make_backend(backend: str, limits: Limits, image: str | None = None):
+    """A backend instance by name ("auto" picks one that runs here)."""
     if backend == "auto":
         from toolgym.sandbox.doctor import pick_backend
 
         backend = pick_backend()["backend"]
-    if backend == "docker":
-        from toolgym.sandbox.docker_backend import DockerBackend
-
-        return DockerBackend(limits, image=image)
-    if backend == "local":
-        from toolgym.sandbox.local_backend import LocalBackend
-
-        return LocalBackend(limits)
-    raise SandboxRequestError(unknown("sandbox backend", backend, ("auto", "docker", "local")))
+    return BACKENDS.find(backend, known=("auto", *BACKENDS))(limits, image=image)
 
 
 def open_sandbox(backend: Literal["auto", "docker", "local"] | str = "auto", limits: Limits | None = None,

@@ -391,7 +391,8 @@ class LocalBackend:
 
     name = "local"
 
-    def __init__(self, limits: Limits):
+    def __init__(self, limits: Limits, image: str | None = None):
+        """``image`` is the Docker backend's; a local sandbox runs the host's own interpreters."""
         global _REAPED
         self.tool = probe()
         if self.tool["tool"] is None:

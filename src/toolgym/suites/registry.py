@@ -18,11 +18,13 @@ YAML format:
 
 from __future__ import annotations
 
+import copy
 import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from toolgym._registry import Registry
 from toolgym.envs.tasks.catalog import split_source
 from toolgym.errors import ConfigError, unknown
 
@@ -75,36 +77,23 @@ CODE_ENV = "toolgym/CodeContest-v0"
 MATH_ENV = "toolgym/MathTIR-v0"
 
 
-def _builtin() -> dict[str, Suite]:
-    from toolgym.envs.tasks.multiple_choice import MMLU_STEM
-
-    science = Suite("science", [
-        SuiteEntry("arc_challenge", SCIENCE_ENV, "asset:arc_challenge", "acc_norm"),
-        SuiteEntry("arc_easy", SCIENCE_ENV, "asset:arc_easy", "acc_norm"),
-        SuiteEntry("mmlu_stem", SCIENCE_ENV, "asset:mmlu", "acc", options={"subjects": list(MMLU_STEM)}),
-        SuiteEntry("sciq", SCIENCE_ENV, "asset:sciq", "acc_norm"),
-        SuiteEntry("openbookqa", SCIENCE_ENV, "asset:openbookqa", "acc_norm"),
-        SuiteEntry("gpqa_diamond", SCIENCE_ENV, "gpqa:$TOOLGYM_GPQA_CSV", "acc", optional=True),
-    ], "Science QA: ARC, MMLU STEM, SciQ, OpenBookQA; GPQA-Diamond when $TOOLGYM_GPQA_CSV is set.")
-    code = Suite("code", [
-        SuiteEntry("humaneval", CODE_ENV, "asset:humaneval", "pass@1"),
-        SuiteEntry("mbpp", CODE_ENV, "asset:mbpp", "pass@1"),
-        SuiteEntry("leetcode", CODE_ENV, "asset:leetcode", "pass@1", optional=True),
-        SuiteEntry("livecodebench", CODE_ENV, "livecodebench:$TOOLGYM_LCB_DIR", "pass@1", optional=True),
-        SuiteEntry("codecontests", CODE_ENV, "codecontests:$TOOLGYM_CODECONTESTS", "pass@1", optional=True),
-        SuiteEntry("kattis", CODE_ENV, "kattis:$TOOLGYM_KATTIS_DIR", "pass@1", optional=True),
-    ], "Code: HumanEval, MBPP, LeetCode; LiveCodeBench / CodeContests / Kattis packages from local files when "
-       "configured.")
-    math = Suite("math", [
-        SuiteEntry("gsm8k", MATH_ENV, "asset:gsm8k", "pass@1"),
-        SuiteEntry("math500", MATH_ENV, "asset:math500", "pass@1"),
-        SuiteEntry("aime", MATH_ENV, "aime:$TOOLGYM_AIME_JSONL", "avg@1", optional=True),
-    ], "Math: GSM8K, MATH-500; AIME when $TOOLGYM_AIME_JSONL is set.")
-    return {s.name: s for s in (science, code, math)}
+#: suites by name: the built-in ``science``, ``code`` and ``math`` (toolgym.suites.builtin, imported when first
+#: named) and those packages declare in the entry-point group ``toolgym.suites`` (a :class:`Suite`, registered
+#: under the entry point's name, or a hook that calls ``SUITES.add``); ``package.module:SUITE`` names one too.
+SUITES: Registry[Suite] = Registry("suite", "toolgym.suites", accepts=lambda obj: isinstance(obj, Suite))
+BUILTIN = ("science", "code", "math")
+for _name in BUILTIN:
+    SUITES.add(_name, f"toolgym.suites.builtin:{_name.upper()}", lazy=True)
 
 
 def builtin_suites() -> dict[str, Suite]:
-    return _builtin()
+    """The built-in suites (fresh copies: a caller may change its own)."""
+    return {n: copy.deepcopy(SUITES[n]) for n in BUILTIN}
+
+
+def registered_suites() -> dict[str, Suite]:
+    """Every registered suite, built-ins first, then plug-ins (fresh copies)."""
+    return {n: copy.deepcopy(SUITES[n]) for n in SUITES}
 
 
 _SUITE_KEYS = ("name", "description", "entries")
@@ -135,10 +124,9 @@ def suite_from_dict(data: dict[str, Any], where: str = "suite") -> Suite:
 
 
 def load_suite(name_or_path: str) -> Suite:
-    """A built-in suite by name (code, science, math) or a YAML suite file."""
-    suites = _builtin()
-    if name_or_path in suites:
-        return suites[name_or_path]
+    """A registered suite by name (code, science, math, plug-ins), ``package.module:SUITE``, or a YAML file."""
+    if name_or_path in SUITES:
+        return copy.deepcopy(SUITES[name_or_path])
     p = Path(name_or_path).expanduser()
     if p.suffix in (".yaml", ".yml") or p.exists():
         if not p.is_file():
@@ -150,4 +138,4 @@ def load_suite(name_or_path: str) -> Suite:
         except yaml.YAMLError as exc:
             raise ConfigError(f"{p}: invalid YAML ({exc.__class__.__name__})") from None
         return suite_from_dict(data, str(p))
-    raise ConfigError(unknown("suite", name_or_path, suites, "or a suite YAML file"))
+    return copy.deepcopy(SUITES.find(name_or_path, note="or a suite YAML file"))

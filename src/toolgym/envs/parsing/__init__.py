@@ -13,6 +13,11 @@ One module per format, each a small `ToolCallParser`; `get_parser(NAME)` returns
   X+python     format X first, fenced python blocks when the message has no call in X
   none         no tools: only the final answer
 
+Other packages add parsers through the entry-point group ``toolgym.parsers`` (a `ToolCallParser` subclass,
+registered under the entry point's name, or a hook that calls ``PARSERS.add``), and `get_parser` (an
+environment's ``parser=``) takes an installed one as ``package.module:Class``. The model formats (`FORMATS`,
+what ``--tool-parser`` takes) are the built-in ones.
+
 The format is the model's: `detect_parser` reads it from the chat template, and an environment's
 parser takes the model's format through `ToolCallParser.with_format` (the rollout runner does this).
 Nothing a model writes raises: malformed calls come back as `ParseError`s for the model to read.
@@ -20,6 +25,7 @@ Nothing a model writes raises: malformed calls come back as `ParseError`s for th
 
 from __future__ import annotations
 
+from toolgym._registry import Registry
 from toolgym.envs.parsing.base import (
     MAX_CALLS_PER_TURN,
     NoToolParser,
@@ -51,12 +57,12 @@ FORMATS: dict[str, type[ToolCallParser]] = {
     "deepseek_v3": DeepSeekV3Parser,
 }
 
-PARSERS: dict[str, type[ToolCallParser]] = {
-    "none": NoToolParser,
-    **FORMATS,
-    "python": PythonBlockParser,
-    "hermes+python": CombinedParser,
-}
+PARSERS: Registry[type[ToolCallParser]] = Registry(
+    "tool-call parser", "toolgym.parsers",
+    accepts=lambda obj: isinstance(obj, type) and issubclass(obj, ToolCallParser))
+for _name, _cls in {"none": NoToolParser, **FORMATS, "python": PythonBlockParser,
+                    "hermes+python": CombinedParser}.items():
+    PARSERS.add(_name, _cls)
 
 
 def parser_names() -> list[str]:
@@ -72,11 +78,7 @@ def get_parser(parser: str | ToolCallParser) -> ToolCallParser:
         base, plus, extra = parser.partition("+")
         if plus and extra == "python" and base in FORMATS:
             return CombinedParser(primary=FORMATS[base]())
-        if not plus and parser in PARSERS:
-            return PARSERS[parser]()
-    from toolgym.errors import ConfigError, unknown
-
-    raise ConfigError(unknown("tool-call parser", parser, parser_names()))
+    return PARSERS.find(parser, known=parser_names())()
 
 
 def get_format(parser: str | ToolCallParser) -> ToolCallParser:
