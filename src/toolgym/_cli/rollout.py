@@ -113,13 +113,14 @@ def rollout(
         if progress:
             typer.echo(msg, err=True)
 
-    say(f"loading the model: {model} ({sampler} sampler)")
     if spec.remote:  # the served model name; the tokenizer comes from a local copy
-        smp = build_sampler(sampler, model, base_url=base_url, max_model_len=max_total_tokens)
         tok_ref = _resolve_model(tokenizer or model, "tokenizer")
+        say(f"loading the model: {model} ({sampler} sampler)")
+        smp = build_sampler(sampler, model, base_url=base_url, max_model_len=max_total_tokens)
     else:
-        model_path = _resolve_model(model)
+        model_path = _resolve_model(model)  # a name typo is its one line before anything is printed
         tok_ref = _resolve_model(tokenizer, "tokenizer") if tokenizer else model_path
+        say(f"loading the model: {model} ({sampler} sampler)")
         smp = build_sampler(sampler, model_path, max_model_len=max_total_tokens, **device_kwargs)
     tpl = ChatTemplate(getattr(smp, "tokenizer", None) or tok_ref, tool_parser=tool_parser)
     runner = RolloutRunner(smp, tpl, env_id, params,

@@ -81,6 +81,10 @@ def train(
             overrides.append(f"model.device={json.dumps(check_device(device, '--device'))}")
         cfg = load_config(config, overrides)
         _check_model_name(cfg)
+        from toolgym.envs import registry
+
+        for env_id in {cfg.rollout.env, cfg.eval.env or cfg.rollout.env}:  # every name checked before the first line
+            registry.spec(env_id)
         if not as_json and os.environ.get("RANK", "0") == "0":  # before torch loads: the first sign of life
             typer.echo(f"{'resuming' if resume else 'training'} {cfg.algorithm} on {cfg.rollout.env}, {cfg.steps} steps "
                        f"-> {cfg.output_dir}")
