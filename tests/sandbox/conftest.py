@@ -120,7 +120,7 @@ def sb(request):
 def one_tenant():
     """Every call of a sandbox test is one tenant's (toolgym.sandbox.tenancy), so that jobs with the same
     tests share calls and sandboxes as they would without the tenancy rule: these tests are about what
-    holds between batch-mates and between calls, under the rule. test_attacks_v7.py and
+    holds between batch-mates and between calls, under the rule. test_attack_shared_counters.py and
     test_tenancy_pool.py open episodes of their own to test the rule itself."""
     with tenancy.episode("sandbox tests", tenant="sandbox tests"):
         yield

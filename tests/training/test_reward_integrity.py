@@ -17,7 +17,7 @@ import asyncio
 import pytest
 
 from tests.sandbox.conftest import require_backend
-from tests.sandbox.test_attacks_v4 import FILL, STOP, SandboxKiller
+from tests.sandbox.judging import FILL, STOP, SandboxKiller
 from toolgym.agents.runner import EpisodeLimits, RolloutRunner
 from toolgym.agents.sampling import Sample, Sampler, SamplingParams
 from toolgym.envs.builtin_tools import python_tool
