@@ -106,6 +106,13 @@ def open_for(backend: str, limits: Limits = LIMITS, pool_size: int = 1):
     return open_sandbox(backend, limits, pool_size=pool_size)
 
 
+def backends(*, slow_on: tuple[str, ...]) -> pytest.MarkDecorator:
+    """Run a test on `sb` of every backend, its cases on the backends in `slow_on` in the slow tier (they take
+    over a second there): put it right above the test, below any other parametrize."""
+    return pytest.mark.parametrize(
+        "sb", [pytest.param(b, marks=pytest.mark.slow) if b in slow_on else b for b in SB_BACKENDS], indirect=True)
+
+
 @pytest.fixture(scope="module", params=SB_BACKENDS)
 def sb(request):
     """A one-worker sandbox, so consecutive calls land in the same sandbox."""

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import platform
 
+import pytest
+
 from tests.sandbox.judging import (
     AB_TESTS,
     ADD_TESTS,
@@ -34,6 +36,7 @@ from toolgym.sandbox.judging import ajudge
 # ================================================================ R2: stop the cleaner
 
 
+@pytest.mark.slow
 async def test_stopping_the_cleaner_fails_only_its_own_job(sb):
     """round 4, R2."""
     reports = await gather_batch(sb, ajudge(sb, RIGHT, ADD_TESTS, mode="function"),
@@ -47,6 +50,7 @@ async def test_stopping_the_cleaner_fails_only_its_own_job(sb):
     assert_clean(sb)
 
 
+@pytest.mark.slow
 def test_stopping_the_cleaner_in_a_call_that_times_out_is_cleaned_up(sb):
     """round 4, R2."""
     before = sb.stats()["discarded"]

@@ -147,6 +147,7 @@ while time.monotonic() < end and not found:
 '''
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["function", "stdio"])
 async def test_batch_mates_cannot_read_each_others_programs_or_tests(sb, mode):
     """round 1, route 5. batch-mates: Every job has the same problem: produce a secret that only a correct program knows.

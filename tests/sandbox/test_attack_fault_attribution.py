@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import pytest
 
+from tests.sandbox.conftest import backends
 from tests.sandbox.judging import (
     AB,
     AB_TESTS,
@@ -40,6 +41,7 @@ from toolgym.sandbox.judging import TestCase, ajudge, judge
 MARKED = "import ctypes, time\nctypes.CDLL(None).prctl(15, b'tgfault', 0, 0, 0)\ntime.sleep(5)\n"
 
 
+@backends(slow_on=("docker",))
 async def test_a_sandbox_that_fails_mid_batch_fails_only_the_job_that_made_it_fail(sb):
     """round 4, R3."""
     with SandboxKiller("tgfault") as killer:
@@ -62,6 +64,7 @@ def test_a_call_whose_sandbox_fails_gets_its_own_verdict(sb):
     assert sb.run("print(6 * 7)", limits=CALL).stdout == "42\n"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("call", ["judge", "run"])
 def test_a_fault_seen_on_the_control_run_too_is_an_infrastructure_failure(sb, call):
     """round 4, R3."""
@@ -109,6 +112,7 @@ async def test_a_value_the_checker_cannot_hold_fails_only_its_own_job(sb):
 
 
 # ================================================================ wait time is reported
+@pytest.mark.slow
 async def test_a_jobs_own_time_excludes_its_batch_mates(sb):
     """round 4, wait time is reported."""
     slow = "import time\ndef add(a, b):\n    time.sleep(1.0)\n    return a + b\n"
@@ -140,6 +144,7 @@ print(-1)
 '''
 
 
+@pytest.mark.slow
 async def test_the_wipe_after_a_job_is_charged_to_that_job(sb):
     """round 5, A02/A05/A08."""
     deep, honest = await gather_batch(sb, stdio_job(sb, DEEP, AB_TESTS[:1]), stdio_job(sb, AB, AB_TESTS[:1]))

@@ -754,6 +754,7 @@ def test_candidate_cannot_reach_its_evaluator(sb):
     assert statuses(rep) == ["WA"], rep.verdicts  # the evaluator lived to say so
 
 
+@pytest.mark.slow
 def test_sleeping_and_flooding_candidates(sb):
     """round 2, regression."""
     rep = fn(sb, "import time\ndef add(a, b):\n    time.sleep(30)\n", [TestCase(code="assert add(1, 2) == 3")],

@@ -89,6 +89,7 @@ print("allocated", len(block) >> 20)
 '''
 
 
+@pytest.mark.slow
 def test_sysv_ipc_does_not_survive_a_call(sb):
     """round 1, route 4. state that survives a call."""
     r = sb.run(SYSV_PLANT, limits=Limits(timeout_s=20, memory_mb=256))
@@ -310,6 +311,7 @@ print(-1)
 '''
 
 
+@pytest.mark.slow
 async def test_a_surviving_process_chain_cannot_kill_later_jobs(sb):
     """round 1, route 5. batch-mates."""
     tests = [TestCase(input=f"{i} {i}\n", output=f"{2 * i}\n") for i in range(4)]
@@ -356,6 +358,7 @@ def add(a, b):
 '''
 
 
+@pytest.mark.slow
 async def test_a_daemon_in_a_batch_reaches_no_other_job(sb):
     """round 1, route 8. daemons in a batch."""
     # The daemon is the program's own business (its right answer passes, as alone); it must
@@ -471,6 +474,7 @@ async def test_ipc_objects_given_to_root_do_not_survive_the_job(sb):
     assert_clean(sb)
 
 
+@pytest.mark.slow
 async def test_shared_memory_given_to_root_does_not_starve_a_batch_mate(sb):
     """round 5, A01."""
     # the filler gets time to fill the sandbox even on a loaded machine (in 2 s it sometimes did not)

@@ -55,7 +55,7 @@ TMP_USER_STDIO = ("import os\na, b = map(int, input().split())\np = f'/tmp/h{os.
                   "with open(p, 'wb') as fh:\n    fh.write(b'y' * (1 << 20))\nos.unlink(p)\nprint(a + b)\n")
 
 
-@pytest.mark.parametrize("mode", ["function", "stdio"])
+@pytest.mark.parametrize("mode", [pytest.param("function", marks=pytest.mark.slow), "stdio"])
 async def test_a_full_tmp_does_not_fail_batch_mates(sb, mode):
     """round 1, route 5. batch-mates."""
     if mode == "function":
@@ -76,6 +76,7 @@ async def test_a_full_tmp_does_not_fail_batch_mates(sb, mode):
 # ================================================================ R1: fill the process table
 
 
+@pytest.mark.slow
 async def test_filling_the_process_table_fails_only_its_own_job(sb):
     """round 4, R1."""
     reports = await gather_batch(sb, ajudge(sb, RIGHT, ADD_TESTS, mode="function"),
@@ -114,6 +115,7 @@ print("done")
 OOM_LOOK = "print(open('/sys/fs/cgroup/memory/memory.oom_control').read().split('oom_kill ')[1].split()[0])\n"
 
 
+@pytest.mark.slow
 async def test_a_job_that_runs_its_sandbox_out_of_memory_is_the_last_there(sb):
     """round 5, OOM in a job."""
     hog, look = await gather_batch(sb, stdio_job(sb, OOM_HOG, [TestCase(input="", output="done\n")]),
@@ -131,6 +133,7 @@ def big_tests(n: int) -> list[TestCase]:
     return [TestCase(input=f"{i} {i}\n{PAD}\n", output=f"{2 * i}\n") for i in range(n)]
 
 
+@pytest.mark.slow
 async def test_jobs_that_fit_alone_but_not_together_are_each_judged(sb):
     """round 5, A04."""
     half = big_tests((MAX_INPUT_BYTES >> 20) // 2 + 1)  # 33 MiB each: two do not fit one call

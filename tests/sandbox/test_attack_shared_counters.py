@@ -16,6 +16,7 @@ import asyncio
 
 import pytest
 
+from tests.sandbox.conftest import backends
 from tests.sandbox.judging import MEM, gather_batch
 from toolgym.sandbox import tenancy
 from toolgym.sandbox.judging import TestCase, ajudge
@@ -85,8 +86,9 @@ async def _copier_after(sb, counter: str, moves: int, batched: bool) -> int:
     return _reading(report)
 
 
-@pytest.mark.parametrize("counter", sorted(MOVE))
+@pytest.mark.parametrize("counter", [pytest.param(c, marks=pytest.mark.slow) if c == "pid" else c for c in sorted(MOVE)])
 @pytest.mark.parametrize("batched", [True, False], ids=["same_call", "next_call"])
+@backends(slow_on=("docker",))
 async def test_a_counter_moved_by_a_solver_reads_the_same_for_a_copier(sb, counter, batched):
     """round 7, B06-B08."""
     quiet = await _copier_after(sb, counter, 0, batched)
@@ -94,6 +96,7 @@ async def test_a_counter_moved_by_a_solver_reads_the_same_for_a_copier(sb, count
     assert independent(moved, quiet), f"{counter}: the copier read {moved} after a solver that moved it {N} times, {quiet} after one that did not"
 
 
+@backends(slow_on=("docker",))
 async def test_two_episodes_of_one_task_never_share_a_sandbox_through_tool_calls(sb):
     """round 7, B06-B08: Tool calls carry the episode's task: a copier's python call in another episode of the same task
     starts in a sandbox that the solver's episode never used; calls of one episode keep their sandbox."""
@@ -115,6 +118,7 @@ async def test_two_episodes_of_one_task_never_share_a_sandbox_through_tool_calls
     assert second > first + 10 and sb.stats()["retired"] == retired, "one episode's calls share their sandbox"
 
 
+@pytest.mark.slow
 async def test_jobs_of_one_task_from_many_episodes_are_all_judged(sb):
     """round 7, B06-B08: A GRPO group: eight episodes submit the same tests at once; the one-worker pool serves each in a
     sandbox lifetime of its own, and every verdict is right."""
@@ -151,6 +155,7 @@ print(n, os.getuid())
 '''
 
 
+@pytest.mark.slow
 async def test_programs_in_two_sandboxes_share_no_per_uid_count_of_the_host(backend):
     """round 7, x04: The host kernel counts inotify instances (and message-queue bytes, pipe pages, processes) per uid.
     With one uid for every sandbox, a solver holding N instances left a copier judged at the same time in

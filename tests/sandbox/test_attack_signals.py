@@ -34,6 +34,7 @@ SIGNALLERS = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", list(SIGNALLERS))
 async def test_signals_cannot_change_a_batch_mates_verdict(sb, name):
     """round 1, route 5. batch-mates."""
