@@ -1,5 +1,11 @@
-"""Helpers shared by the red-team tests (tests/sandbox/test_attack_*.py): judge calls, micro-batches, the
-clean-sandbox check, and attack code that more than one surface uses."""
+"""Helpers shared by the red-team tests (tests/sandbox/test_attack_*.py, one file per surface attacked): judge
+calls, micro-batches, the clean-sandbox check, and attack code that more than one surface uses.
+
+Each attack test runs a real attack, built so that it WOULD succeed if the defence it targets were missing,
+and asserts the secure outcome, with an honest control in the same sandbox so the test itself is sound.
+Each test's docstring starts with its round and route id (``round 5, A01``): the red-team round (the files
+were once test_attacks.py, _v2 ... _v8) and the route its write-up names, so `git log -S` finds its history.
+"""
 
 from __future__ import annotations
 

@@ -9,11 +9,7 @@ copied back after a call), and dataset-wide tricks on the real LeetCode/HumanEva
   Now only an object of the same class is copied back, every attribute checked.
 - V3 (dataset) tests that use a helper the program itself defines (HumanEval/32, /38, /50; LeetCode harness
   classes of the starter code): a program that rigs them passed. See also test_attack_lent_objects.py.
-
-Each test runs a real attack, built so that it WOULD succeed if the defence it targets were missing,
-and asserts the secure outcome, with an honest control in the same sandbox so the test itself is sound.
-Each test's docstring starts with its round and route id (``round 5, A01``): the rounds are the red-team
-rounds of issues 25 and 37, whose write-ups name the routes.
+How these tests are built, and their round ids: tests/sandbox/judging.py.
 """
 
 from __future__ import annotations

@@ -4,11 +4,7 @@ backend:
   its priority; now a cleaner's real and saved uids are its own (65532, 65531) and it is forked at start.
 - round 6, B04/B05: rewrite a cleaner's custom time slice (``sched_setattr``) to carry a solver's answers to
   a copier; the cleaners' check now compares the whole ``sched_attr`` and the job that changes it pays.
-
-Each test runs a real attack, built so that it WOULD succeed if the defence it targets were missing,
-and asserts the secure outcome, with an honest control in the same sandbox so the test itself is sound.
-Each test's docstring starts with its round and route id (``round 5, A01``): the rounds are the red-team
-rounds of issues 25 and 37, whose write-ups name the routes.
+How these tests are built, and their round ids: tests/sandbox/judging.py.
 """
 
 from __future__ import annotations

@@ -2,11 +2,7 @@
 tests (round 1, routes 3 and 5), modules planted on sys.path for a batch-mate, files written for the next
 job (round 5, A02/A05: a wrong program copied a solver batch-mate's answers from the work root), on every
 backend. Everything a job can write is wiped before the next job.
-
-Each test runs a real attack, built so that it WOULD succeed if the defence it targets were missing,
-and asserts the secure outcome, with an honest control in the same sandbox so the test itself is sound.
-Each test's docstring starts with its round and route id (``round 5, A01``): the rounds are the red-team
-rounds of issues 25 and 37, whose write-ups name the routes.
+How these tests are built, and their round ids: tests/sandbox/judging.py.
 """
 
 from __future__ import annotations

@@ -5,11 +5,7 @@ or onto a batch-mate, on every backend (issue 25):
 - round 4, R4: checker="float" on a value no float can hold crashed the harness.
 - round 4: a job's own time excludes its batch-mates'; round 5, A08: the wipe after a job is its own.
 - round 5: a lone surrogate in a program's text is that program's verdict, not a harness crash.
-
-Each test runs a real attack, built so that it WOULD succeed if the defence it targets were missing,
-and asserts the secure outcome, with an honest control in the same sandbox so the test itself is sound.
-Each test's docstring starts with its round and route id (``round 5, A01``): the rounds are the red-team
-rounds of issues 25 and 37, whose write-ups name the routes.
+How these tests are built, and their round ids: tests/sandbox/judging.py.
 """
 
 from __future__ import annotations

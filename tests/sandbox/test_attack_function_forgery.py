@@ -11,11 +11,7 @@ Round 2 (the cross-process judge: candidate uid 65534, evaluator uid 65533, rpc.
 - W3 call-form values cut to 2000 bytes before the harness parsed them.
 Robustness (honest programs once judged wrong) and regressions (forged frames, /proc and signals against
 the evaluator, sleeping and flooding candidates).
-
-Each test runs a real attack, built so that it WOULD succeed if the defence it targets were missing,
-and asserts the secure outcome, with an honest control in the same sandbox so the test itself is sound.
-Each test's docstring starts with its round and route id (``round 5, A01``): the rounds are the red-team
-rounds of issues 25 and 37, whose write-ups name the routes.
+How these tests are built, and their round ids: tests/sandbox/judging.py.
 """
 
 from __future__ import annotations

@@ -1,11 +1,7 @@
 """Red-team attacks that reach out of the sandbox to the host or the executor: host files, user namespaces,
 seccomp and ptrace, /dev/shm, the process limit (local backend, round 1 route 6), the executor and privileges
 (route 7), docker logs, and datasets with solutions in the sandboxed interpreter's prefix (round 2, W4).
-
-Each test runs a real attack, built so that it WOULD succeed if the defence it targets were missing,
-and asserts the secure outcome, with an honest control in the same sandbox so the test itself is sound.
-Each test's docstring starts with its round and route id (``round 5, A01``): the rounds are the red-team
-rounds of issues 25 and 37, whose write-ups name the routes.
+How these tests are built, and their round ids: tests/sandbox/judging.py.
 """
 
 from __future__ import annotations

@@ -2,11 +2,7 @@
 to root with IPC_SET, round 5 A01), POSIX queues, trees deeper than PATH_MAX, files in every writable
 place, background processes and daemons, process chains that outlive a job, IPC across a session reset.
 Nothing a call leaves survives it, and a job that leaves something is the one that pays.
-
-Each test runs a real attack, built so that it WOULD succeed if the defence it targets were missing,
-and asserts the secure outcome, with an honest control in the same sandbox so the test itself is sound.
-Each test's docstring starts with its round and route id (``round 5, A01``): the rounds are the red-team
-rounds of issues 25 and 37, whose write-ups name the routes.
+How these tests are built, and their round ids: tests/sandbox/judging.py.
 """
 
 from __future__ import annotations

@@ -6,11 +6,7 @@ secret, a call counter, a verdict method) and lends it to the program; before th
 - an object of any test class went BY VALUE when the program defined a class of that name, and was poured
   back after the call; now only data classes travel by value, any other test object is lent.
 - a lent object's data attributes were readable; now the program may only call its public methods.
-
-Each test runs a real attack, built so that it WOULD succeed if the defence it targets were missing,
-and asserts the secure outcome, with an honest control in the same sandbox so the test itself is sound.
-Each test's docstring starts with its round and route id (``round 5, A01``): the rounds are the red-team
-rounds of issues 25 and 37, whose write-ups name the routes.
+How these tests are built, and their round ids: tests/sandbox/judging.py.
 """
 
 from __future__ import annotations

@@ -3,11 +3,7 @@
 whole micro-batch got JudgeError), the sandbox's memory (round 5: an OOM kill stops the batch there), a
 micro-batch over the 64 MiB a call carries (A04), a per-test memory limit above the sandbox's (A07). The
 attacker's job fails; its batch-mates keep their verdicts.
-
-Each test runs a real attack, built so that it WOULD succeed if the defence it targets were missing,
-and asserts the secure outcome, with an honest control in the same sandbox so the test itself is sound.
-Each test's docstring starts with its round and route id (``round 5, A01``): the rounds are the red-team
-rounds of issues 25 and 37, whose write-ups name the routes.
+How these tests are built, and their round ids: tests/sandbox/judging.py.
 """
 
 from __future__ import annotations

@@ -4,11 +4,7 @@
   executor; the executor now reads and writes the channel within the cell's deadline.
 - round 5, R02: a session held its worker while the model sampled, and another episode waited and was
   masked; a held worker no longer counts against the pool's size.
-
-Each test runs a real attack, built so that it WOULD succeed if the defence it targets were missing,
-and asserts the secure outcome, with an honest control in the same sandbox so the test itself is sound.
-Each test's docstring starts with its round and route id (``round 5, A01``): the rounds are the red-team
-rounds of issues 25 and 37, whose write-ups name the routes.
+How these tests are built, and their round ids: tests/sandbox/judging.py.
 """
 
 from __future__ import annotations

@@ -3,11 +3,7 @@ backend. Wiping a sandbox resets what a program can see, not the counters of its
 the inode numbers of /tmp, the SysV IPC id sequence, and the host's per-uid counts. A solver that moves a
 counter by its answer and a copier judged after it that reads it got AC computing nothing. Now no sandbox
 lifetime serves two tenants of one key (toolgym.sandbox.tenancy), and two sandboxes share no per-uid count.
-
-Each test runs a real attack, built so that it WOULD succeed if the defence it targets were missing,
-and asserts the secure outcome, with an honest control in the same sandbox so the test itself is sound.
-Each test's docstring starts with its round and route id (``round 5, A01``): the rounds are the red-team
-rounds of issues 25 and 37, whose write-ups name the routes.
+How these tests are built, and their round ids: tests/sandbox/judging.py.
 """
 
 from __future__ import annotations

@@ -1,10 +1,6 @@
 """Red-team attacks by signals, on every backend: a program signalling its batch-mates' test processes
 (round 1, route 5) or any process that is not its own (round 4) changes no one's verdict.
-
-Each test runs a real attack, built so that it WOULD succeed if the defence it targets were missing,
-and asserts the secure outcome, with an honest control in the same sandbox so the test itself is sound.
-Each test's docstring starts with its round and route id (``round 5, A01``): the rounds are the red-team
-rounds of issues 25 and 37, whose write-ups name the routes.
+How these tests are built, and their round ids: tests/sandbox/judging.py.
 """
 
 from __future__ import annotations
