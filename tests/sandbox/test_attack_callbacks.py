@@ -102,7 +102,9 @@ def test_copy_back_cannot_shadow_the_test_classes_methods(sb):
 
 
 def test_copy_back_control_runs(sb):
-    """round 3, V2: The V2 controls alone (not xfail), so a broken control cannot hide behind the marker."""
+    """round 3, V2.
+
+    The V2 controls alone (not xfail), so a broken control cannot hide behind the marker."""
     tests = sort_tests(SORT_CASES)
     assert_all_ac(fn(sb, SORT_RIGHT, tests), "control: right program")
     assert_no_ac(fn(sb, SORT_WRONG, tests), "control: plain wrong program")

@@ -50,7 +50,7 @@ def _secret() -> str:
 
 
 def test_a_later_run_cannot_read_an_earlier_runs_code_stdin_or_output(sb):
-    """round 1, route 3. memory of earlier calls."""
+    """round 1, route 3 (memory of earlier calls)."""
     in_code, in_stdin, in_stdout = _secret(), _secret(), _secret()
     head, tail = in_stdout[:15], in_stdout[15:]  # the output is built at run time: not in the code
     r = sb.run(f"import sys\nsecret = {in_code!r}\ndata = sys.stdin.read()\nprint({head!r} + {tail!r})\n"
@@ -63,7 +63,7 @@ def test_a_later_run_cannot_read_an_earlier_runs_code_stdin_or_output(sb):
 
 
 def test_a_later_run_cannot_read_an_earlier_judges_hidden_tests(sb):
-    """round 1, route 3. memory of earlier calls."""
+    """round 1, route 3 (memory of earlier calls)."""
     expected, test_input, asserted = _secret(), _secret(), _secret()
     r = stdio(sb, "print('no idea')", [TestCase(input=test_input + "\n", output=expected + "\n")])
     assert statuses(r) == ["WA"]
@@ -146,7 +146,9 @@ while time.monotonic() < end and not found:
 @pytest.mark.slow
 @pytest.mark.parametrize("mode", ["function", "stdio"])
 async def test_batch_mates_cannot_read_each_others_programs_or_tests(sb, mode):
-    """round 1, route 5. batch-mates: Every job has the same problem: produce a secret that only a correct program knows.
+    """round 1, route 5 (batch-mates).
+
+    Every job has the same problem: produce a secret that only a correct program knows.
     A spy batched with correct programs passes only if it reads one of them."""
     secret = "TGBATCH" + secrets.token_hex(12)
     if mode == "function":
@@ -201,7 +203,9 @@ PLANT_VICTIMS = {
 
 @pytest.mark.parametrize("victim", list(PLANT_VICTIMS))
 async def test_modules_planted_on_sys_path_do_not_reach_batch_mates(sb, victim):
-    """round 1, route 5. batch-mates: A job writes decimal.py and subprocess.py into every sys.path entry it can (today
+    """round 1, route 5 (batch-mates).
+
+    A job writes decimal.py and subprocess.py into every sys.path entry it can (today
     sys.path[0] is the call's work dir); later jobs of the same call, and the harness
     itself, import them."""
     honest, language, mode = PLANT_VICTIMS[victim]

@@ -155,7 +155,7 @@ def add(a, b):
 
 @pytest.mark.parametrize("name", list(STEAL_CALL))
 def test_call_form_expected_value_is_out_of_reach(sb, name):
-    """round 1, route 1. call form."""
+    """round 1, route 1 (call form)."""
     tests = random_call_tests()
     assert_no_ac(fn(sb, WRONG + STEAL_CALL[name], tests), name)
     assert_all_ac(fn(sb, RIGHT, tests), "control")
@@ -421,14 +421,14 @@ def add(a, b):
 
 @pytest.mark.parametrize("name", list(ASSERT_ATTACKS))
 def test_assert_form_forgery_fails(sb, name):
-    """round 1, route 2. assert form."""
+    """round 1, route 2 (assert form)."""
     program, code = ASSERT_ATTACKS[name]
     assert_no_ac(fn(sb, program, [TestCase(code=code)]), name)
     assert_all_ac(fn(sb, RIGHT, [TestCase(code=code)]), "control")
 
 
 def test_assert_form_sys_monitoring_forgery_fails(sb):
-    """round 1, route 2. assert form."""
+    """round 1, route 2 (assert form)."""
     has = sb.run("import sys\nprint(hasattr(sys, 'monitoring'))", limits=CALL)
     assert has.status == "ok", has
     if has.stdout.strip() != "True":
@@ -455,7 +455,9 @@ FRACTION_CHECKER = ("from fractions import Fraction\n"
 
 
 def test_custom_checker_cannot_be_shadowed_by_the_program(sb):
-    """round 1, route 2 (sys.path shadowing, other modes): A trusted custom checker imports a module the program planted on sys.path[0]."""
+    """round 1, route 2 (sys.path shadowing, other modes).
+
+    A trusted custom checker imports a module the program planted on sys.path[0]."""
     tests = [TestCase(input="1 2\n", output="3\n"), TestCase(input="5 7\n", output="12\n")]
     wrong = SHADOW_FRACTIONS + "a, b = map(int, input().split())\nprint(a - b)\n"
     assert_no_ac(stdio(sb, wrong, tests, checker="custom", checker_program=FRACTION_CHECKER))

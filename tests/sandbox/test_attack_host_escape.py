@@ -41,7 +41,7 @@ def local_sb():
 
 
 def test_local_host_files_are_out_of_reach(local_sb):
-    """round 1, route 6. local backend."""
+    """round 1, route 6 (local backend)."""
     from toolgym._assets.cache import cache_root
 
     tag = "tgcanary-" + secrets.token_hex(6)
@@ -67,7 +67,7 @@ def test_local_host_files_are_out_of_reach(local_sb):
 
 
 def test_local_no_user_namespaces(local_sb):
-    """round 1, route 6. local backend."""
+    """round 1, route 6 (local backend)."""
     code = r'''
 import ctypes, os, subprocess
 try:
@@ -86,7 +86,7 @@ print("unshare-call", os.WEXITSTATUS(os.wait()[1]))
 
 
 def test_local_seccomp_and_ptrace(local_sb):
-    """round 1, route 6. local backend."""
+    """round 1, route 6 (local backend)."""
     code = r'''
 import ctypes, os
 st = dict(l.split(":", 1) for l in open("/proc/self/status").read().splitlines() if ":" in l)
@@ -121,7 +121,7 @@ print("vmread1", libc.process_vm_readv(1, ctypes.byref(local), 1, ctypes.byref(r
 
 
 def test_local_dev_shm_is_private(local_sb):
-    """round 1, route 6. local backend."""
+    """round 1, route 6 (local backend)."""
     host_name = "tgshm-" + secrets.token_hex(6)
     host_file = Path("/dev/shm") / host_name
     host_file.write_text("host secret")
@@ -141,7 +141,7 @@ def test_local_dev_shm_is_private(local_sb):
 
 
 def test_local_process_limit_holds(local_sb):
-    """round 1, route 6. local backend."""
+    """round 1, route 6 (local backend)."""
     code = r'''
 import os, time
 n = 0
@@ -163,7 +163,7 @@ print("forked", n, flush=True)
 
 # =========================================================================== 7. executor unreachable
 def test_the_executor_is_unreachable_and_code_is_unprivileged(sb):
-    """round 1, route 7. executor unreachable."""
+    """round 1, route 7 (executor unreachable)."""
     code = r'''
 import os
 # (/proc/1/cmdline is world-readable by design; it holds the executor's public source, no secret)
@@ -203,7 +203,7 @@ def docker_sb():
 
 
 def test_docker_container_logs_hold_nothing(docker_sb):
-    """round 1, route 7. executor unreachable."""
+    """round 1, route 7 (executor unreachable)."""
     import docker
 
     secret = "TGLOG" + secrets.token_hex(12)

@@ -87,7 +87,7 @@ print("allocated", len(block) >> 20)
 
 @pytest.mark.slow
 def test_sysv_ipc_does_not_survive_a_call(sb):
-    """round 1, route 4. state that survives a call."""
+    """round 1, route 4 (state that survives a call)."""
     r = sb.run(SYSV_PLANT, limits=Limits(timeout_s=20, memory_mb=256))
     assert r.status == "ok", r
     assert "shm MiB" in r.stdout and int(r.stdout.split("shm MiB")[1].split()[0]) >= 64, r.stdout
@@ -100,7 +100,7 @@ def test_sysv_ipc_does_not_survive_a_call(sb):
 
 
 def test_posix_message_queue_does_not_survive_a_call(sb):
-    """round 1, route 4. state that survives a call."""
+    """round 1, route 4 (state that survives a call)."""
     name = "/tgq" + secrets.token_hex(6)
     mq = (r'''
 import ctypes, os
@@ -146,7 +146,7 @@ print("made", made)
 
 
 def test_a_tree_deeper_than_path_max_does_not_survive(sb):
-    """round 1, route 4. state that survives a call."""
+    """round 1, route 4 (state that survives a call)."""
     r = sb.run(DEEP, limits=Limits(timeout_s=20, memory_mb=256))
     # untrusted code must not make the sandbox itself fail (a judge call would raise JudgeError)
     assert r.status != "sandbox_error", r
@@ -166,7 +166,9 @@ def test_a_tree_deeper_than_path_max_does_not_survive(sb):
 
 
 async def test_a_deep_tree_in_a_judged_program_fails_only_that_program(sb):
-    """round 1, route 4. state that survives a call: The judge must return verdicts, not raise, when a program leaves a tree its cleanup
+    """round 1, route 4 (state that survives a call).
+
+    The judge must return verdicts, not raise, when a program leaves a tree its cleanup
     cannot walk; and a batch-mate's verdict stays its own."""
     t = [TestCase(call="add", args=[1, 2], expected=3)]
     attacker = DEEP + "def add(a, b):\n    return a - b\n"
@@ -213,7 +215,7 @@ print("\n".join(made))
 
 
 def test_files_planted_in_every_writable_place_are_gone(sb):
-    """round 1, route 4. state that survives a call."""
+    """round 1, route 4 (state that survives a call)."""
     tag = "tgplant" + secrets.token_hex(6)
     r = sb.run(PLANT_EVERYWHERE, argv=[tag], limits=CALL)
     assert r.status == "ok", r
@@ -278,7 +280,7 @@ time.sleep(0.2)
 
 @pytest.mark.parametrize("name", list(DAEMONS))
 def test_background_processes_do_not_survive_the_call(sb, name):
-    """round 1, route 4. state that survives a call."""
+    """round 1, route 4 (state that survives a call)."""
     r = sb.run(DAEMONS[name], limits=CALL)
     assert r.stdout.startswith("left"), r
     assert_clean(sb)
@@ -309,7 +311,7 @@ print(-1)
 
 @pytest.mark.slow
 async def test_a_surviving_process_chain_cannot_kill_later_jobs(sb):
-    """round 1, route 5. batch-mates."""
+    """round 1, route 5 (batch-mates)."""
     tests = [TestCase(input=f"{i} {i}\n", output=f"{2 * i}\n") for i in range(4)]
     honest = "import time\na, b = map(int, input().split())\ntime.sleep(0.1)\nprint(a + b)\n"
     solo = stdio(sb, honest, tests)
@@ -356,7 +358,7 @@ def add(a, b):
 
 @pytest.mark.slow
 async def test_a_daemon_in_a_batch_reaches_no_other_job(sb):
-    """round 1, route 8. daemons in a batch."""
+    """round 1, route 8 (daemons in a batch)."""
     # The daemon is the program's own business (its right answer passes, as alone); it must
     # be dead before any batch-mate runs, and every batch-mate keeps its solo verdict.
     test = [TestCase(code="assert add(1, 2) == 3")]

@@ -302,7 +302,9 @@ RIGS = {
 
 @pytest.mark.parametrize("rig", sorted(RIGS))
 def test_the_tests_reads_of_a_result_run_no_program_code(sb, rig):
-    """round 8, z02 (red team round 7): Round-7 red team z02: an object the program returned travelled as a handle when its class claimed
+    """round 8, z02 (red team round 7).
+
+    Round-7 red team z02: an object the program returned travelled as a handle when its class claimed
     another module, so the test's iter()/len()/`in` ran the program's code and each read could answer what
     that check needed (a wrong program got 23/23 on find_matrix). A result now travels as data: objects with
     attributes as records, anything else iterable as its items, taken once."""
@@ -348,7 +350,9 @@ SAME_PART = [TestCase(code="a = [[1], [2]]\nb = f(a)\nassert b is a[1] and b == 
 
 @pytest.mark.parametrize("program", range(len(IDENTITY)))
 def test_an_argument_comes_back_as_the_tests_own_object(sb, program):
-    """round 8, z06 (red team round 7): Round-7 red team z06: a result was rebuilt as new objects on the test's side, so `return root` passed a
+    """round 8, z06 (red team round 7).
+
+    Round-7 red team z06: a result was rebuilt as new objects on the test's side, so `return root` passed a
     clone test that catches "returned the original" by emptying the original's nodes (4 tests of LeetCode's
     clone_n_ary_tree passed under the judge that fail in one process). What came from the test's arguments
     now comes back as the test's own object, changed in place as the program changed it."""
@@ -392,7 +396,9 @@ sys.modules["rpc"]._encode_result = lambda codec, value, memo=None, refs=False: 
 @pytest.mark.parametrize("check", ["assert list(r) == [1, 2]\nassert list(r) == [3]\n",
                                    "assert len(r) == 2 and list(r) == [1, 2]\n"])
 def test_a_result_the_program_sends_as_a_handle_is_read_once(sb, check):
-    """round 8, r01: Round-8 red team r01: results were kept data-only by the candidate's encoder, which runs in the
+    """round 8, r01.
+
+    Round-8 red team r01: results were kept data-only by the candidate's encoder, which runs in the
     program's process: a program that replaced it sent its rigged object as a handle, and the test's
     iter()/len() ran its code (23/23 on LeetCode find_matrix for a wrong program). The evaluator now
     reads any handle in a result as an iterator read once, as a generator is: no len(), and an

@@ -53,7 +53,7 @@ TMP_USER_STDIO = ("import os\na, b = map(int, input().split())\np = f'/tmp/h{os.
 
 @pytest.mark.parametrize("mode", [pytest.param("function", marks=pytest.mark.slow), "stdio"])
 async def test_a_full_tmp_does_not_fail_batch_mates(sb, mode):
-    """round 1, route 5. batch-mates."""
+    """round 1, route 5 (batch-mates)."""
     if mode == "function":
         tests, honest, attacker = ([TestCase(call="add", args=[1, 2], expected=3)], TMP_USER_FN,
                                    FILL_TMP + WRONG)

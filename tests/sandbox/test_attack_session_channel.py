@@ -21,7 +21,9 @@ from toolgym.sandbox.api import SANDBOX_FAILED
 
 @pytest.mark.parametrize("attack", ["fill the process table", "stop the cleaner"])
 def test_a_session_cell_that_attacks_the_cleanup_keeps_its_session(sb, attack):
-    """round 4, R2: A live session is spared by the cleanup (its interpreter stays, with its state); everything else of
+    """round 4, R2.
+
+    A live session is spared by the cleanup (its interpreter stays, with its state); everything else of
     the uid goes, whatever the cell did."""
     cell = FILL + "_fill()\n" if attack == "fill the process table" else STOP + "_stoppers()\ntime.sleep(0.3)\n"
     before = sb.stats()["discarded"]
@@ -36,7 +38,9 @@ def test_a_session_cell_that_attacks_the_cleanup_keeps_its_session(sb, attack):
 
 
 def test_a_cell_whose_child_exits_keeps_its_session(sb):
-    """round 4, R2: A child the session's interpreter never waits for is a zombie: nothing runs, the sandbox is clean
+    """round 4, R2.
+
+    A child the session's interpreter never waits for is a zombie: nothing runs, the sandbox is clean
     (it used to be "leftover processes", and the session's state was lost)."""
     with sb.session() as s:
         s.run("x = 41")
@@ -93,7 +97,9 @@ MARKED_CELL = "import ctypes, time\nctypes.CDLL(None).prctl(15, b'tgfault', 0, 0
 
 
 def test_a_session_cell_whose_sandbox_fails_gets_its_own_verdict(sb):
-    """round 5, R03: The control run that decides whose fault a failure is needs no worker of the pool (the session holds
+    """round 5, R03.
+
+    The control run that decides whose fault a failure is needs no worker of the pool (the session holds
     the only one here). FAULT INJECTION, a real one: the host kills the cell's sandbox (SandboxKiller)."""
     with sb.session() as s, SandboxKiller("tgfault") as killer:
         s.run("x = 1")
@@ -106,7 +112,9 @@ def test_a_session_cell_whose_sandbox_fails_gets_its_own_verdict(sb):
 
 # ================================================================ R02: sessions and the pool
 def test_a_held_session_never_makes_another_call_wait(sb):
-    """round 5, R02: The fixture's pool has one worker; a session holds it. Before: a call waited 300 s, then
+    """round 5, R02.
+
+    The fixture's pool has one worker; a session holds it. Before: a call waited 300 s, then
     SandboxUnavailable (masked in training)."""
     out: dict[str, object] = {}
 

@@ -94,7 +94,9 @@ async def test_a_counter_moved_by_a_solver_reads_the_same_for_a_copier(sb, count
 
 @backends(slow_on=("docker",))
 async def test_two_episodes_of_one_task_never_share_a_sandbox_through_tool_calls(sb):
-    """round 7, B06-B08: Tool calls carry the episode's task: a copier's python call in another episode of the same task
+    """round 7, B06-B08.
+
+    Tool calls carry the episode's task: a copier's python call in another episode of the same task
     starts in a sandbox that the solver's episode never used; calls of one episode keep their sandbox."""
     async def episode(code: str) -> str:
         with tenancy.episode({"task": "counters"}):
@@ -116,7 +118,9 @@ async def test_two_episodes_of_one_task_never_share_a_sandbox_through_tool_calls
 
 @pytest.mark.slow
 async def test_jobs_of_one_task_from_many_episodes_are_all_judged(sb):
-    """round 7, B06-B08: A GRPO group: eight episodes submit the same tests at once; the one-worker pool serves each in a
+    """round 7, B06-B08.
+
+    A GRPO group: eight episodes submit the same tests at once; the one-worker pool serves each in a
     sandbox lifetime of its own, and every verdict is right."""
     right = "print(input())"
 
@@ -153,7 +157,9 @@ print(n, os.getuid())
 
 @pytest.mark.slow
 async def test_programs_in_two_sandboxes_share_no_per_uid_count_of_the_host(backend):
-    """round 7, x04: The host kernel counts inotify instances (and message-queue bytes, pipe pages, processes) per uid.
+    """round 7, x04.
+
+    The host kernel counts inotify instances (and message-queue bytes, pipe pages, processes) per uid.
     With one uid for every sandbox, a solver holding N instances left a copier judged at the same time in
     another sandbox exactly max - N (AC through the count, both backends). Each sandbox now has uids of its
     own: the copier can make as many as the host allows one uid, whatever the solver holds."""

@@ -33,7 +33,7 @@ SIGNALLERS = {
 @pytest.mark.slow
 @pytest.mark.parametrize("name", list(SIGNALLERS))
 async def test_signals_cannot_change_a_batch_mates_verdict(sb, name):
-    """round 1, route 5. batch-mates."""
+    """round 1, route 5 (batch-mates)."""
     tests = [TestCase(code="assert add(1, 2) == 3"), TestCase(call="add", args=[2, 3], expected=5),
              TestCase(code="assert add(-1, 1) == 0")]
     solo = fn(sb, SLOW_RIGHT, tests)
@@ -68,7 +68,9 @@ print("done")
 
 
 def test_no_process_but_the_programs_own_can_be_signalled(sb):
-    """round 4, R2: The standing cleaners are there during every call (uids 65532/65531 of their own), and no
+    """round 4, R2.
+
+    The standing cleaners are there during every call (uids 65532/65531 of their own), and no
     program can signal them, or anything else in the sandbox."""
     r = sb.run(SIGNAL_EVERYONE, limits=CALL)
     assert r.status == "ok" and r.stdout.endswith("done\n"), r
