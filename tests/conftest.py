@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -26,18 +24,9 @@ def device() -> Iterator[str]:
 
 
 
-# The fast tier (`pytest -m "not slow"`, a few minutes on 2 cores): a test is slow when marked so, or when its
-# measured time (setup + call + teardown) in the last full run, kept in tests/durations.json by
-# scripts/test_durations.py, is over SLOW_S. A test not measured yet counts as fast until the file is renewed.
-SLOW_S = 1.0
-_DURATIONS = Path(__file__).with_name("durations.json")
-
-
-def _measured() -> dict[str, float]:
-    try:
-        return json.loads(_DURATIONS.read_text())["seconds"]
-    except (OSError, ValueError, KeyError):
-        return {}
+# The fast tier (`pytest -m "not slow"`, a few minutes on 2 cores) leaves out what the test files declare slow:
+# `@pytest.mark.slow` on a test or a parametrize case, or `pytestmark = pytest.mark.slow` on a module. Mark a
+# test slow when it takes over a second (pytest --durations shows it); tests/test_tiers.py checks the rule.
 
 
 def _needs_docker(item: pytest.Item) -> bool:
@@ -48,11 +37,7 @@ def _needs_docker(item: pytest.Item) -> bool:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Mark what each test needs, so ``-m "not docker"`` leaves out every test that opens a docker sandbox, and
-    ``-m "not slow"`` every test the last full run measured over SLOW_S."""
-    measured = _measured()
+    """Mark what each test needs, so ``-m "not docker"`` leaves out every test that opens a docker sandbox."""
     for item in items:
         if _needs_docker(item):
             item.add_marker(pytest.mark.docker)
-        if measured.get(item.nodeid, 0.0) > SLOW_S:
-            item.add_marker(pytest.mark.slow)

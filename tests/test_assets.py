@@ -79,6 +79,7 @@ def test_known_assets_cover_the_design() -> None:
 # ----------------------------------------------------------------------------- fresh cache mechanics
 
 
+@pytest.mark.slow
 def test_humaneval_fetch_into_fresh_cache(home: Path) -> None:
     with pytest.raises(AssetError, match="toolgym assets fetch humaneval"):
         assets.asset_path("humaneval")
@@ -111,6 +112,7 @@ def test_fetch_is_idempotent_and_offline_once_cached(home: Path, monkeypatch: py
     assert len(assets.load_records("humaneval")) == 164
 
 
+@pytest.mark.slow
 def test_crash_leftovers_and_broken_entry_are_repaired(home: Path) -> None:
     path = assets.fetch("humaneval", progress=_quiet)
     good = (path / "test.jsonl").read_text()
@@ -143,6 +145,7 @@ assets.fetch("humaneval", progress=progress)
 """
 
 
+@pytest.mark.slow
 def test_fetch_killed_mid_build_leaves_no_entry_and_recovers(home: Path) -> None:
     r = subprocess.run([sys.executable, "-c", _KILL_DURING_BUILD], capture_output=True, text=True, timeout=300,
                        env={**os.environ, "TOOLGYM_HOME": str(home)})
@@ -170,6 +173,7 @@ def test_concurrent_fetches_build_once(home: Path) -> None:
     assert len(assets.load_records("humaneval")) == 164
 
 
+@pytest.mark.slow
 def test_entry_without_metadata_is_refetched(home: Path) -> None:
     path = assets.fetch("humaneval", progress=_quiet)
     (path / "metadata.json").unlink()
@@ -180,6 +184,7 @@ def test_entry_without_metadata_is_refetched(home: Path) -> None:
     assert (path / "metadata.json").is_file()
 
 
+@pytest.mark.slow
 def test_same_size_corruption_is_caught_by_fetch(home: Path) -> None:
     path = assets.fetch("humaneval", progress=_quiet)
     data = bytearray((path / "test.jsonl").read_bytes())
@@ -346,6 +351,7 @@ def test_leetcode_tests_accept_right_and_reject_wrong_code(default_home: None) -
 # ----------------------------------------------------------------------------- model side (default cache)
 
 
+@pytest.mark.slow
 def test_qwen3_tokenizer_fixture(default_home: None) -> None:
     transformers = pytest.importorskip("transformers")
     path = assets.fetch("qwen3-tokenizer", progress=_quiet)
@@ -361,6 +367,7 @@ def test_qwen3_tokenizer_fixture(default_home: None) -> None:
     assert "<|im_start|>system\nBe brief.<|im_end|>" in rendered
 
 
+@pytest.mark.slow
 @pytest.mark.model
 def test_smollm2_checkpoint(default_home: None) -> None:
     pytest.importorskip("transformers")

@@ -50,6 +50,7 @@ def test_path_of_unfetched_asset_says_how_to_fetch(tmp_path: Path) -> None:
     assert r.stderr.strip() == "error: asset 'humaneval' is not fetched; run `toolgym assets fetch humaneval`"
 
 
+@pytest.mark.slow
 def test_fetch_prints_license_then_path(tmp_path: Path) -> None:
     r = toolgym("assets", "fetch", "humaneval", home=tmp_path)
     assert r.returncode == 0, r.stderr

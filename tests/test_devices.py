@@ -169,6 +169,7 @@ def test_train_device_flag_reaches_the_trainer(tmp_path: Path, monkeypatch: pyte
 # ----------------------------------------------------------------------------- the commands
 
 
+@pytest.mark.slow
 def test_device_flag_refuses_bad_forms_on_every_model_command(tmp_path: Path) -> None:
     cfg = tmp_path / "c.yaml"
     cfg.write_text("model:\n  name_or_path: demo\nrollout:\n  env: toolgym/Arith-v0\n")
@@ -182,6 +183,7 @@ def test_device_flag_refuses_bad_forms_on_every_model_command(tmp_path: Path) ->
         assert _one_error_line(_cli(*args, "--device", "tpu")) == want, args
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(HAS_CUDA, reason="needs a machine without CUDA")
 def test_cuda_flag_without_cuda_is_one_line(tmp_path: Path) -> None:
     r = _cli("rollout", "toolgym/Arith-v0", "--model", "smollm2-135m-instruct", "--out", str(tmp_path / "o.jsonl"),
@@ -191,6 +193,7 @@ def test_cuda_flag_without_cuda_is_one_line(tmp_path: Path) -> None:
     assert _one_error_line(r).startswith("error: --device: 'cuda:0' asks for CUDA")
 
 
+@pytest.mark.slow
 def test_bench_device_is_recorded_and_completions_need_no_model(tmp_path: Path) -> None:
     data = tmp_path / "q.jsonl"
     data.write_text("".join(json.dumps({"id": f"q{i}", "question": "?", "answer": str(i)}) + "\n" for i in range(2)))

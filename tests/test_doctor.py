@@ -8,6 +8,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.slow  # measured over 1 s each (the fast tier leaves them out)
+
 _SCRIPT = Path(sys.executable).parent / "toolgym"
 CLI = [str(_SCRIPT)] if _SCRIPT.exists() else [sys.executable, "-c", "from toolgym.cli import main; main()"]
 PARTS = {"docker engine", "sandbox image", "bubblewrap", "cgroups", "torch", "vllm", "ray"}

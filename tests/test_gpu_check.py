@@ -72,6 +72,7 @@ def test_the_image_rules_hide_what_the_image_lacks_and_stand_in_for_ray() -> Non
         "['mkdocs', 'ruff'] None", "ok"]
 
 
+@pytest.mark.slow
 def test_gpu_check_without_cuda_says_so_in_one_line() -> None:
     p = subprocess.run([sys.executable, SCRIPT], capture_output=True, text=True, timeout=300, env=_env())
     assert p.returncode == 2 and p.stdout.strip().splitlines() == [

@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 SRC = Path(__file__).resolve().parents[1] / "src" / "toolgym"
 TOOLGYM = str(Path(sys.executable).parent / "toolgym")
 
@@ -56,6 +58,7 @@ def _fetch(*args: str, **env: str) -> subprocess.CompletedProcess:
                           timeout=300, env={**full, **env})
 
 
+@pytest.mark.slow
 def test_cli_log_level_option_and_environment_variable():
     default = _fetch()
     assert default.returncode == 0, default.stderr

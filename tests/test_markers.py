@@ -6,6 +6,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.slow  # measured over 1 s each (the fast tier leaves them out)
+
 ROOT = Path(__file__).resolve().parents[1]
 FILES = ["tests/sandbox/test_kattis_judge.py", "tests/sandbox/test_docker_config.py",
          "tests/sandbox/test_pool.py", "tests/integrations/test_verl.py"]

@@ -189,6 +189,7 @@ def test_train_and_sft_with_offline_hub_id_are_one_line(tmp_path: Path) -> None:
     assert not (tmp_path / "run").exists()
 
 
+@pytest.mark.slow
 def test_analyze_with_offline_hub_id_is_one_line(tmp_path: Path) -> None:
     rollouts = tmp_path / "r.jsonl"
     rollouts.write_text("")

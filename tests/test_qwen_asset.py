@@ -141,6 +141,7 @@ def test_missing_asset_is_one_line_that_says_how_to_fetch(home: Path) -> None:
 # ----------------------------------------------------------------------------- the converted 0.5B
 
 
+@pytest.mark.slow
 @pytest.mark.model
 def test_converted_05b_checkpoint(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("TOOLGYM_HOME", raising=False)

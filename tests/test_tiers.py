@@ -1,45 +1,44 @@
-"""The fast tier: tests/durations.json (renewed by scripts/test_durations.py) marks measured-slow tests slow."""
+"""The fast tier (``pytest -m "not slow"``) is what the test files declare: ``@pytest.mark.slow`` on a test or a
+parametrize case, ``pytestmark`` on a module. No timing file decides it, so the tier is the same on every machine."""
 
 from __future__ import annotations
 
-import importlib.util
+import subprocess
+import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
+# one file of each way to declare: a parametrize case, the sandbox's backend case, a decorated test, a module
+FILES = ["tests/suites/test_lmeval_parity.py", "tests/sandbox/test_attack_fault_attribution.py",
+         "tests/training/test_resume.py"]
 
 
-def _script():
-    spec = importlib.util.spec_from_file_location("test_durations", ROOT / "scripts" / "test_durations.py")
-    mod = importlib.util.module_from_spec(spec)
-    assert spec.loader is not None
-    spec.loader.exec_module(mod)
-    return mod
-
-
-def test_durations_add_up_per_test_and_keep_ids_with_spaces() -> None:
-    lines = ["============ slowest durations ============",
-             "2.50s call     tests/a.py::test_x[docker-weakref.finalize run by the restore]",
-             "0.75s setup    tests/a.py::test_x[docker-weakref.finalize run by the restore]",
-             "0.01s teardown tests/b.py::test_y",
-             "(3 durations < 0.005s hidden.  Use -vv to show these durations.)"]
-    got = _script().parse(lines)
-    assert got == {"tests/a.py::test_x[docker-weakref.finalize run by the restore]": 3.25, "tests/b.py::test_y": 0.01}
-
-
-def test_a_test_measured_slow_is_left_out_of_the_fast_tier() -> None:
-    import json
-    import subprocess
-    import sys
-
-    measured = json.loads((ROOT / "tests" / "durations.json").read_text())["seconds"]
-    slow = "tests/integrations/test_trl.py::test_two_trl_steps_train_with_the_toolgym_loss"
-    fast = "tests/integrations/test_trl.py::test_trl_settings_the_loss_cannot_honour_are_refused_and_ratio_one_is_said"
-    from tests.conftest import SLOW_S
-
-    assert measured[slow] > SLOW_S > measured.get(fast, 0.0), "the recorded durations changed: pick other examples"
-    out = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
-                          "-m", "not slow", "tests/integrations/test_trl.py"],
-                         capture_output=True, text=True, cwd=ROOT, timeout=300)
+def _collect(*args: str) -> set[str]:
+    out = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", *args,
+                          *FILES], capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
-    collected = {line for line in out.stdout.splitlines() if "::" in line}
-    assert fast in collected and slow not in collected
+    return {line for line in out.stdout.splitlines() if "::" in line}
+
+
+def test_no_timing_file_decides_the_tiers() -> None:
+    import tests.conftest as conftest
+
+    assert not (ROOT / "tests" / "durations.json").exists() and not (ROOT / "scripts" / "test_durations.py").exists()
+    assert not hasattr(conftest, "SLOW_S")
+
+
+@pytest.mark.slow
+def test_what_a_file_declares_slow_is_left_out_of_the_fast_tier_and_nothing_else() -> None:
+    parity = "tests/suites/test_lmeval_parity.py::test_contexts_and_continuations_equal_lm_evals_requests"
+    fault = ("tests/sandbox/test_attack_fault_attribution.py::"
+             "test_a_sandbox_that_fails_mid_batch_fails_only_the_job_that_made_it_fail")
+    declared_slow = {f"{parity}[sciq-1000]", f"{fault}[docker]",
+                     "tests/training/test_resume.py::test_kill9_then_resume_matches_uninterrupted_run",
+                     "tests/sandbox/test_attack_fault_attribution.py::test_a_jobs_own_time_excludes_its_batch_mates[local]"}
+    every, fast = _collect(), _collect("-m", "not slow")
+    assert declared_slow <= every and not declared_slow & fast, declared_slow & fast
+    assert {f"{parity}[arc_easy-200]", f"{fault}[local]", "tests/sandbox/test_attack_fault_attribution.py::"
+            "test_a_call_whose_sandbox_fails_gets_its_own_verdict[docker]"} <= fast
+    assert fast < every

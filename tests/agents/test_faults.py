@@ -65,6 +65,7 @@ def test_server_500_forever_is_recorded_on_every_trajectory_of_the_group(hf, ser
         assert t.prompt_ids and t.response_ids == [] and t.loss_mask == []
 
 
+@pytest.mark.slow
 def test_server_timeout_is_recorded(hf, server):
     server.delay_s = 1.0  # FAULT: the server answers after the client's timeout
     client = OpenAISampler(server.url, "tiny", max_retries=1, timeout_s=0.2, backoff_s=0.01)
@@ -136,6 +137,7 @@ def test_wall_time_limit_ends_a_slow_episode(hf):
     assert all("own environment time" in t.error and t.reward == 0.0 for t in group)
 
 
+@pytest.mark.slow
 def test_waiting_for_the_sampler_does_not_count_against_the_wall_time_limit(tiny_dir):
     # 24 episodes share a sampler that runs one row per forward pass, so each waits for the others' tokens:
     # seconds of sampling per episode against a 0.3 s limit that only its environment time counts against

@@ -41,6 +41,7 @@ def _fake_hub_cache(tiny_dir: Path, cache: Path) -> None:
     (repo / "refs" / "main").write_text(rev)
 
 
+@pytest.mark.slow
 def test_hub_id_in_the_local_hf_cache_loads_offline(tiny_dir: Path, tmp_path: Path) -> None:
     """A Hub id is handed to from_pretrained as the id: with HF_HUB_OFFLINE=1 it loads from the cache."""
     _fake_hub_cache(tiny_dir, tmp_path / "hub")
@@ -58,6 +59,7 @@ def test_hub_id_in_the_local_hf_cache_loads_offline(tiny_dir: Path, tmp_path: Pa
     assert lines[1].startswith("cpu Qwen2ForCausalLM") and lines[2] == "AssetError"
 
 
+@pytest.mark.slow
 def test_rollout_device_cpu_reaches_the_sampler(tiny_dir: Path, tmp_path: Path) -> None:
     out = tmp_path / "roll.jsonl"
     r = subprocess.run([*TOOLGYM, "rollout", "toolgym/Arith-v0", "--model", str(tiny_dir), "--device", "cpu",

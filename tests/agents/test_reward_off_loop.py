@@ -11,6 +11,8 @@ from __future__ import annotations
 import asyncio
 import time
 
+import pytest
+
 from toolgym.agents.runner import EpisodeLimits, RolloutRunner
 from toolgym.agents.sampling import Sample, Sampler, SamplingParams
 from toolgym.envs.core import ToolEnv
@@ -67,6 +69,7 @@ def slow_scorer(answer, task):
     return float(answer == task.ground_truth)
 
 
+@pytest.mark.slow
 def test_a_slow_scorer_does_not_push_an_honest_batch_mate_into_time_limit():
     runner = RolloutRunner(Policy(), Chars(),
                            lambda: ToolEnv(TASKS, tools=[lookup], rubric=Rubric([slow_scorer]), parser="hermes",
@@ -104,6 +107,7 @@ def test_sync_reward_functions_leave_the_loop_free():
     assert max(b - a for a, b in zip(ticks, ticks[1:], strict=False)) < 0.3
 
 
+@pytest.mark.slow
 def test_a_reward_functions_bound_leaves_out_its_waits_for_others():
     """Two episodes' scorers share one worker (as math_equal's verifier worker is shared): the one that
     waits for the other is not timed out for it, and the episode's clock leaves the wait out too."""

@@ -54,6 +54,7 @@ class TimedEnv(AsyncToolEchoEnv):
             self.iv.tool.append((t, time.perf_counter()))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("serial", [False, True])
 def test_generation_overlaps_tool_execution_only_when_concurrent(hf, serial):
     iv = Intervals()

@@ -104,6 +104,7 @@ def test_entry_points_register_samplers_with_their_flags(plugin_site: Path) -> N
         samplers.get_sampler("replika_test")
 
 
+@pytest.mark.slow
 def test_a_plugin_sampler_trains_from_yaml_and_takes_the_weight_pushes(plugin_site: Path, tmp_path: Path) -> None:
     import torch
     import yaml
@@ -147,6 +148,7 @@ def test_a_frozen_plugin_sampler_gets_no_push_although_it_could_take_one(plugin_
     assert tr.sampler.pushes == 0 and tr.policy_sync.pushes == 0
 
 
+@pytest.mark.slow
 def test_a_plugin_sampler_from_the_cli_and_a_suite_run(plugin_site: Path, tmp_path: Path) -> None:
     from toolgym.suites.runner import BenchConfig, make_sampler
     from toolgym.training.config import load_config

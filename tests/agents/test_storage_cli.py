@@ -76,6 +76,7 @@ def test_cli_errors_are_one_line(tmp_path):
     assert len(out.stderr.strip().splitlines()) == 1
 
 
+@pytest.mark.slow
 def test_rollout_command_writes_a_readable_file(tiny_dir, tmp_path):
     """`toolgym rollout` on the real Arith env with the tiny model: one JSONL with N*G token-exact episodes."""
     out = tmp_path / "roll.jsonl"
@@ -101,6 +102,7 @@ def test_rollout_command_writes_a_readable_file(tiny_dir, tmp_path):
         assert sum(t.loss_mask) > 0
 
 
+@pytest.mark.slow
 def test_rollout_command_tool_parser_override(tiny_dir, tmp_path):
     """--tool-parser names the model's format: recorded in the file; an unknown one fails before any model loads."""
     out = tmp_path / "roll.jsonl"

@@ -192,6 +192,7 @@ def test_a_lone_surrogate_reaches_parquet_too(tmp_path):
     assert read_parquet(tmp_path / "s.parquet")[0].task_id == "t\\ud800"
 
 
+@pytest.mark.slow
 def test_killed_rollout_keeps_the_groups_it_finished(tiny_dir, tmp_path):
     """A real crash: SIGKILL `toolgym rollout` once its first group is on disk; every line written is a whole
     trajectory and the sidecar says the run did not complete."""

@@ -133,6 +133,7 @@ def test_qwen3_template_tools_and_think_dropping(qwen3_tokenizer):
     assert tok.decode(ids) != rerendered
 
 
+@pytest.mark.slow
 def test_qwen3_multi_turn_group_token_exact_and_logprobs(qwen3_tokenizer):
     tok = qwen3_tokenizer
     model = _qwen3_tiny_model(tok)

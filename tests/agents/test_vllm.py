@@ -49,6 +49,7 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+@pytest.mark.slow
 def test_vllm_sampler_multi_turn_group(smollm2_dir):
     _need_vllm()
     script = Path(__file__).with_name("vllm_rollout_script.py")
@@ -107,6 +108,7 @@ def vllm_server(smollm2_dir):
         log.close()
 
 
+@pytest.mark.slow
 def test_openai_sampler_against_vllm_serve(vllm_server, smollm2_dir):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -131,6 +133,7 @@ def test_openai_sampler_against_vllm_serve(vllm_server, smollm2_dir):
         assert got == pytest.approx(want, abs=2e-2)
 
 
+@pytest.mark.slow
 def test_rollout_cli_with_openai_sampler(vllm_server, smollm2_dir, tmp_path):
     out = tmp_path / "r.jsonl"
     cmd = [str(Path(sys.executable).parent / "toolgym"), "rollout", "toolgym/Arith-v0", "--model", "smollm2",

@@ -12,9 +12,12 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 import yaml
 
 from ..training.trainer_util import tiny_config
+
+pytestmark = pytest.mark.slow  # measured over 1 s each (the fast tier leaves them out)
 
 TOOLGYM = str(Path(sys.executable).parent / "toolgym")
 

@@ -68,6 +68,7 @@ def _ids(groups):
             for g in groups]
 
 
+@pytest.mark.slow
 def test_groups_equal_the_single_process_runner_in_task_order(pool, policy, one_torch_thread):
     groups = pool.run(_jobs(6, 3))
     assert _ids(groups) == _ids(_local(policy, 6, 3))
@@ -76,6 +77,7 @@ def test_groups_equal_the_single_process_runner_in_task_order(pool, policy, one_
     assert [t.metadata["group_key"] for g in groups for t in g] == [[0, i] for i in range(6) for _ in range(3)]
 
 
+@pytest.mark.slow
 def test_back_pressure_bounds_groups_in_flight(pool):
     seen: list[list[int]] = []
     pool.run(_jobs(8, 2, step=1), on_result=lambda job, g: seen.append(pool.inflight()))
@@ -83,6 +85,7 @@ def test_back_pressure_bounds_groups_in_flight(pool):
     assert pool.stats.submitted >= 8
 
 
+@pytest.mark.slow
 def test_killed_worker_groups_are_retried_once_and_nothing_is_lost(pool, policy):
     ray = pool._ray
     before = pool.stats.worker_deaths, pool.stats.resubmitted
@@ -122,6 +125,7 @@ def test_killed_worker_groups_are_retried_once_and_nothing_is_lost(pool, policy)
     assert [[t.response_ids for t in g] for g in groups] == [[t.response_ids for t in g] for g in rerun]
 
 
+@pytest.mark.slow
 def test_pushed_weights_reach_every_replica_and_stale_groups_are_refused(pool, policy):
     ray = pool._ray
     model, _ = policy
@@ -153,6 +157,7 @@ def _alive(pid: int) -> bool:
     return True
 
 
+@pytest.mark.slow
 def test_a_worker_that_cannot_start_is_one_clear_error(ray_cluster, policy):
     from toolgym.distributed.driver import RolloutPoolError
 

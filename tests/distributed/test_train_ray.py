@@ -71,6 +71,7 @@ def _first_differing_episode(one: Path, other: Path, step: int) -> str | None:
     return None
 
 
+@pytest.mark.slow
 def test_ray_rollouts_match_single_process(tmp_path, ray_cluster, one_torch_thread):
     warm = _warm_start(tmp_path)
     single = train(load_config(_cfg(tmp_path, "single", warm)), console=False)

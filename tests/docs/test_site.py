@@ -44,6 +44,7 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
+@pytest.mark.slow
 def test_strict_build_has_every_page(site: Path) -> None:
     for page in ("index.html", "quickstart/index.html", "training/config/index.html", "reference/index.html",
                  "extending/sampler/index.html", "results/index.html", "search/search_index.json"):
@@ -94,6 +95,7 @@ def served(site: Path) -> Iterator[str]:
         server.server_close()
 
 
+@pytest.mark.slow
 def test_front_page_renders_and_search_finds_ctpo(served: str, tmp_path: Path) -> None:
     need(chromium_path() is not None, "Chromium is not installed (scripts/setup.sh installs it)")
     with Browser(tmp_path / "browser", width=1280, height=900) as browser:

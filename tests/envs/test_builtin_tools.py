@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 from tests.requirements import need
 from toolgym.envs import Task, ToolEnv
 from toolgym.envs.builtin_tools import calculator_tool, python_tool
@@ -29,6 +31,7 @@ def test_python_tool_runs_code(any_sandbox):
     assert any_sandbox.run("print(1)").stdout == "1\n"  # a borrowed sandbox stays open
 
 
+@pytest.mark.slow
 def test_python_tool_reports_errors_timeouts_and_silence(local_sandbox):
     env = env_with([python_tool(limits=Limits(timeout_s=2))], local_sandbox, max_turns=5)
     env.reset(seed=0)
@@ -104,6 +107,7 @@ def test_concurrent_async_episodes_share_one_sandbox(local_sandbox):
     assert asyncio.run(main()) == [str(i * 1000) for i in range(4)]
 
 
+@pytest.mark.slow
 def test_tool_calls_do_not_block_the_event_loop(local_sandbox):
     """While the sandbox sleeps, other coroutines on the loop keep running."""
     ticks = 0

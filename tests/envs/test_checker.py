@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from typer.testing import CliRunner
 
 from toolgym.envs import Rubric, Task, ToolEnv, tool
@@ -98,6 +99,7 @@ def test_cli_list_and_check():
     assert res.exit_code == 2 and "digits" in res.output and "Traceback" not in res.output
 
 
+@pytest.mark.slow
 def test_cli_check_with_a_model_reports_its_template_and_parser(tmp_path):
     """`envs check ID --model M`: M's template renders the env's tools, the parser it would use, and a call in
     that format reaches the env; with the real Qwen3 tokenizer (Hermes) and a Mistral-format stand-in."""

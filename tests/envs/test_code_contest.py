@@ -144,6 +144,7 @@ def test_bad_code_records():
         toolgym.make("toolgym/CodeContest-v0", dataset=[{"prompt": "p", "tests": []}], sandbox=None)
 
 
+@pytest.mark.slow
 def test_checker_passes():
     assert [c.name for c in check_env(lambda: toolgym.make("toolgym/CodeContest-v0")) if not c.ok] == []
 
@@ -180,6 +181,7 @@ def test_hidden_expected_values_never_reach_the_feedback(local_sandbox, mode):
     assert str(secret) not in json.dumps(info)
 
 
+@pytest.mark.slow
 def test_run_tests_tool_judges_with_the_environments_limits(local_sandbox):
     """The tool checks public tests as the reward checks hidden ones: with the env's memory (and time) limit,
     not the judge's defaults (it once ran them at 256 MiB while the reward allowed the env's memory_mb)."""

@@ -34,6 +34,7 @@ def block(code: str) -> str:
     return f"My solution:\n```python\n{code}\n```"
 
 
+@pytest.mark.slow
 def test_kattis_packages_are_tasks_judged_by_their_validators(examples, local_sandbox):
     env = toolgym.make("toolgym/CodeContest-v0", dataset=f"kattis:{examples}", sandbox=local_sandbox,
                        reward_mode="fraction")

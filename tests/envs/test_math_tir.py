@@ -38,6 +38,7 @@ def test_partitions_are_disjoint():
     assert a and b and a.isdisjoint(b) and len(a | b) == 200
 
 
+@pytest.mark.slow
 def test_reasoning_gym_arithmetic_source():
     env = toolgym.make("toolgym/MathTIR-v0", dataset="rg:basic_arithmetic", sandbox=None)
     obs, info = env.reset(seed=5)

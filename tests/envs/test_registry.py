@@ -64,6 +64,7 @@ def test_ids_must_be_namespaced_and_versioned(bad):
         toolgym.register(bad, entry_point="x:y")
 
 
+@pytest.mark.slow
 def test_example_plugin_installs_and_is_found_by_entry_point(tmp_path):
     """pip-install the example package into a folder, put it on sys.path, find it by entry point."""
     target = tmp_path / "site"

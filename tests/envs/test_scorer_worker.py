@@ -41,6 +41,7 @@ def _episode(name: str, text: str, index: int) -> tuple[float, dict]:
     return guarded_episode(name, text, index, constant_answers="allow" if name in CONSTANT_PAYERS else "refuse")
 
 
+@pytest.mark.slow
 def test_a_scorer_holding_the_gil_stalls_no_other_episode(monkeypatch):
     monkeypatch.setattr(rg, "SCORE_DEADLINE_S", 1.5)
     task = _coin_flip_task()
@@ -77,6 +78,7 @@ def test_a_scorer_holding_the_gil_stalls_no_other_episode(monkeypatch):
     assert worker().kills == kills + 1
 
 
+@pytest.mark.slow
 def test_the_worker_restarts_after_a_kill_and_scores_the_next_answer(monkeypatch):
     monkeypatch.setattr(rg, "SCORE_DEADLINE_S", 1.0)
     task = _coin_flip_task()
@@ -122,6 +124,7 @@ def test_answers_that_score_one_still_score_one(dataset):
         assert reward == 1.0, (index, info.get("reward_errors"))
 
 
+@pytest.mark.slow
 def test_the_worker_starts_on_first_use_and_never_imports_the_callers_main(tmp_path):
     marks = tmp_path / "main-ran"
     script = tmp_path / "trainer.py"
@@ -159,6 +162,7 @@ def test_datasets_whose_scorers_pay_only_the_answer_are_taken(dataset):
     ReasoningGymEnv(dataset, sandbox=None).close()
 
 
+@pytest.mark.slow
 def test_a_child_that_answers_left_large_is_replaced_before_the_next_answer():
     """Round-9 red team r902: math-verify (and sympy's caches) keep ~130 MiB after an answer like 2^{2^{28}};
     40 of them filled the child's address space and every later comparison met MemoryError, which

@@ -66,6 +66,7 @@ def test_env_reward_is_the_environments_verdict() -> None:
         reward(ds["prompt"], completions)
 
 
+@pytest.mark.slow
 def test_two_trl_steps_train_with_the_toolgym_loss(trainer) -> None:
     before = {n: p.detach().clone() for n, p in trainer.model.named_parameters() if "layers.0." in n}
     trainer.train()
@@ -247,6 +248,7 @@ def test_trl_takes_env_factory_and_offers_only_the_envs_tools(trainer, tmp_path)
     assert '"name": "python"' in text and "code" in text
 
 
+@pytest.mark.slow
 @pytest.mark.device_standin
 @pytest.mark.parametrize("algorithm", ["ctpo", "gspo"])
 def test_trl_compute_loss_on_the_device(trainer, device: str, algorithm: str) -> None:

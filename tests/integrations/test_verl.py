@@ -79,6 +79,7 @@ def test_losses_are_in_verls_registry(integration) -> None:
         integration.register_loss("vanilla", "token", None)
 
 
+@pytest.mark.slow
 def test_importing_verl_registers_ctpo_through_the_plugin_entry_point() -> None:
     """What verl's workers rely on: a bare `import verl` loads toolgym's `verl.plugins` entry point."""
     code = ("import sys, verl\nfrom verl.trainer.ppo.core_algos import POLICY_LOSS_REGISTRY as R\n"
@@ -256,6 +257,7 @@ def docker_reward(integration):
             sb.close()
 
 
+@pytest.mark.slow
 @pytest.mark.docker
 def test_code_reward_judges_in_the_docker_sandbox(integration, docker_reward) -> None:
     import json

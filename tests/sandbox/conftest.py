@@ -106,6 +106,13 @@ def open_for(backend: str, limits: Limits = LIMITS, pool_size: int = 1):
     return open_sandbox(backend, limits, pool_size=pool_size)
 
 
+def backends(*, slow_on: tuple[str, ...]) -> pytest.MarkDecorator:
+    """Run a test on `sb` of every backend, its cases on the backends in `slow_on` in the slow tier (they take
+    over a second there): put it right above the test, below any other parametrize."""
+    return pytest.mark.parametrize(
+        "sb", [pytest.param(b, marks=pytest.mark.slow) if b in slow_on else b for b in SB_BACKENDS], indirect=True)
+
+
 @pytest.fixture(scope="module", params=SB_BACKENDS)
 def sb(request):
     """A one-worker sandbox, so consecutive calls land in the same sandbox."""
@@ -120,7 +127,7 @@ def sb(request):
 def one_tenant():
     """Every call of a sandbox test is one tenant's (toolgym.sandbox.tenancy), so that jobs with the same
     tests share calls and sandboxes as they would without the tenancy rule: these tests are about what
-    holds between batch-mates and between calls, under the rule. test_attacks_v7.py and
+    holds between batch-mates and between calls, under the rule. test_attack_shared_counters.py and
     test_tenancy_pool.py open episodes of their own to test the rule itself."""
     with tenancy.episode("sandbox tests", tenant="sandbox tests"):
         yield

@@ -85,6 +85,7 @@ def test_custom_checker_that_crashes_fails_the_test_and_says_so(sb):
     assert any("broken checker" in n for n in r.notes)
 
 
+@pytest.mark.slow
 def test_stdio_verdict_kinds(sb):
     cases = {
         "TLE": "while True:\n    pass\n",
@@ -101,6 +102,7 @@ def test_stdio_verdict_kinds(sb):
     assert "ValueError" in judge(sb, cases["RE"], [TestCase(input="", output="0")]).verdicts[0].message
 
 
+@pytest.mark.slow
 def test_timeout_is_per_test_and_time_is_reported(sb):
     prog = "import time\nn = int(input())\ntime.sleep(n / 10)\nprint(n)\n"
     r = judge(sb, prog, [TestCase(input="0\n", output="0"), TestCase(input="4\n", output="4"),
@@ -210,6 +212,7 @@ def test_call_form_accepts_an_expression_for_methods(sb):
     assert statuses(r) == ["AC", "WA"]
 
 
+@pytest.mark.slow
 def test_function_mode_verdict_kinds(sb):
     slow = "def f():\n    while True:\n        pass\n"
     hog = "def f():\n    return len(bytearray(1 << 31))\n"
@@ -323,6 +326,7 @@ def test_exported_from_the_sandbox_package():
     assert imported is judging_module.judge
 
 
+@pytest.mark.slow
 async def test_batched_jobs_keep_solo_verdicts(sb):
     """While the pool is busy, waiting submissions share a sandbox call and run side by side;
     a time-out there is re-judged alone, so the verdicts are those of solo runs."""

@@ -21,6 +21,8 @@ from toolgym import assets
 from toolgym.envs.tasks.function_sets import leetcode
 from toolgym.sandbox.judging import TestCase, ajudge
 
+pytestmark = pytest.mark.slow  # measured over 1 s each (the fast tier leaves them out)
+
 IN_PROCESS = r'''
 import json, sys, signal
 def alarm(*a):

@@ -393,6 +393,7 @@ assert SPY_CONTROL != SPY
 SLOW_WRONG = "import time\ndef add(a, b):\n    time.sleep(1.0)\n    return a - b\n"
 
 
+@pytest.mark.slow
 async def test_jobs_side_by_side_cannot_reach_each_other(sb):
     """Batched function-mode jobs run two at a time. A spy job that could open another job's
     test process (its memory, environment or pipes) would pass; it must not."""

@@ -92,6 +92,7 @@ def check_table(table) -> None:
     assert not wrong, wrong
 
 
+@pytest.mark.slow
 @pytest.mark.docker
 def test_problemtools_examples_get_the_verdict_of_their_folder():
     require_backend("docker")
@@ -111,6 +112,7 @@ def test_problemtools_examples_get_the_verdict_of_their_folder():
     assert 0 < rep.passed < rep.total, [v.status for v in rep.verdicts]
 
 
+@pytest.mark.slow
 @pytest.mark.docker
 def test_bapctools_problems_get_the_verdict_of_their_folder():
     require_backend("docker")
@@ -233,6 +235,7 @@ int main(int argc, char **argv) {
 """
 
 
+@pytest.mark.slow
 def test_interactive_submission_cannot_reach_the_answer_or_the_feedback_dir(sb):
     v = OutputValidator({"keeper.cc": KEEPER_CPP}, "cpp", interactive=True)
     tests = [TestCase(input="", output="s3cr3t-token\n")]
@@ -271,6 +274,7 @@ print((found or ["nothing"])[0].strip().replace("\n", " ")[:100] + f" denied={de
     assert rep.verdicts[0].message == "got nothing denied=2", rep.verdicts
 
 
+@pytest.mark.slow
 def test_interactive_time_limit_and_crash(sb):
     v = OutputValidator({"keeper.py": KEEPER}, "python", interactive=True)
     tests = [TestCase(input="", output="k\n")]

@@ -56,6 +56,7 @@ def test_dead_executor_is_replaced(backend):
         assert sb.stats()["discarded"] == 1 and sb.stats()["live"] == 1
 
 
+@pytest.mark.slow
 def test_waiting_for_a_busy_pool_never_fails(backend):
     """A worker busy with a slow call comes free within that call's deadline: waiting for it is never an
     infrastructure failure (which would mask the waiting episode), however long it takes. A worker a
@@ -84,6 +85,7 @@ def test_waiting_for_a_busy_pool_never_fails(backend):
             sb._pool.acquire(timeout=0.2)
 
 
+@pytest.mark.slow
 def test_concurrent_hostile_mix_leaves_nothing_behind(backend):
     before = leak_snapshot()
     lim = Limits(timeout_s=2, memory_mb=256, pids=64, output_bytes=1 << 16)

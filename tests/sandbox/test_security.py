@@ -113,6 +113,7 @@ def test_huge_output_is_truncated_and_flagged(sb):
     healthy(sb)
 
 
+@pytest.mark.slow
 def test_stdin_that_is_waited_on_forever_hits_the_timeout(sb):
     t0 = time.monotonic()
     r = sb.run("import sys\nfor line in iter(sys.stdin.readline, 'never'):\n    pass", stdin="a\n",
@@ -123,6 +124,7 @@ def test_stdin_that_is_waited_on_forever_hits_the_timeout(sb):
     assert r.stdout == "''\n"
 
 
+@pytest.mark.slow
 def test_infinite_loop_times_out_and_cpu_limit_applies(sb):
     r = sb.run("while True:\n    pass", limits=Limits(timeout_s=1))
     assert r.status == "timeout" and r.exit_code is not None
@@ -132,6 +134,7 @@ def test_infinite_loop_times_out_and_cpu_limit_applies(sb):
     healthy(sb)
 
 
+@pytest.mark.slow
 def test_fork_bomb_is_contained(sb):
     r = sb.run("import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass",
                limits=Limits(timeout_s=2))
@@ -142,6 +145,7 @@ def test_fork_bomb_is_contained(sb):
     healthy(sb)
 
 
+@pytest.mark.slow
 def test_memory_bombs_report_oom(sb):
     r = sb.run("x = bytearray(10 ** 10)")
     assert r.status == "oom", r

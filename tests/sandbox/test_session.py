@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 from toolgym.sandbox import Limits
 
 
@@ -28,6 +30,7 @@ def test_errors_keep_state_and_reset_forgets(sb):
         assert r.status == "error" and "NameError" in r.stderr
 
 
+@pytest.mark.slow
 def test_timeout_kills_the_interpreter_and_reports_lost_state(sb):
     with sb.session() as s:
         s.run("counter = 41")
@@ -78,6 +81,7 @@ async def test_session_arun(sb):
         assert r.stdout == "10\n"
 
 
+@pytest.mark.slow
 def test_cpu_limit_applies_per_cell(sb):
     with sb.session() as s:
         s.run("y = 1")

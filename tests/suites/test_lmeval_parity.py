@@ -109,7 +109,7 @@ def hf_offline():
 
 
 @pytest.mark.parametrize("dataset,n", [("arc_easy", 200), ("arc_challenge", 200), ("openbookqa", 200),
-                                       ("sciq", 1000)])
+                                       pytest.param("sciq", 1000, marks=pytest.mark.slow)])
 def test_contexts_and_continuations_equal_lm_evals_requests(hf_offline, dataset: str, n: int) -> None:
     recs = _records(dataset)[:n]
     if dataset == "sciq":  # the empty-support case keeps lm-eval's leading newline
@@ -125,6 +125,7 @@ def test_contexts_and_continuations_equal_lm_evals_requests(hf_offline, dataset:
             assert got[i] == want[i], rec["id"]
 
 
+@pytest.mark.slow
 def test_mmlu_prompts_carry_lm_evals_subject_description(hf_offline) -> None:
     from toolgym.suites.lmeval import lmeval_task_name
 
@@ -163,6 +164,7 @@ def _shortest(recs: list[dict[str, Any]], k: int) -> list[dict[str, Any]]:
     return sorted(recs, key=lambda r: (size(r), r["id"]))[:k]
 
 
+@pytest.mark.slow
 def test_loglikelihoods_acc_and_results_equal_lm_evals_hflm(hf_offline, tmp_path: Path) -> None:
     from toolgym.assets import asset_path
 

@@ -29,6 +29,7 @@ def _texts(out: Path) -> dict[str, list[str]]:
     return {r["id"]: [s["text"] for s in r["samples"]] for r in recs}
 
 
+@pytest.mark.slow
 def test_generate_with_hf_and_openai_samplers(tmp_path: Path, tiny_dir: Path) -> None:
     from tests.agents.completion_server import CompletionServer
     from toolgym.agents.hf_sampler import HFSampler

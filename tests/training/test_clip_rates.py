@@ -58,6 +58,7 @@ def test_closed_form_reproduces_the_expected_rates() -> None:
         assert closed_form(t, ClipConfig.ctpo(), drift=False) == pytest.approx(0.157, abs=6e-4)
 
 
+@pytest.mark.slow
 def test_simulated_sign_aware_clip_rates_match_closed_form() -> None:
     """20,000 simulated sequences of 2,000 policy tokens; each is scored under both advantage signs.
 

@@ -6,7 +6,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from toolgym.training.logging import read_metrics
+
+pytestmark = pytest.mark.slow  # measured over 1 s each (the fast tier leaves them out)
 
 
 def test_two_process_ddp_step_keeps_ranks_identical(tmp_path):

@@ -44,6 +44,7 @@ def trained(tmp_path_factory):
     return tr, out, summary
 
 
+@pytest.mark.slow
 def test_training_writes_hf_folders_and_export_loads_in_transformers(trained, tmp_path):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -77,6 +78,7 @@ def test_training_writes_hf_folders_and_export_loads_in_transformers(trained, tm
     assert torch.allclose(got, expected, atol=1e-5, rtol=0), (got - expected).abs().max()
 
 
+@pytest.mark.slow
 def test_export_an_earlier_step_differs_from_the_last(trained, tmp_path):
     from transformers import AutoModelForCausalLM
 
@@ -92,6 +94,7 @@ def test_export_an_earlier_step_differs_from_the_last(trained, tmp_path):
         torch.testing.assert_close(w1[k], v, rtol=0, atol=0)
 
 
+@pytest.mark.slow
 def test_export_missing_run_or_step_is_one_line(trained, tmp_path):
     _, out, _ = trained
     r = subprocess.run([*CLI, "export", str(tmp_path / "nope"), "--out", str(tmp_path / "x")],

@@ -15,6 +15,8 @@ from tests.training.tiny import tiny_lm
 from toolgym.training.checkpoint import STATE_FILE, load_weights
 from toolgym.training.logging import read_metrics
 
+pytestmark = pytest.mark.slow  # measured over 1 s each (the fast tier leaves them out)
+
 
 def test_fsdp_checkpoint_is_the_full_model_of_a_single_process_run(tmp_path):
     torchrun = str(Path(sys.executable).parent / "torchrun")

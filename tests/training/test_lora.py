@@ -96,6 +96,7 @@ def test_lora_run_trains_adapters_only_and_checkpoints_the_merged_policy(tmp_pat
     assert (_logprobs(hf, ids) - _logprobs(base, ids)).abs().max() > 1e-3, "the merged policy equals the base"
 
 
+@pytest.mark.slow
 def test_lora_resume_continues_the_adapters(tmp_path):
     full = _lora_run(tmp_path / "full", steps=2)
     _lora_run(tmp_path / "part", steps=1)

@@ -7,10 +7,13 @@ import json
 import subprocess
 import sys
 
+import pytest
 import torch
 
 from toolgym.training import fused_loss
 from toolgym.training.losses import policy_loss
+
+pytestmark = pytest.mark.slow  # measured over 1 s each (the fast tier leaves them out)
 
 _INPUTS = """
 import torch

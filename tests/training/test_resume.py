@@ -11,6 +11,7 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 import torch
 import yaml
 
@@ -18,6 +19,8 @@ from toolgym.training.checkpoint import load_weights
 from toolgym.training.logging import read_metrics
 
 from .trainer_util import tiny_config
+
+pytestmark = pytest.mark.slow  # measured over 1 s each (the fast tier leaves them out)
 
 TOOLGYM = str(Path(sys.executable).parent / "toolgym")
 

@@ -17,7 +17,7 @@ import asyncio
 import pytest
 
 from tests.sandbox.conftest import require_backend
-from tests.sandbox.test_attacks_v4 import FILL, STOP, SandboxKiller
+from tests.sandbox.judging import FILL, STOP, SandboxKiller
 from toolgym.agents.runner import EpisodeLimits, RolloutRunner
 from toolgym.agents.sampling import Sample, Sampler, SamplingParams
 from toolgym.envs.builtin_tools import python_tool
@@ -109,6 +109,7 @@ def assert_scored(group, expected: list[float]) -> None:
     assert rewards == expected, (rewards, reasons, [t.metadata.get("env_info") for t in group])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("attack", ["fill the process table", "stop the cleaner"])
 def test_an_attacking_episode_scores_zero_and_its_group_mates_one(shared_sb, attack):
     bad = FILL_WRONG if attack == "fill the process table" else STOP_WRONG
@@ -119,6 +120,7 @@ def test_an_attacking_episode_scores_zero_and_its_group_mates_one(shared_sb, att
     assert group[1].finish_reason == "answer"
 
 
+@pytest.mark.slow
 def test_an_attack_through_the_run_tests_tool_reaches_no_group_mate(shared_sb):
     scripts = [[tool_call(RIGHT), block(RIGHT)], [tool_call(FILL_WRONG), block(FILL_WRONG)],
                [tool_call(RIGHT), block(RIGHT)], [tool_call(RIGHT), block(RIGHT)]]
@@ -129,6 +131,7 @@ def test_an_attack_through_the_run_tests_tool_reaches_no_group_mate(shared_sb):
         assert shown and shown[0].startswith("passed 1/1"), shown
 
 
+@pytest.mark.slow
 def test_waiting_for_batch_mates_does_not_count_against_an_episodes_time(shared_sb):
     # four slow but right programs (3 tests x 1 s each) judged before four fast ones in one batch: the fast
     # ones wait 12 s or more for them, while the limit is 8 s of each episode's own time (about 3 s for a
@@ -138,6 +141,7 @@ def test_waiting_for_batch_mates_does_not_count_against_an_episodes_time(shared_
     assert_scored(group, [1.0] * 8)
 
 
+@pytest.mark.slow
 def test_an_engine_fault_is_masked(shared_sb):
     """A fault that a control run sees too is an infrastructure failure: not the program's, so NaN."""
     with SandboxKiller(None) as killer:
@@ -157,6 +161,7 @@ class PythonEnv(ToolEnv):
         super().__init__([task], tools=[python_tool()], parser="hermes", sandbox=sb, max_turns=3)
 
 
+@pytest.mark.slow
 def test_waiting_for_the_pool_does_not_count_against_an_episodes_time(shared_sb):
     # six episodes' tool calls take 1.5 s each on a one-worker pool: the last waits 7.5 s or more for the
     # others, against a limit of 5 s of its own time (about 1.5 s: room for a loaded machine)

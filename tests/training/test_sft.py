@@ -82,6 +82,7 @@ def test_sft_lowers_assistant_token_loss(tmp_path):
     assert stats["sft_steps"] == 9
 
 
+@pytest.mark.slow
 def test_sft_cli_writes_a_loadable_model(tmp_path):
     cfg = tiny_config(tmp_path / "work", sft={"enabled": True, "demos": 16, "epochs": 1, "lr": 1e-3, "batch_size": 8,
                                               "max_seq_len": 64})

@@ -15,6 +15,8 @@ import pytest
 
 from toolgym.training.logging import read_metrics
 
+pytestmark = pytest.mark.slow  # measured over 1 s each (the fast tier leaves them out)
+
 ROOT = Path(__file__).resolve().parents[2]
 
 

@@ -7,6 +7,7 @@ import json
 import socket
 import subprocess
 
+import pytest
 from typer.testing import CliRunner
 
 from toolgym.agents.storage import write_jsonl
@@ -100,6 +101,7 @@ def test_an_empty_file_gives_a_page_that_says_so(tmp_path):
     assert '"total":0' in (tmp_path / "empty.html").read_text()
 
 
+@pytest.mark.slow
 def test_bad_input_is_one_line(tmp_path):
     path = tmp_path / "run.jsonl"
     write_jsonl(path, [_traj(0)])

@@ -1,29 +1,22 @@
-"""Red-team attacks, round 3: the callback surface of the function-mode judge (rpc.py: calls back
-into the evaluator, `TestObject`, `ProgramNamespace`, references, objects rebuilt as a test's class,
-arguments copied back after a call), and dataset-wide tricks on the real LeetCode/HumanEval tests.
+"""Red-team attacks, round 3: the callback surface of the function-mode judge (rpc.py: calls back into
+the evaluator, `TestObject`, `ProgramNamespace`, references, objects rebuilt as a test's class, arguments
+copied back after a call), and dataset-wide tricks on the real LeetCode/HumanEval tests.
 
-Each test asserts the SECURE outcome with an honest control in the same sandbox. V1, V2 and the
-HumanEval part of V3 worked against the round-2 tree and fail now; the LeetCode part of V3 was a
-known gap of the dataset until round 8 (test_attacks_v8.py):
-
-- V1 a generator the test handed to the program arrived as a TestObject; its non-dunder attribute
-  ``gi_frame`` led to the test's globals and the evaluator's ``builtins.exec``. Now the evaluator
-  lends only the test's functions, methods and class instances, and iterators for next() only.
-- V2 arguments copied back after a call poured a ``Record``'s attributes into the test's object
-  unchecked (W2 again, through copy-back; LeetCode recover_binary_search_tree passed 14/14 without
-  solving). Now only an object of the same class is copied back, every attribute checked.
-- V3 (dataset) tests that use a helper the program itself defines: HumanEval/32 (``poly``),
-  /38 (``encode_cyclic``), /50 (``encode_shift``), now defined by toolgym's HumanEval tests from
-  the prompt; LeetCode harness classes that the starter code, not the test, defines
-  (guess_the_word's ``Master``, ``ImmutableListNode``, the call-limited Sea/ArrayReader/
-  BinaryMatrix/MountainArray/Robot/HtmlParser/Rand7): a program that rigs them passes.
+- V1 a generator the test handed to the program arrived as a TestObject; its ``gi_frame`` led to the
+  test's globals and the evaluator's ``builtins.exec``. Now the evaluator lends only the test's functions,
+  methods and class instances, and iterators for next() only.
+- V2 arguments copied back after a call poured a ``Record``'s attributes into the test's object unchecked.
+  Now only an object of the same class is copied back, every attribute checked.
+- V3 (dataset) tests that use a helper the program itself defines (HumanEval/32, /38, /50; LeetCode harness
+  classes of the starter code): a program that rigs them passed. See also test_attack_lent_objects.py.
+How these tests are built, and their round ids: tests/sandbox/judging.py.
 """
 
 from __future__ import annotations
 
 import secrets
 
-from tests.sandbox.judging import LISTNODE, PROGRAM_LISTNODE, assert_all_ac, assert_no_ac, fn
+from tests.sandbox.judging import LISTNODE, PROGRAM_LISTNODE, SORT_IN_PLACE, assert_all_ac, assert_no_ac, fn
 from toolgym.sandbox.judging import TestCase
 
 # ================================================================ V1: frames of a test's generator
@@ -47,27 +40,19 @@ GEN_TESTS = [TestCase(code="assert total(x for x in [1, 2, 3]) == 6"),
 
 
 def test_a_tests_generator_does_not_open_the_evaluator(sb):
+    """round 3, V1."""
     assert_no_ac(fn(sb, TOTAL_WRONG, GEN_TESTS), "control: plain wrong program")
     assert_no_ac(fn(sb, TOTAL_FRAME_WALK, GEN_TESTS), "frame walk through a generator argument")
 
 
 def test_a_generator_argument_can_be_iterated(sb):
+    """round 3, V1."""
     assert_all_ac(fn(sb, TOTAL_RIGHT, GEN_TESTS), "an honest sum over a generator")
 
 
 # ================================================================ V2: copy-back pours a Record into the test's object
 
 
-SORT_IN_PLACE = '''
-class Solution:
-    def sort_in_place(self, head):
-        nodes = []
-        while head:
-            nodes.append(head)
-            head = head.next
-        for n, v in zip(nodes, sorted(n.val for n in nodes)):
-            n.val = v
-'''
 SORT_RIGHT = PROGRAM_LISTNODE + SORT_IN_PLACE
 
 SORT_WRONG = PROGRAM_LISTNODE + '''
@@ -109,6 +94,7 @@ SORT_CASES = [[3, 1, 2], [5, 4, 3, 2, 1], [2, 2, 1]]
 
 
 def test_copy_back_cannot_shadow_the_test_classes_methods(sb):
+    """round 3, V2."""
     tests = sort_tests(SORT_CASES)
     assert_all_ac(fn(sb, SORT_RIGHT, tests), "control: right program")
     assert_no_ac(fn(sb, SORT_WRONG, tests), "control: plain wrong program")
@@ -116,7 +102,9 @@ def test_copy_back_cannot_shadow_the_test_classes_methods(sb):
 
 
 def test_copy_back_control_runs(sb):
-    """The V2 controls alone (not xfail), so a broken control cannot hide behind the marker."""
+    """round 3, V2.
+
+    The V2 controls alone (not xfail), so a broken control cannot hide behind the marker."""
     tests = sort_tests(SORT_CASES)
     assert_all_ac(fn(sb, SORT_RIGHT, tests), "control: right program")
     assert_no_ac(fn(sb, SORT_WRONG, tests), "control: plain wrong program")
@@ -127,6 +115,7 @@ SORT_LEAK = SORT_SHADOW.replace("    return 0\n", "    if len(LEAKED) > 1:\n"
 
 
 def test_copy_back_does_not_leak_the_expected_value(sb):
+    """round 3, V2."""
     secret = [secrets.randbelow(1000) + 1000 for _ in range(1)]
     code = (LISTNODE + "\nhead = ListNode.from_list([1])\nSolution().sort_in_place(head)\n"
             f"assert head == ListNode.from_list({secret!r})\n")
@@ -166,6 +155,7 @@ HE38_RIGGED = "def encode_cyclic(s):\n    return s\n\ndef decode_cyclic(s):\n   
 
 
 def test_humaneval_helpers_come_from_the_task_not_the_program(sb):
+    """round 3, V3."""
     # toolgym's HumanEval tests define the prompt's helpers themselves (envs/tasks/_code.py)
     from toolgym.envs.tasks._code import humaneval_test_code
 
@@ -221,7 +211,8 @@ GTW_RIGGED = ("class Master:\n    def __init__(self, *a):\n        pass\n\n    d
 
 
 def test_leetcode_harness_classes_come_from_the_task_not_the_program(sb):
-    # fixed in round 8 (test_attacks_v8.py): a LeetCode test defines the starter's judge-side classes
+    """round 3, V3."""
+    # fixed in round 8 (test_attack_lent_objects.py): a LeetCode test defines the starter's judge-side classes
     from toolgym.envs.tasks.function_sets import leetcode_test_prelude
 
     starter = GTW_MASTER + "\n\nclass Solution:\n    def find_secret_word(self, words, master):\n        pass\n"
@@ -288,6 +279,7 @@ class Solution:
 
 
 def test_callback_attribute_reads_and_forged_arguments_reach_nothing(sb):
+    """round 3, regression."""
     pick = 2 + secrets.randbelow(97)
     tests = [TestCase(code=GUESS_TEST.format(pick=pick))]
     assert_all_ac(fn(sb, GUESS_RIGHT, tests), "control: binary search through guess()")
@@ -316,6 +308,7 @@ class Solution:
 
 
 def test_a_test_nodes_methods_lead_nowhere(sb):
+    """round 3, regression."""
     rep = fn(sb, NODE_PROBE, sort_tests(SORT_CASES))
     assert_no_ac(rep, "walking from a TestObject's methods")
 
@@ -323,6 +316,7 @@ def test_a_test_nodes_methods_lead_nowhere(sb):
 # The program raises StopIteration: the evaluator re-raises it in the test, which ends a `map`
 # early just as in one process; a program's BaseException ends the test as a failure.
 def test_program_exceptions_do_not_pass(sb):
+    """round 3, regression."""
     tests = [TestCase(code="assert list(map(f, [1, 2, 3])) == [2, 4, 6]"),
              TestCase(code="try:\n    f(1)\nexcept Exception:\n    pass\nassert f(2) == 4\n")]
     assert_all_ac(fn(sb, "def f(x):\n    return 2 * x\n", tests), "control")

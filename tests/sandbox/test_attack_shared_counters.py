@@ -1,11 +1,9 @@
-"""Red-team attacks, round 7 (issue 25, B06-B08 of the red team that read round 2's code): kernel counters
-that survive a job. Wiping a sandbox resets what a program can see, not the counters of its namespaces:
-the next pid, the inode numbers of /tmp, the SysV IPC id sequence. A solver that moves a counter by its
-answer and a copier judged after it in the same sandbox lifetime that reads it got AC computing nothing
-(on a one-test problem: 8 bits a job through pid mod 256). Before the fix the copier's reading below moved
-exactly with the solver's work, on both backends; now no sandbox lifetime serves two tenants of one key
-(the judge's tests, or an episode's task: toolgym.sandbox.tenancy), so the copier always starts in a
-sandbox that the solver never ran in, and reads the same value whatever the solver did.
+"""Red-team attacks on kernel counters that survive a job (round 7, B06-B08; round 5, x04), on every
+backend. Wiping a sandbox resets what a program can see, not the counters of its namespaces: the next pid,
+the inode numbers of /tmp, the SysV IPC id sequence, and the host's per-uid counts. A solver that moves a
+counter by its answer and a copier judged after it that reads it got AC computing nothing. Now no sandbox
+lifetime serves two tenants of one key (toolgym.sandbox.tenancy), and two sandboxes share no per-uid count.
+How these tests are built, and their round ids: tests/sandbox/judging.py.
 """
 
 from __future__ import annotations
@@ -14,8 +12,8 @@ import asyncio
 
 import pytest
 
-from tests.sandbox.judging import MEM
-from tests.sandbox.test_attacks import gather_batch
+from tests.sandbox.conftest import backends
+from tests.sandbox.judging import MEM, gather_batch
 from toolgym.sandbox import tenancy
 from toolgym.sandbox.judging import TestCase, ajudge
 
@@ -84,16 +82,21 @@ async def _copier_after(sb, counter: str, moves: int, batched: bool) -> int:
     return _reading(report)
 
 
-@pytest.mark.parametrize("counter", sorted(MOVE))
+@pytest.mark.parametrize("counter", [pytest.param(c, marks=pytest.mark.slow) if c == "pid" else c for c in sorted(MOVE)])
 @pytest.mark.parametrize("batched", [True, False], ids=["same_call", "next_call"])
+@backends(slow_on=("docker",))
 async def test_a_counter_moved_by_a_solver_reads_the_same_for_a_copier(sb, counter, batched):
+    """round 7, B06-B08."""
     quiet = await _copier_after(sb, counter, 0, batched)
     moved = await _copier_after(sb, counter, N, batched)
     assert independent(moved, quiet), f"{counter}: the copier read {moved} after a solver that moved it {N} times, {quiet} after one that did not"
 
 
+@backends(slow_on=("docker",))
 async def test_two_episodes_of_one_task_never_share_a_sandbox_through_tool_calls(sb):
-    """Tool calls carry the episode's task: a copier's python call in another episode of the same task
+    """round 7, B06-B08.
+
+    Tool calls carry the episode's task: a copier's python call in another episode of the same task
     starts in a sandbox that the solver's episode never used; calls of one episode keep their sandbox."""
     async def episode(code: str) -> str:
         with tenancy.episode({"task": "counters"}):
@@ -113,8 +116,11 @@ async def test_two_episodes_of_one_task_never_share_a_sandbox_through_tool_calls
     assert second > first + 10 and sb.stats()["retired"] == retired, "one episode's calls share their sandbox"
 
 
+@pytest.mark.slow
 async def test_jobs_of_one_task_from_many_episodes_are_all_judged(sb):
-    """A GRPO group: eight episodes submit the same tests at once; the one-worker pool serves each in a
+    """round 7, B06-B08.
+
+    A GRPO group: eight episodes submit the same tests at once; the one-worker pool serves each in a
     sandbox lifetime of its own, and every verdict is right."""
     right = "print(input())"
 
@@ -149,8 +155,11 @@ print(n, os.getuid())
 '''
 
 
+@pytest.mark.slow
 async def test_programs_in_two_sandboxes_share_no_per_uid_count_of_the_host(backend):
-    """The host kernel counts inotify instances (and message-queue bytes, pipe pages, processes) per uid.
+    """round 7, x04.
+
+    The host kernel counts inotify instances (and message-queue bytes, pipe pages, processes) per uid.
     With one uid for every sandbox, a solver holding N instances left a copier judged at the same time in
     another sandbox exactly max - N (AC through the count, both backends). Each sandbox now has uids of its
     own: the copier can make as many as the host allows one uid, whatever the solver holds."""
