@@ -323,7 +323,7 @@ def _close_all() -> None:
 atexit.register(_close_all)
 
 
-def make_backend(backend: str, limits: Limits, image: str | None = None):
+def make_backend(backend: str, limits: Limits, image: str | None = None, runtime: str | None = None):
     if backend == "auto":
         from toolgym.sandbox.doctor import pick_backend
 
@@ -331,7 +331,7 @@ def make_backend(backend: str, limits: Limits, image: str | None = None):
     if backend == "docker":
         from toolgym.sandbox.docker_backend import DockerBackend
 
-        return DockerBackend(limits, image=image)
+        return DockerBackend(limits, image=image, runtime=runtime)
     if backend == "local":
         from toolgym.sandbox.local_backend import LocalBackend
 
@@ -340,8 +340,10 @@ def make_backend(backend: str, limits: Limits, image: str | None = None):
 
 
 def open_sandbox(backend: Literal["auto", "docker", "local"] | str = "auto", limits: Limits | None = None,
-                 pool_size: int | None = None, *, image: str | None = None, warm: bool = True) -> Sandbox:
-    """Open a pool of sandboxes. pool_size defaults to the number of CPU cores (env TOOLGYM_POOL_SIZE)."""
+                 pool_size: int | None = None, *, image: str | None = None, warm: bool = True,
+                 runtime: str | None = None) -> Sandbox:
+    """Open a pool of sandboxes. pool_size defaults to the number of CPU cores (env TOOLGYM_POOL_SIZE);
+    runtime is the Docker backend's OCI runtime ("runsc": gVisor; env TOOLGYM_SANDBOX_RUNTIME)."""
     limits = limits or Limits()
     size = pool_size or int(os.environ.get("TOOLGYM_POOL_SIZE", "0")) or os.cpu_count() or 1
-    return Sandbox(make_backend(backend, limits, image), limits, size, warm=warm)
+    return Sandbox(make_backend(backend, limits, image, runtime), limits, size, warm=warm)
