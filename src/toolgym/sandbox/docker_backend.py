@@ -106,6 +106,17 @@ def _check_runtime(client, runtime: str | None) -> str | None:
     return runtime
 
 
+# Under gVisor the container's pids cgroup holds the runtime too: its Go threads and, on the ptrace
+# platform, a host stub process (and threads) per sandboxed process; at runc's limit the runtime's own
+# clone failed (EAGAIN) and the whole sandbox died on the first judge call. The sandbox's processes are
+# still bounded by the executor's RLIMIT_NPROC per call.
+RUNSC_PIDS_PER_PROC, RUNSC_OWN_PIDS = 4, 512
+
+
+def _pids_limit(pids: int, runtime: str | None) -> int:
+    return pids if runtime is None or not runtime.startswith("runsc") else pids * RUNSC_PIDS_PER_PROC + RUNSC_OWN_PIDS
+
+
 class DockerWorker:
     """One container with a live executor; `call` sends one request over its stream."""
 
@@ -127,7 +138,7 @@ class DockerWorker:
                    "/tmp": f"rw,size={tmp_mb}m,mode=1777,nosuid,nodev"},
             mem_limit=mem,
             memswap_limit=mem,
-            pids_limit=limits.pids + OWN_PIDS,
+            pids_limit=_pids_limit(limits.pids + OWN_PIDS, runtime),
             nano_cpus=int(cpus * 1e9),
             ipc_mode="none",
             auto_remove=True,
