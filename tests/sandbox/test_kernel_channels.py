@@ -99,3 +99,29 @@ def test_host_wide_counts_under_proc_sys_reach_another_sandbox_only_on_runc(pair
         assert int(during[1]) - int(before[1]) >= 1  # y08 open
     else:
         assert during == ["-", "-"]
+
+
+def test_an_unknown_runtime_is_one_clear_line(monkeypatch):
+    require_backend("docker")
+    from toolgym.errors import SandboxUnavailable
+
+    monkeypatch.setenv("TOOLGYM_SANDBOX_RUNTIME", "no-such-runtime")
+    with pytest.raises(SandboxUnavailable) as err:
+        open_sandbox("docker", LIMITS, pool_size=1)
+    msg = str(err.value)
+    assert "\n" not in msg and "'no-such-runtime'" in msg and "runc" in msg and "TOOLGYM_SANDBOX_RUNTIME" in msg
+
+
+def test_the_runsc_container_is_read_back_as_runsc_and_locked_down():
+    _runtime_ready("runsc")
+    with open_sandbox("docker", LIMITS, pool_size=1, runtime="runsc") as sb:
+        sb.wait_ready(120)
+        worker = sb._pool._idle[0]
+        worker.container.reload()
+        host = worker.container.attrs["HostConfig"]
+        res = sb.run("import os\nprint(os.uname().release, os.getuid() > 65535)")
+    assert host["Runtime"] == "runsc"
+    assert host["NetworkMode"] == "none" and host["CapDrop"] == ["ALL"] and host["ReadonlyRootfs"] is True
+    assert "no-new-privileges" in host["SecurityOpt"]
+    # gVisor's own kernel answers (it reports 4.4.0), and the program runs under the sandbox's own uid
+    assert res.stdout == "4.4.0 True\n", res
