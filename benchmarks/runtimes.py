@@ -50,7 +50,7 @@ def main() -> None:
                 t0 = time.perf_counter()
                 rep = judge(sb, PROGRAM, tests, "stdio")
                 per_test[rt].append((time.perf_counter() - t0) / len(tests))
-                assert rep.all_passed, rep.verdicts
+                assert rep.all_passed, (rt, rep.notes, rep.verdicts[0])
     finally:
         for sb in boxes.values():
             sb.close()

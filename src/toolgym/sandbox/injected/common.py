@@ -306,7 +306,7 @@ def _sched(pid, pidfd):
              _sched_attr(pid))
     if pidfd is None:  # no pidfds (gVisor): the same process, still running, before and after the reads
         after = proc_identity(pid)
-        if after != before or after[1] in ("Z", "X"):
+        if after[0] != before[0] or after[1] in ("Z", "X"):  # its state (R, S) may change meanwhile
             raise OSError("the cleaner is dead")
         return state + (after[0],)
     if readable(pidfd, 0):  # readable: the process has ended (a zombie included)
