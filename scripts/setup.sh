@@ -66,6 +66,34 @@ if command -v dockerd >/dev/null && ! docker_up; then
   fi
 fi
 
+# 2b. gVisor's runsc as a Docker runtime, where the distribution packages it (Debian bookworm does): with
+#     TOOLGYM_SANDBOX_RUNTIME=runsc each Docker sandbox gets a kernel of its own (docs/threat-model.md).
+#     Registered in daemon.json and loaded with SIGHUP: a running dockerd is never restarted.
+if command -v dockerd >/dev/null && docker_up && [ "$(id -u)" = 0 ]; then
+  if ! command -v runsc >/dev/null; then
+    if apt-cache show runsc >/dev/null 2>&1; then
+      log "installing runsc (gVisor)"
+      DEBIAN_FRONTEND=noninteractive apt-get install -y -qq runsc >/dev/null || log "runsc did not install"
+    else
+      log "no runsc package here: sandboxes run under runc only"
+    fi
+  fi
+  if command -v runsc >/dev/null && ! docker info --format '{{json .Runtimes}}' 2>/dev/null | grep -q '"runsc"'; then
+    log "registering runsc with dockerd"
+    mkdir -p /etc/docker
+    python3 - "$(command -v runsc)" <<'PY'
+import json, os, sys
+path = "/etc/docker/daemon.json"
+conf = json.load(open(path)) if os.path.exists(path) and os.path.getsize(path) else {}
+# --oci-seccomp: Docker's seccomp profile applies inside the sandbox too; --network=none: sandboxes have none
+conf.setdefault("runtimes", {})["runsc"] = {"path": sys.argv[1], "runtimeArgs": ["--network=none", "--oci-seccomp"]}
+json.dump(conf, open(path, "w"), indent=2)
+PY
+    kill -HUP "$(pgrep -o -x dockerd)"  # reloads daemon.json runtimes in place
+    for _ in $(seq 20); do docker info --format '{{json .Runtimes}}' 2>/dev/null | grep -q '"runsc"' && break; sleep 0.5; done
+  fi
+fi
+
 # 3. Python environment. torch==2.13.0 first: on CPU machines it resolves to the local CPU wheel, so
 #    nothing later pulls a multi-GB CUDA build.
 PY=${PYTHON:-python3}

@@ -85,11 +85,43 @@ def connect(timeout: float = 120.0):
             f"no Docker engine reachable ({type(exc).__name__}); start dockerd or use backend='local'") from exc
 
 
+def runtime_choice(runtime: str | None = None) -> str | None:
+    """The OCI runtime sandboxes run under: `runtime`, else env TOOLGYM_SANDBOX_RUNTIME, else the engine's
+    default (runc). "runsc" gives each sandbox a kernel of its own (gVisor)."""
+    return runtime or os.environ.get("TOOLGYM_SANDBOX_RUNTIME") or None
+
+
+def _check_runtime(client, runtime: str | None) -> str | None:
+    runtime = runtime_choice(runtime)
+    if runtime is None:
+        return None
+    try:
+        known = sorted((client.info().get("Runtimes") or {}).keys())
+    except Exception:  # noqa: BLE001 - the engine says so itself when the container is created
+        return runtime
+    if runtime not in known:
+        raise SandboxUnavailable(
+            f"the Docker engine has no runtime {runtime!r} (it has {', '.join(known) or 'none'}); "
+            "run scripts/setup.sh to install and register gVisor's runsc, or unset TOOLGYM_SANDBOX_RUNTIME")
+    return runtime
+
+
+# Under gVisor the container's pids cgroup holds the runtime too: its Go threads and, on the ptrace
+# platform, a host stub process (and threads) per sandboxed process; at runc's limit the runtime's own
+# clone failed (EAGAIN) and the whole sandbox died on the first judge call. The sandbox's processes are
+# still bounded by the executor's RLIMIT_NPROC per call.
+RUNSC_PIDS_PER_PROC, RUNSC_OWN_PIDS = 4, 512
+
+
+def _pids_limit(pids: int, runtime: str | None) -> int:
+    return pids if runtime is None or not runtime.startswith("runsc") else pids * RUNSC_PIDS_PER_PROC + RUNSC_OWN_PIDS
+
+
 class DockerWorker:
     """One container with a live executor; `call` sends one request over its stream."""
 
     def __init__(self, client, image: str, limits: Limits, cpus: float = 1.0,
-                 work_mb: int = 128, tmp_mb: int = 64):
+                 work_mb: int = 128, tmp_mb: int = 64, runtime: str | None = None):
         self.client = client
         self.container = None
         self._sock = None
@@ -106,10 +138,11 @@ class DockerWorker:
                    "/tmp": f"rw,size={tmp_mb}m,mode=1777,nosuid,nodev"},
             mem_limit=mem,
             memswap_limit=mem,
-            pids_limit=limits.pids + OWN_PIDS,
+            pids_limit=_pids_limit(limits.pids + OWN_PIDS, runtime),
             nano_cpus=int(cpus * 1e9),
             ipc_mode="none",
             auto_remove=True,
+            runtime=runtime,  # "runsc": gVisor, a kernel of the sandbox's own; None: the engine's default
         )
         created = client.api.create_container(
             image,
@@ -166,7 +199,7 @@ class DockerBackend:
 
     name = "docker"
 
-    def __init__(self, limits: Limits, image: str | None = None, cpus: float = 1.0):
+    def __init__(self, limits: Limits, image: str | None = None, cpus: float = 1.0, runtime: str | None = None):
         from toolgym.sandbox.image import image_exists, image_name
 
         global _REAPED
@@ -180,10 +213,11 @@ class DockerBackend:
                 reap_orphans(self.client)
                 _REAPED = True
         self.limits, self.cpus = limits, cpus
+        self.runtime = _check_runtime(self.client, runtime)
 
     def new_worker(self) -> DockerWorker:
         t0 = time.monotonic()
-        w = DockerWorker(self.client, self.image, self.limits, self.cpus)
+        w = DockerWorker(self.client, self.image, self.limits, self.cpus, runtime=self.runtime)
         w.start_s = time.monotonic() - t0
         return w
 

@@ -19,6 +19,7 @@ RUN_UID = UID_BASE + 3  # untrusted code
 EVAL_UID = UID_BASE + 2  # the judge's trusted evaluator and checkers (never the submission)
 UNTRUSTED_UIDS = (RUN_UID, EVAL_UID)
 PR_GET_DUMPABLE, PR_SET_DUMPABLE, PR_SET_CHILD_SUBREAPER, PR_SET_NO_NEW_PRIVS = 3, 4, 36, 38
+PR_GET_NO_NEW_PRIVS = 39
 PR_SET_PDEATHSIG = 1
 IPC_RMID = 0
 WIPE_DIRS = ("/tmp", "/var/tmp", "/dev/shm", "/dev/mqueue")
@@ -45,6 +46,35 @@ def prctl(option, value):
         err = ctypes.get_errno()
         raise OSError(err, f"prctl({option}) failed: {os.strerror(err)}")
     return rc
+
+
+def pidfd_open(pid):
+    """A pidfd for `pid`, or None where the kernel has no pidfd_open (gVisor's): callers then tell a
+    process by its pid and start time (`proc_identity`)."""
+    try:
+        return os.pidfd_open(pid)
+    except OSError as exc:
+        if exc.errno == errno.ENOSYS:
+            return None
+        raise
+
+
+def readable(fd, timeout):
+    """Whether `fd` (or a socket) is readable within `timeout` s. poll, never select: under gVisor with
+    Docker's seccomp profile, select(2) is refused (EPERM)."""
+    import select
+
+    poller = select.poll()
+    poller.register(fd, select.POLLIN)
+    return bool(poller.poll(max(0, int(timeout * 1000 + 0.999))))
+
+
+def proc_identity(pid):
+    """(start time, state) of a process from /proc; OSError once it is gone. A pid is reused only with
+    another start time, so the pair tells one process from a later one where no pidfd exists."""
+    with open(f"/proc/{pid}/stat") as fh:
+        fields = fh.read().rsplit(")", 1)[1].split()
+    return fields[19], fields[0]
 
 
 def drop_to(uid):
@@ -266,11 +296,16 @@ def _sched(pid, pidfd):
     was ~20 us of each call). Whether it has ended is read from its pidfd, after the rest: a process that
     has not ended by then is the one that was read (a pid is reused only after its process ended), so no
     other process that took a dead cleaner's pid passes for it."""
-    import select
 
+    before = proc_identity(pid) if pidfd is None else None
     state = (os.getpriority(os.PRIO_PROCESS, pid), os.sched_getscheduler(pid), frozenset(os.sched_getaffinity(pid)),
              _sched_attr(pid))
-    if select.select([pidfd], [], [], 0)[0]:  # readable: the process has ended (a zombie included)
+    if pidfd is None:  # no pidfds (gVisor): the same process, still running, before and after the reads
+        after = proc_identity(pid)
+        if after[0] != before[0] or after[1] in ("Z", "X"):  # its state (R, S) may change meanwhile
+            raise OSError("the cleaner is dead")
+        return state + (after[0],)
+    if readable(pidfd, 0):  # readable: the process has ended (a zombie included)
         raise OSError("the cleaner is dead")
     return state
 
@@ -282,7 +317,7 @@ class Cleaner:
 
     def __init__(self, uid, sock, pid):
         self.uid, self.sock, self.pid = uid, sock, pid
-        self.pidfd = os.pidfd_open(pid)  # close-on-exec; a fork server closes it (it keeps only its socket)
+        self.pidfd = pidfd_open(pid)  # close-on-exec; a fork server closes it (it keeps only its socket)
         self.sched = _sched(pid, self.pidfd)
 
     @classmethod
@@ -311,9 +346,8 @@ class Cleaner:
             finally:
                 os._exit(1)
         child.close()
-        import select
 
-        ready = select.select([parent], [], [], 30)[0]
+        ready = readable(parent, 30)
         msg = parent.recv(256) if ready else b""
         if msg != b"R":
             try:
@@ -326,7 +360,6 @@ class Cleaner:
     def sweep(self, spare=None):
         """Kill every process of this cleaner's uid (but `spare`). True if none is left and the cleaner
         is as it was started; False also when it does not answer within WAIT_S."""
-        import select
         import struct
 
         nonce = os.urandom(4)
@@ -337,7 +370,7 @@ class Cleaner:
         deadline = time.monotonic() + WAIT_S
         while True:
             left = deadline - time.monotonic()
-            if left <= 0 or not select.select([self.sock], [], [], left)[0]:
+            if left <= 0 or not readable(self.sock, left):
                 return False
             try:
                 reply = self.sock.recv(64)

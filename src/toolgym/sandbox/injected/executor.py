@@ -53,6 +53,7 @@ import limits
 from common import (
     OOM_FILES,
     PR_GET_DUMPABLE,
+    PR_GET_NO_NEW_PRIVS,
     PR_SET_CHILD_SUBREAPER,
     PR_SET_DUMPABLE,
     PR_SET_NO_NEW_PRIVS,
@@ -142,9 +143,9 @@ def _harden():
         except OSError:
             if os.getpid() != 1:
                 raise
-        st = _status_fields()
-        if st.get("NoNewPrivs") != "1":
+        if prctl(PR_GET_NO_NEW_PRIVS, 0) != 1:  # asked of the kernel: gVisor's /proc has no NoNewPrivs line
             return "no_new_privs is not set"
+        st = _status_fields()
         if st.get("Seccomp") != "2":
             return (f"no seccomp filter is active (Seccomp: {st.get('Seccomp')}); "
                     "run the sandbox with its seccomp profile")

@@ -30,7 +30,7 @@ import signal
 import socket
 import struct
 
-from common import PR_SET_DUMPABLE, PR_SET_PDEATHSIG, forget_scripts, prctl
+from common import PR_SET_DUMPABLE, PR_SET_PDEATHSIG, forget_scripts, pidfd_open, prctl
 
 DESC_MAX = 65536  # a description is written before the fork, so it must fit in the pipe
 MAX_FDS = 8  # per request: the description pipe and up to 7 fds of the child
@@ -67,8 +67,10 @@ def place(fds):
 def _serve(sock, child):
     """Fork a child per request; report each child's end as it happens."""
     live = {}  # pidfd -> pid
+    waiting = set()  # children without a pidfd (gVisor has no pidfd_open): found by SIGCHLD
     poller = select.poll()
     poller.register(sock.fileno(), select.POLLIN)
+    wake = None
     while True:
         for fd, _ev in poller.poll():
             if fd in live:
@@ -77,6 +79,14 @@ def _serve(sock, child):
                 os.close(fd)
                 _, status = os.waitpid(pid, 0)
                 sock.send(b"x" + _EXIT.pack(pid, status))
+                continue
+            if fd == wake:
+                _drain(wake)
+                for pid in list(waiting):
+                    done, status = os.waitpid(pid, os.WNOHANG)
+                    if done:
+                        waiting.discard(pid)
+                        sock.send(b"x" + _EXIT.pack(pid, status))
                 continue
             try:
                 msg, fds, _flags, _addr = socket.recv_fds(sock, 16, MAX_FDS)
@@ -91,6 +101,10 @@ def _serve(sock, child):
             if pid == 0:
                 try:
                     sock.close()
+                    if wake is not None:
+                        signal.set_wakeup_fd(-1)
+                        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+                        os.close(wake)
                     for pfd in live:
                         os.close(pfd)
                     child(fds)
@@ -99,10 +113,40 @@ def _serve(sock, child):
             for f in fds:
                 os.close(f)
             if pid > 0:
-                pfd = os.pidfd_open(pid)
-                live[pfd] = pid
-                poller.register(pfd, select.POLLIN)
+                pfd = pidfd_open(pid)
+                if pfd is None:
+                    if wake is None:  # first child without a pidfd: from now on, SIGCHLD says when
+                        wake = _sigchld_pipe()
+                        poller.register(wake, select.POLLIN)
+                    waiting.add(pid)
+                    # ended already? then its SIGCHLD came before the pipe: look once now
+                    done, status = os.waitpid(pid, os.WNOHANG)
+                    if done:
+                        waiting.discard(pid)
+                        sock.send(b"p" + _PID.pack(pid))
+                        sock.send(b"x" + _EXIT.pack(pid, status))
+                        continue
+                else:
+                    live[pfd] = pid
+                    poller.register(pfd, select.POLLIN)
             sock.send(b"p" + _PID.pack(pid))
+
+
+def _sigchld_pipe():
+    """The read end of a pipe that SIGCHLD writes to (signal.set_wakeup_fd): how the server learns that a
+    child ended where the kernel has no pidfds. On Linux the pidfds come first and this stays quiet."""
+    rd, wr = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+    signal.signal(signal.SIGCHLD, lambda *_: None)
+    signal.set_wakeup_fd(wr, warn_on_full_buffer=False)
+    return rd
+
+
+def _drain(fd):
+    try:
+        while os.read(fd, 4096):
+            pass
+    except BlockingIOError:
+        pass
 
 
 def _run(sock, child):

@@ -1,0 +1,127 @@
+"""Channels through the host kernel's shared state (threat model, residual risks): open between Docker
+sandboxes on runc, where every sandbox shares the host's one kernel, and closed under gVisor's runsc,
+where each sandbox has a kernel of its own. Each test moves a host-wide count from sandbox A and reads
+it from sandbox B, both open at once."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.requirements import need
+from tests.sandbox.conftest import LIMITS, require_backend
+from toolgym.sandbox import open_sandbox
+
+PIPES = 20000
+# Linux hands pipe inode numbers out in per-CPU batches of 1,024 from one global counter: a reader sees
+# another sandbox's pipes once it takes a fresh batch, so it makes more than a batch before it reads
+OWN_PIPES = 1100
+AIO_EVENTS = 256
+
+# B's view of the counts: its next pipe's inode number (one counter of the whole kernel on Linux, round-8
+# r04) and the host-wide counts under /proc/sys (aio contexts y03, ptys y08); "-" where there is no file
+READ = f"""
+import os
+OWN_PIPES = {OWN_PIPES}
+def count(path):
+    try:
+        with open(path) as fh:
+            return fh.read().split()[0]
+    except OSError:
+        return "-"
+for _ in range(OWN_PIPES):
+    r, w = os.pipe()
+    os.close(r)
+    os.close(w)
+r, w = os.pipe()
+print(os.fstat(r).st_ino, count("/proc/sys/fs/aio-nr"), count("/proc/sys/kernel/pty/nr"))
+"""
+MAKE_PIPES = f"import os\nfor _ in range({PIPES}):\n    r, w = os.pipe(); os.close(r); os.close(w)\nprint('made')"
+# held in a session's interpreter between cells: an aio context (io_setup) and an open pty
+HOLD = f"""
+import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+ctx = ctypes.c_ulong(0)
+aio = libc.syscall(206, {AIO_EVENTS}, ctypes.byref(ctx))  # io_setup (x86_64)
+pty = os.open("/dev/ptmx", os.O_RDWR | os.O_NOCTTY)
+print(aio, pty >= 0)
+"""
+
+
+def _runtime_ready(runtime: str) -> None:
+    require_backend("docker")
+    if runtime == "runc":
+        return
+    import docker
+
+    runtimes = docker.from_env(timeout=10).info().get("Runtimes") or {}
+    need(runtime in runtimes, f"the Docker engine has no {runtime} runtime (scripts/setup.sh registers it)")
+
+
+@pytest.fixture(scope="module", params=("runc", "runsc"))
+def pair(request):
+    _runtime_ready(request.param)
+    rt = None if request.param == "runc" else request.param
+    a = open_sandbox("docker", LIMITS, pool_size=1, runtime=rt)
+    b = open_sandbox("docker", LIMITS, pool_size=1, runtime=rt)
+    yield request.param, a, b
+    a.close()
+    b.close()
+
+
+def _counts(sb) -> list[str]:
+    res = sb.run(READ, language="python")
+    assert res.status == "ok", res
+    return res.stdout.split()
+
+
+def test_pipe_inode_numbers_carry_another_sandboxs_pipes_only_on_runc(pair):
+    runtime, a, b = pair
+    before = int(_counts(b)[0])
+    assert a.run(MAKE_PIPES, language="python").stdout == "made\n"
+    moved = int(_counts(b)[0]) - before
+    if runtime == "runc":
+        assert moved > OWN_PIPES + PIPES // 2  # r04 open: B's numbers moved by A's pipes
+    else:
+        assert OWN_PIPES <= moved < OWN_PIPES + 100  # B's own pipes only: A's kernel is not B's
+
+
+def test_host_wide_counts_under_proc_sys_reach_another_sandbox_only_on_runc(pair):
+    runtime, a, b = pair
+    before = _counts(b)[1:]
+    if runtime != "runc":
+        assert before == ["-", "-"]  # no host-wide count to read at all
+    with a.session() as s:
+        held = s.run(HOLD)
+        during = _counts(b)[1:]
+    if runtime == "runc":
+        assert held.stdout == "0 True\n", held
+        assert int(during[0]) - int(before[0]) >= AIO_EVENTS  # y03 open
+        assert int(during[1]) - int(before[1]) >= 1  # y08 open
+    else:
+        assert during == ["-", "-"]
+
+
+def test_an_unknown_runtime_is_one_clear_line(monkeypatch):
+    require_backend("docker")
+    from toolgym.errors import SandboxUnavailable
+
+    monkeypatch.setenv("TOOLGYM_SANDBOX_RUNTIME", "no-such-runtime")
+    with pytest.raises(SandboxUnavailable) as err:
+        open_sandbox("docker", LIMITS, pool_size=1)
+    msg = str(err.value)
+    assert "\n" not in msg and "'no-such-runtime'" in msg and "runc" in msg and "TOOLGYM_SANDBOX_RUNTIME" in msg
+
+
+def test_the_runsc_container_is_read_back_as_runsc_and_locked_down():
+    _runtime_ready("runsc")
+    with open_sandbox("docker", LIMITS, pool_size=1, runtime="runsc") as sb:
+        sb.wait_ready(120)
+        worker = sb._pool._idle[0]
+        worker.container.reload()
+        host = worker.container.attrs["HostConfig"]
+        res = sb.run("import os\nprint(os.uname().release, os.getuid() > 65535)")
+    assert host["Runtime"] == "runsc"
+    assert host["NetworkMode"] == "none" and host["CapDrop"] == ["ALL"] and host["ReadonlyRootfs"] is True
+    assert "no-new-privileges" in host["SecurityOpt"]
+    # gVisor's own kernel answers (it reports 4.4.0), and the program runs under the sandbox's own uid
+    assert res.stdout == "4.4.0 True\n", res
