@@ -16,7 +16,7 @@ import pytest
 from tests.stopping import signal_when, stop_line
 from toolgym.agents.storage import group_by, read_header, read_jsonl
 
-TASKS, GROUP = 32, 2
+TASKS, GROUP = 96, 2  # enough that a quiet machine cannot finish them all between two progress lines (5 s)
 
 
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])

@@ -220,14 +220,14 @@ def test_killed_rollout_keeps_the_groups_it_finished(tiny_dir, tmp_path):
 
 
 def test_progress_on_a_terminal_is_a_rich_bar():
-    """stderr on a real pseudo-terminal: the bar counts groups and shows the running mean reward."""
+    """stderr on a real pseudo-terminal: the progress bar counts episodes and shows the running mean reward."""
     import pty
 
-    code = ("from toolgym._cli.rollout import _Progress\n"
-            "from toolgym.agents.trajectory import Trajectory\n"
-            "with _Progress(3, 1, True) as p:\n"
+    code = ("import sys\n"
+            "from toolgym._progress import Bar\n"
+            "with Bar('episodes', 3, stream=sys.stderr, enabled=True) as bar:\n"
             "    for i in range(3):\n"
-            "        p.advance([Trajectory(task_id='t', group_id=str(i), prompt_ids=[1], reward=1.0)])\n")
+            "        bar.update(i + 1, 'mean reward 1.000')\n")
     master, slave = pty.openpty()
     proc = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                             stderr=slave, env={**os.environ, "COLUMNS": "120", "TERM": "xterm"})

@@ -39,7 +39,7 @@ def test_auto_opens_the_reported_backend():
 
 
 def test_unknown_backend_is_an_actionable_error():
-    with pytest.raises(ToolgymError, match="auto, docker or local"):
+    with pytest.raises(ToolgymError, match="unknown sandbox backend 'podman'; known: auto, docker, local"):
         open_sandbox("podman")
 
 

@@ -5,6 +5,8 @@ it from sandbox B, both open at once."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from tests.requirements import need
@@ -61,8 +63,10 @@ def _runtime_ready(runtime: str) -> None:
 def pair(request):
     _runtime_ready(request.param)
     rt = None if request.param == "runc" else request.param
-    a = open_sandbox("docker", LIMITS, pool_size=1, runtime=rt)
-    b = open_sandbox("docker", LIMITS, pool_size=1, runtime=rt)
+    # 20,000 pipes take over 3 s under gVisor's ptrace platform (timeout on a quiet machine): a longer wall limit
+    limits = dataclasses.replace(LIMITS, timeout_s=max(LIMITS.timeout_s, 30))
+    a = open_sandbox("docker", limits, pool_size=1, runtime=rt)
+    b = open_sandbox("docker", limits, pool_size=1, runtime=rt)
     yield request.param, a, b
     a.close()
     b.close()

@@ -83,3 +83,17 @@ def test_a_suite_from_a_package_by_reference_and_by_entry_point(tmp_path: Path) 
         sys.modules.pop("tg_suite_fixture", None)
         for name in ("mine", "tg_suite_fixture:MINE"):
             SUITES.pop(name, None)
+
+
+def test_an_env_source_names_a_part_of_the_environments_own_tasks() -> None:
+    """`source: env[:PART]` (an environment's own tasks) is read; a misspelt part is one line when the file is."""
+    import pytest
+
+    from toolgym.errors import ConfigError
+    from toolgym.suites.registry import suite_from_dict
+
+    entry = {"name": "mine", "env": "toolgym/Arith-v0", "metric": "avg@1"}
+    for source in ("env", "env:test", "env:train", "env:all"):
+        assert suite_from_dict({"entries": [{**entry, "source": source}]}).entries[0].source == source
+    with pytest.raises(ConfigError, match=r"unknown env source part 'tset'; did you mean 'test'\?"):
+        suite_from_dict({"entries": [{**entry, "source": "env:tset"}]})

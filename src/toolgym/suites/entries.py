@@ -50,7 +50,7 @@ def env_tasks(entry: SuiteEntry, cfg: BenchConfig) -> Loaded:
     if cfg.mode != "tools":
         raise ConfigError(f"entry {entry.name!r}: source {entry.source!r} (the environment's own tasks) is scored by "
                           f"its rubric in tools mode; run with --mode tools (got {cfg.mode!r})")
-    partition = entry.source.partition(":")[2] or "test"
+    partition = entry.source.partition(":")[2] or "test"  # checked when the suite was read (check_source)
     env = build(entry.env, entry.options.get("env_kwargs"), partition=None if partition == "all" else partition,
                 sandbox=None, seed=cfg.seed)
     try:

@@ -100,6 +100,19 @@ _SUITE_KEYS = ("name", "description", "entries")
 _ENTRY_KEYS = ("name", "env", "source", "metric", "options", "optional")
 
 
+ENV_PARTS = ("test", "train", "all")  # `source: env[:PART]`: the entry's environment's own tasks
+
+
+def check_source(source: str) -> None:
+    """A task source string or `env[:PART]` (suites.entries.env_tasks), refused in one line when unknown."""
+    kind, _, part = source.partition(":")
+    if kind == "env":
+        if part and part not in ENV_PARTS:
+            raise ConfigError(unknown("env source part", part, ENV_PARTS, f"in {source!r}: env[:PART]"))
+        return
+    split_source(source)
+
+
 def suite_from_dict(data: dict[str, Any], where: str = "suite") -> Suite:
     for key in data if isinstance(data, dict) else ():  # a typo'd key is named as such, not as what it lacks
         if key not in _SUITE_KEYS:
@@ -114,7 +127,7 @@ def suite_from_dict(data: dict[str, Any], where: str = "suite") -> Suite:
         missing = [k for k in ("name", "env", "source", "metric") if not (isinstance(e, dict) and e.get(k))]
         if missing:
             raise ConfigError(f"{where}: entry {i + 1} is missing {', '.join(missing)}")
-        split_source(str(e["source"]))  # a typo'd kind is refused before a run folder is made
+        check_source(str(e["source"]))  # a typo'd kind is refused before a run folder is made
         entries.append(SuiteEntry(str(e["name"]), str(e["env"]), str(e["source"]), str(e["metric"]),
                                   dict(e.get("options") or {}), bool(e.get("optional", False))))
     names = [e.name for e in entries]
