@@ -16,11 +16,11 @@ TOOLGYM = str(Path(sys.executable).parent / "toolgym")  # the installed console 
 
 
 def signal_when(args: Sequence[str], cwd: Path, ready: Callable[[str], bool], signum: int,
-                timeout: float = 600) -> tuple[int, list[str], bool]:
+                timeout: float = 600, env: dict[str, str] | None = None) -> tuple[int, list[str], bool]:
     """Run ``toolgym ARGS`` in ``cwd`` (stdout and stderr together); send ``signum`` after the first line for which
     ``ready`` is true. Returns (exit code, every line, whether the signal was sent)."""
     p = subprocess.Popen([TOOLGYM, *args], cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                         bufsize=1, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+                         bufsize=1, env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})})
     lines: list[str] = []
     sent = False
     try:

@@ -3,10 +3,12 @@
 On a terminal: a rich bar with done/total and an ETA. Elsewhere (a log file, a pipe, CI): plain lines, one when
 the work starts, the first update at once and then at most one every ``every_s`` seconds plus the last, each with
 the ETA once there is a rate to go by, so a log shows that work is moving without a line per item.
+`TOOLGYM_PROGRESS_EVERY_S` overrides that interval for every command (0: a line per item).
 """
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from typing import Any, TextIO
@@ -35,7 +37,8 @@ class Bar:
         self.label, self.total, self.done, self.unit = label, total, done, unit
         self.stream = stream if stream is not None else sys.stdout
         self.enabled = enabled
-        self.every_s = every_s
+        env_every = os.environ.get("TOOLGYM_PROGRESS_EVERY_S")
+        self.every_s = float(env_every) if env_every not in (None, "") else every_s
         self._start_done = done
         self._t0 = time.perf_counter()
         self._last_line = float("-inf")

@@ -31,11 +31,16 @@ def group_batch(ctx: StepContext, groups: list[list[Trajectory]], estimator: str
     scored, infra = scored_rewards(trajs)
     adv, stats = group_advantages(torch.tensor(scored, dtype=torch.float64), gidx, estimator, eps)
     old = [torch.zeros(len(t.response_ids)) for t in trajs]
-    run = [i for i in range(len(trajs)) if i not in own_old] if need_old else []
+    # a row with no prompt (an episode that failed before its first turn, an infrastructure failure) has
+    # nothing to score or train: it stays out of the old-log-prob pass and of the batch
+    no_prompt = {i for i, t in enumerate(trajs) if not t.prompt_ids}
+    run = [i for i in range(len(trajs)) if i not in own_old and i not in no_prompt] if need_old else []
     if run:
         for i, lp in zip(run, ctx.old_logprobs([trajs[i] for i in run]), strict=True):
             old[i] = lp
     keep = stats.valid.clone()
+    for i in no_prompt:
+        keep[i] = False
     for i in run:
         if len(trajs[i].loss_mask):
             m = torch.tensor(trajs[i].loss_mask, dtype=torch.float32).unsqueeze(0)
