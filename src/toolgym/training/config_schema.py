@@ -196,8 +196,24 @@ class RolloutConfig:
     tool_parser: str | None = None
     """The model's tool-call format (hermes, llama3_json, pythonic, mistral, qwen3_coder, gpt_oss,
     deepseek_v3); null: read from the tokenizer's chat template (docs/tool-calling.md)."""
+    max_staleness: int = 0
+    """Policy versions a training group may lag behind the weights it is trained from. 0: every step
+    samples the current weights, then updates (synchronous). K >= 1: step s+K is sampled while the
+    trainer updates on step s, by rollout workers holding the weights of K updates ago; an older group is
+    dropped and counted (docs/training/pipeline.md)."""
+    workers: int = 0
+    """Rollout worker processes: each holds a sampler replica and runs the environments, reward functions
+    and model-text parsing, so the trainer's process runs none of them. 0: rollouts in the trainer's own
+    process (max_staleness 0 only; with max_staleness >= 1, 0 means one worker)."""
+    group_deadline_s: float = 1800.0
+    """Wall-clock seconds a rollout worker may spend on one group; past it the worker is killed and
+    replaced, and only that group's episodes fail (counted as infrastructure failures). 0: no limit."""
 
     def _check(self, p: str) -> None:
+        require(self.max_staleness >= 0, f"{p}.max_staleness", "an integer >= 0", self.max_staleness)
+        require(self.workers >= 0, f"{p}.workers", "an integer >= 0", self.workers)
+        require(self.group_deadline_s >= 0, f"{p}.group_deadline_s", "a number >= 0 (0: no limit)",
+                self.group_deadline_s)
         if self.tool_parser is not None:
             from toolgym.envs.parsing import FORMATS
 
@@ -504,3 +520,10 @@ class TrainConfig:
                 self.rollout.sampler)
         require(not self.loss.mismatch_weight or spec.logprobs, "loss.mismatch_weight",
                 f"false with sampler {self.rollout.sampler!r} (it returns no behaviour log-probs)", True)
+        if self.rollout.max_staleness or self.rollout.workers:  # workers run a transformers replica
+            require(spec.in_process, "rollout.sampler",
+                    "an in-process sampler ('hf') with rollout.workers or rollout.max_staleness >= 1 (each worker "
+                    "runs a transformers replica; a vLLM server pipeline is not built yet)", self.rollout.sampler)
+            require(self.distributed == "none", "distributed",
+                    "'none' with rollout.workers or rollout.max_staleness (Ray rollouts are synchronous for now)",
+                    self.distributed)
