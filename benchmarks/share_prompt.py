@@ -38,7 +38,7 @@ def synthetic_groups(tr: Any, a: argparse.Namespace) -> list[list[Any]]:
     vocab = len(tr.tokenizer)
     out = []
     env = toolgym.make(tr.cfg.rollout.env, **tr.cfg.rollout.env_kwargs)
-    for k, i in enumerate(tr.task_indices(0, a.prompts)):
+    for k, i in enumerate(tr.orchestrator.task_indices(0, a.prompts)):
         obs, _ = env.reset(seed=i, options={"index": i})
         prompt = tr.template.prompt_ids(obs, tools=list(env.unwrapped.tool_schemas) or None)
         out.append([Trajectory(task_id=str(i), group_id=f"g{k}", prompt_ids=prompt,
@@ -72,7 +72,7 @@ def main() -> None:
     if not tr.ctx.share_prompt:
         raise SystemExit("model.share_prompt is not available for this run (see the line above)")
     t0 = time.perf_counter()
-    groups = synthetic_groups(tr, a) if a.synthetic else tr.rollouts(0, 0)
+    groups = synthetic_groups(tr, a) if a.synthetic else tr.orchestrator.rollouts(0, 0)
     sample_s = time.perf_counter() - t0
     trajs = [x for g in groups for x in g]
     prompt = sum(len(x.prompt_ids) for x in trajs)

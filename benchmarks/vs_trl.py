@@ -140,7 +140,7 @@ def toolgym_side(a: argparse.Namespace, out: str) -> tuple[Any, Any, dict[str, l
     obj = tr.objective
     t: dict[str, list[float]] = {"gen": [], "step": [], "tokens": [], "prompt_tokens": [], "tool_calls": [],
                                  "prompt_forwarded": []}
-    rollouts = tr.rollouts
+    rollouts = tr.orchestrator.rollouts
 
     def counted(*args: Any, **kwargs: Any) -> Any:
         groups = rollouts(*args, **kwargs)
@@ -150,7 +150,7 @@ def toolgym_side(a: argparse.Namespace, out: str) -> tuple[Any, Any, dict[str, l
         t["tool_calls"].append(float(sum(sum(1 for m in x.turns if m.get("role") == "tool") for x in trajs)))
         return groups
 
-    tr.rollouts = counted
+    tr.orchestrator.rollouts = counted
     return tr, obj, t
 
 
@@ -204,7 +204,7 @@ def main() -> None:
     tmp = tempfile.mkdtemp()
     tg_tr, tg_obj, tg_t = toolgym_side(a, str(Path(tmp, "toolgym")))
     # TRL gets toolgym's task order (its data cursor draws a permutation), so both sides see the same prompts
-    order = [i for k in range(a.steps + 1) for i in tg_tr.task_indices(k * a.prompts, a.prompts)]
+    order = [i for k in range(a.steps + 1) for i in tg_tr.orchestrator.task_indices(k * a.prompts, a.prompts)]
     trl_tr, trl_t = trl_side(a, model_dir, str(Path(tmp, "trl")), order)
     trl_steps = trl_stepper(trl_tr, trl_t)
 

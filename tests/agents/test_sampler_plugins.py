@@ -120,9 +120,10 @@ def test_a_plugin_sampler_trains_from_yaml_and_takes_the_weight_pushes(plugin_si
     tr.fit()
     impl = sys.modules["toolgym_sampler_plugin.impl"]
     (sampler,) = impl.BUILT
-    assert tr.sampler is sampler and tr.policy_sync.copies_weights
+    orch = tr.orchestrator
+    assert orch.sampler is sampler and orch.policy_sync.copies_weights
     # before the first rollouts, and after the update
-    assert sampler.pushes == tr.policy_sync.pushes >= 2
+    assert sampler.pushes == orch.policy_sync.pushes >= 2
     trained = tr.module.state_dict()
     for name, value in sampler.model.state_dict().items():
         assert torch.equal(value, trained[name]), name
@@ -143,9 +144,10 @@ def test_a_frozen_plugin_sampler_gets_no_push_although_it_could_take_one(plugin_
     tr = Trainer(cfg, console=False)
     with pytest.warns(UserWarning, match="rollout.sampler=frozen_test: the sampler gets no weight updates"):
         tr.build(rollouts=True)
-    assert hasattr(tr.sampler, "update_weights") and not tr.policy_sync.copies_weights
-    tr.sync_weights()
-    assert tr.sampler.pushes == 0 and tr.policy_sync.pushes == 0
+    orch = tr.orchestrator
+    assert hasattr(orch.sampler, "update_weights") and not orch.policy_sync.copies_weights
+    orch.publish(0)
+    assert orch.sampler.pushes == 0 and orch.policy_sync.pushes == 0
 
 
 @pytest.mark.slow

@@ -1,7 +1,7 @@
 """One policy for sampling and scoring: the trainer scores the sampled tokens under softmax(logits / T), T the
 rollout temperature, which is the distribution the sampler drew them from (top-p < 1 is refused by the config).
 
-The rollouts here are the trainer's own (``Trainer.rollouts``: its runner, its HF sampler sharing the module), so
+The rollouts here are the trainer's own (``Orchestrator.rollouts``: its runner, its HF sampler sharing the module), so
 the behaviour log-probs are the sampler's processed ones. Tolerance: the sampler decodes with a KV cache, one token
 at a time; the trainer runs one full forward. Both are float32 on the same weights; they agree to ~5e-7 per token
 (measured), so 1e-4 is a safe bound that still sits two orders of magnitude below the T = 1 vs T = 0.7 gap (>= 0.02
@@ -35,7 +35,7 @@ def _trainer_with_rollouts(tmp_path: Path, temperature: float, **over) -> tuple[
         data["model"]["model_kwargs"]["max_positions"] = 1024
     tr = Trainer(load_config(data), console=False)
     tr.build(rollouts=True)
-    groups = tr.rollouts(0, 0)
+    groups = tr.orchestrator.rollouts(0, 0)
     trajs = [t for g in groups for t in g]
     assert all(sum(t.loss_mask) >= 1 and t.error is None for t in trajs)
     return tr, groups
@@ -127,7 +127,7 @@ def test_bf16_runs_sample_under_the_trainers_autocast(tmp_path):
     # model.dtype bf16: fp32 master weights, forward under bf16 autocast. The hf sampler's decode thread enters the
     # same autocast, so its behaviour log-probs are those the trainer computes, not those of an fp32 forward.
     tr, groups = _trainer_with_rollouts(tmp_path, 1.0, model__dtype="bf16", loss={"mismatch_weight": True})
-    assert tr.sampler.autocast == "bf16"
+    assert tr.orchestrator.sampler.autocast == "bf16"
     obj = tr.algorithm.objective(tr.cfg)
     batch, _ = obj.prepare(tr.ctx, groups)
     gap_bf16 = gap_fp32 = 0.0

@@ -86,13 +86,11 @@ def test_a_whole_step_with_rollouts_on_the_device(tmp_path, device, monkeypatch)
                                                                          "system_prompt": None, "max_turns": 1,
                                                                          "parser": "none"}})
     obj = tr.objective = tr.algorithm.objective(tr.cfg)
-    tr._source_size = tr._probe_source_size()
-    tr._perms = {}
     tr._build_rollouts()
-    tr.ctx.separate_sampler = tr.policy_sync.samples_elsewhere
+    tr.ctx.separate_sampler = tr.orchestrator.samples_elsewhere
     try:
         m = tr.step(0, 0, obj)
     finally:
-        tr.sampler.close()
+        tr.orchestrator.close()
     assert m["episodes"] == 4 and math.isfinite(m["loss"]) and m["optimizer_steps"] == tr.cfg.mini_batches
     assert all(p.device.type == torch.device(device).type for p in tr.module.parameters())

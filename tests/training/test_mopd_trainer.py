@@ -202,7 +202,7 @@ def test_behaviour_gap_comes_only_from_computed_trainer_logprobs(tmp_path):
 
     tr = Trainer(load_config(_cfg(tmp_path, rollout__sandbox=None)), console=False)
     tr.build(rollouts=True)  # on-policy MOPD with the hf sampler: the trainer's log-probs are never computed
-    assert not tr.policy_sync.samples_elsewhere and not tr.ctx.separate_sampler  # the sampler runs tr.module
+    assert not tr.orchestrator.samples_elsewhere and not tr.ctx.separate_sampler  # the sampler runs tr.module
     groups = _groups(tr, [[1.0, 0.0], [0.0, 1.0]])
     batch, _ = tr.objective.prepare(tr.ctx, groups)
     assert not batch.old_logp_computed

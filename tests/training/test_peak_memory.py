@@ -31,14 +31,12 @@ def test_a_step_logs_its_peak_memory(tmp_path, monkeypatch) -> None:
                "env_kwargs": {"min_digits": 1, "max_digits": 1, "system_prompt": None, "max_turns": 1, "parser": "none"}}
     tr = _trainer(tmp_path, "cpu", monkeypatch, rollout=rollout)
     obj = tr.objective = tr.algorithm.objective(tr.cfg)
-    tr._source_size = tr._probe_source_size()
-    tr._perms = {}
     tr._build_rollouts()
     rss = _rss_gb()
     try:
         m = tr.step(0, 0, obj)
     finally:
-        tr.sampler.close()
+        tr.orchestrator.close()
     params = sum(p.numel() * p.element_size() for p in tr.module.parameters()) / 1e9
     assert params < m["peak_memory_gb"] < 1e3  # the process's peak RSS: more than its weights, less than a machine
     # reset at the step's start, it is at least about the RSS the step began with (a few pages may be freed

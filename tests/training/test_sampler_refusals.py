@@ -48,7 +48,7 @@ def test_openai_sampler_with_explicit_opt_in_loads_round_trips_and_warns(tmp_pat
     tr = Trainer(load_config(data), console=False)
     with pytest.warns(UserWarning, match=r"rollout.sampler=openai: the server at http://127.0.0.1:9/v1 gets no weight"):
         tr.build(rollouts=True)
-    assert tr.sampler.name == "openai"
+    assert tr.orchestrator.sampler.name == "openai"
 
 
 @pytest.mark.parametrize("top_p", [0.9, 0.5])

@@ -4,7 +4,7 @@ The trainer (the Ray driver process) keeps the model, the optimizer and the upda
 to the workers. Jobs are built from the very runner the single-process path would use (same sampling
 params, limits, runner seed) and the global task index, so the trajectories are the ones a
 single-process step would sample. Weights: pushed before the first rollout of a run (after the SFT
-warm start or a checkpoint load), then after every update (``Trainer.sync_weights``).
+warm start or a checkpoint load), then after every update (``Orchestrator.publish``).
 
 Training workers: the update stays in the driver. Data-parallel training (``torchrun``) and Ray
 rollouts are not combined in one run yet: each torchrun rank would need its own pool slice; the
@@ -22,27 +22,27 @@ from toolgym.errors import ConfigError
 class RayRollouts:
     """Owns the :class:`RayRolloutPool` of a training run."""
 
-    def __init__(self, trainer: Any, weights: dict[str, Any]) -> None:
+    def __init__(self, owner: Any, weights: dict[str, Any]) -> None:
         """``weights``: the trainer's full policy under Hugging Face names (``policy_weights``: LoRA merged, FSDP
         gathered); the workers rebuild a plain transformers model and load them."""
         from toolgym.agents.sampler_factories import hf_train_options
         from toolgym.distributed.cluster import connect
         from toolgym.distributed.driver import RayRolloutPool
 
-        cfg = trainer.cfg
-        if trainer.dist.world > 1:
+        cfg = owner.cfg  # the run's orchestrator (training.orchestrator): cfg, dist, module, tokenizer, ...
+        if owner.dist.world > 1:
             raise ConfigError("distributed: 'ray' cannot be combined with torchrun (WORLD_SIZE > 1) yet; "
                               "run one trainer process with ray.num_workers rollout workers")
         rc = cfg.ray
         connect(rc.address, num_cpus=rc.num_cpus if rc.address in (None, "", "local") else None)
-        self.pool = RayRolloutPool(trainer.module, trainer.tokenizer, num_workers=rc.num_workers,
+        self.pool = RayRolloutPool(owner.module, owner.tokenizer, num_workers=rc.num_workers,
                                    cpus_per_worker=rc.cpus_per_worker, sandbox=cfg.rollout.sandbox,
                                    sandbox_pool=rc.sandbox_pool, max_in_flight=rc.max_in_flight,
                                    max_replacements=rc.max_replacements,
-                                   sampler_kwargs=hf_train_options(cfg, trainer.dist.device),
+                                   sampler_kwargs=hf_train_options(cfg, owner.dist.device),
                                    tool_parser=cfg.rollout.tool_parser, weights=weights)
-        self._local_sandbox = trainer.sandbox
-        self._out = trainer.out
+        self._local_sandbox = owner.sandbox
+        self._out = owner.out
         self.synced = False
 
     def sync(self, weights: dict[str, Any]) -> int:
@@ -51,13 +51,13 @@ class RayRollouts:
         self.synced = True
         return self.pool.push_weights(weights)
 
-    def run(self, trainer: Any, runner: Any, specs: Sequence[Any], group_size: int, step: int,
+    def run(self, owner: Any, runner: Any, specs: Sequence[Any], group_size: int, step: int,
             env_kwargs: dict[str, Any]) -> list[list[Any]]:
         """The step's groups, in task order, sampled on the workers."""
         from toolgym.distributed.driver import GroupJob
 
         if not self.synced:
-            trainer.sync_weights()
+            owner.publish()
         # the trainer's own sandbox object stays here; each worker gives envs its node's pool
         kw = {k: v for k, v in env_kwargs.items() if not (k == "sandbox" and v is self._local_sandbox)}
         jobs = [GroupJob(key=(step, ti), task_index=ti, spec=spec, group_size=group_size, env=runner.env_id,

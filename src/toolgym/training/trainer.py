@@ -10,8 +10,11 @@ is where the ratio and the clip matter). Micro-batches (``grad_accum``, ``max_to
 docs/memory.md) accumulate gradients; the token-mean divides by the mini-batch's global policy-token
 count. Rows with NaN/inf are skipped and counted.
 
-The trainer only orchestrates. The loss is the registered algorithm's :class:`Objective`
-(:mod:`toolgym.training.algorithms`), which sees the trainer through a :class:`StepContext`.
+The trainer only updates. Everything that samples (samplers, sandboxes, runners, rollout workers, weight
+sync, evaluation) is the :class:`~toolgym.training.orchestrator.Orchestrator`'s; the loss is the registered
+algorithm's :class:`Objective` (:mod:`toolgym.training.algorithms`), which sees the trainer through a
+:class:`StepContext`. With ``rollout.max_staleness: K >= 1`` the orchestrator samples step ``s + K`` while this
+process updates on step ``s`` (:mod:`toolgym.training.pipeline`).
 
 Determinism: prompts come from the data cursor, sampling seeds from (seed, step, task, episode, turn),
 so a run resumed from a checkpoint continues exactly like an uninterrupted one.
@@ -19,7 +22,6 @@ so a run resumed from a checkpoint continues exactly like an uninterrupted one.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import math
 import shutil
@@ -37,7 +39,6 @@ from toolgym.envs.registry import spec as env_spec
 from toolgym.errors import ConfigError
 from toolgym.training import data_parallel as D
 from toolgym.training.algorithms import Objective, RolloutBatch, StepContext, get_algorithm
-from toolgym.training.algorithms.base import scored_rewards
 from toolgym.training.batch import TokenBatch, collate
 from toolgym.training.checkpoint import (
     TrainerState,
@@ -51,6 +52,7 @@ from toolgym.training.cuda_precision import fp32_on_cuda
 from toolgym.training.logging import MetricsLogger, read_metrics
 from toolgym.training.logprobs import response_logprobs
 from toolgym.training.models import load_policy
+from toolgym.training.rollout_stats import trajectory_stats, warn_infra
 from toolgym.training.step_metrics import MetricSums
 
 # ---------------------------------------------------------------- trainer
@@ -84,9 +86,7 @@ class Trainer:
         self.model: Any = None
         self.objective: Objective | None = None
         self.ctx: StepContext | None = None
-        self.ray_rollouts: Any = None  # distributed: ray (set up with the rollouts)
-        self.policy_sync: Any = None  # PolicySync, set up with the rollouts
-        self.sandbox: Any = None
+        self.orchestrator: Any = None  # the rollout side, set up with the rollouts
 
     # -- setup ------------------------------------------------------------------------------------------
 
@@ -144,8 +144,6 @@ class Trainer:
         sandbox pool): what ``fit`` sets up, without the SFT warm start, a checkpoint load or the loop."""
         self._setup(resume=resume)
         if rollouts:
-            self._source_size = self._probe_source_size()
-            self._perms = {}
             self._build_rollouts()
         self._build_optimizer()
         self.objective = self.algorithm.objective(self.cfg)
@@ -158,7 +156,7 @@ class Trainer:
                                pad_id=self.pad_id, device=self.dist.device, out_dir=self.out, dist=self.dist,
                                temperature=self.score_temperature, collate=self.collate,
                                old_logprobs=self.old_logprobs, autocast=self.autocast,
-                               separate_sampler=self.policy_sync is not None and self.policy_sync.samples_elsewhere)
+                               separate_sampler=self.orchestrator is not None and self.orchestrator.samples_elsewhere)
         self.ctx.share_prompt = self._share_prompt()
         o = cfg.optimizer
         params = [p for p in self.module.parameters() if p.requires_grad]
@@ -181,66 +179,12 @@ class Trainer:
         return not why
 
     def _build_rollouts(self) -> None:
-        cfg = self.cfg
-        r = cfg.rollout
-        if r.sandbox is not None:
-            from toolgym.sandbox import open_sandbox
+        from toolgym.training.orchestrator import Orchestrator
 
-            self.sandbox = open_sandbox(backend=r.sandbox, pool_size=r.sandbox_pool or None)
-        from toolgym.training.policy_sync import PolicySync, engine_sleeps, policy_weights
-
-        spec = self.sampler_spec
-        if spec.in_process:  # the trainer's own module, on its device: nothing to copy
-            self.sampler = spec.build(self.module, purpose="train", tokenizer=self.tokenizer,
-                                      **spec.options_for_training(cfg, self.dist.device))
-        else:
-            options = spec.options_for_training(cfg, self.dist.device)
-            if spec.remote:
-                options.setdefault("base_url", r.base_url)
-            else:  # an engine of its own
-                options.setdefault("seed", cfg.seed)
-            # an engine with its own copy loads the configured model; PolicySync.push replaces its weights
-            # before the first rollout
-            model = self._engine_model() if spec.needs_weight_push else cfg.model.name_or_path
-            self.sampler = spec.build(model, purpose="train", **options)
-            if not spec.follows_training:  # only with rollout.frozen_policy_ok (the config refuses it otherwise)
-                import warnings
-
-                where = f"the server at {r.base_url}" if spec.remote else "the sampler"
-                msg = (f"rollout.sampler={r.sampler}: {where} gets no weight updates, so every step "
-                       "samples the initial policy (rollout.frozen_policy_ok: true)")
-                warnings.warn(msg, stacklevel=2)
-                self.logger.say(f"warning: {msg}")
-        if cfg.distributed == "ray":  # rollouts on Ray workers; the local sampler still serves evaluations
-            from toolgym.distributed.ray_rollouts import RayRollouts
-
-            self.ray_rollouts = RayRollouts(self, policy_weights(self.module))
-        self.policy_sync = PolicySync(self.sampler, self.module, sleep=engine_sleeps(cfg, self.dist.device),
-                                      ray_rollouts=self.ray_rollouts, device=self.dist.device,
-                                      say=self.logger.say, needs_weight_push=spec.needs_weight_push)
-
-    def _engine_model(self) -> str:
-        """What a separate engine loads at start (its weights are replaced before use): the demo model's saved
-        folder, else the configured name (a local path, asset or Hub id, resolved by the sampler)."""
-        if self.cfg.model.name_or_path.startswith("demo"):
-            return str(self.out / "demo-model")
-        return self.cfg.model.name_or_path
-
-    def _env_kwargs(self, base: dict[str, Any], split: str) -> dict[str, Any]:
-        kw = dict(base)
-        kw.setdefault("partition", split)
-        if self.sandbox is not None:
-            kw.setdefault("sandbox", self.sandbox)
-        return kw
-
-    def _runner(self, env_id: str, env_kwargs: dict[str, Any], temperature: float, top_p: float, seed: int) -> Any:
-        from toolgym.agents.runner import EpisodeLimits, RolloutRunner
-        from toolgym.agents.sampling import SamplingParams
-
-        r = self.cfg.rollout
-        params = SamplingParams(temperature=temperature, top_p=top_p, max_tokens=r.max_new_tokens)
-        limits = EpisodeLimits(max_turns=r.max_turns, max_total_tokens=r.max_response_tokens + 2048)
-        return RolloutRunner(self.sampler, self.template, env_id, params, limits, env_kwargs=env_kwargs, seed=seed)
+        self.orchestrator = Orchestrator(self.cfg, module=self.module, tokenizer=self.tokenizer,
+                                         template=self.template, dist=self.dist, out=self.out,
+                                         sampler_spec=self.sampler_spec, say=self.logger.say)
+        self.orchestrator.start()
 
     # -- pieces of a step -------------------------------------------------------------------------------
 
@@ -291,57 +235,6 @@ class Trainer:
         if budget and self.dist.enabled:
             chunks = split_to(chunks, max(D.all_gather_objects(len(chunks), self.dist)))
         return chunks
-
-    def task_indices(self, cursor: int, count: int) -> list[int]:
-        """Prompt indices for a step: the stream in order (infinite sources), or a seeded permutation per epoch."""
-        size = self._source_size
-        if not size:
-            return list(range(cursor, cursor + count))
-        import random
-
-        out = []
-        for k in range(cursor, cursor + count):
-            epoch, pos = divmod(k, size)
-            if epoch not in self._perms:
-                perm = list(range(size))
-                random.Random(f"{self.cfg.seed}:{epoch}").shuffle(perm)
-                self._perms = {epoch: perm}
-            out.append(self._perms[epoch][pos])
-        return out
-
-    def _probe_source_size(self) -> int:
-        from toolgym.envs.registry import make_env
-
-        kw = {k: v for k, v in self._env_kwargs(self.cfg.rollout.env_kwargs, self.cfg.rollout.split).items() if k != "sandbox"}
-        env = make_env(self.cfg.rollout.env, kw, sandbox=None)
-        try:
-            src = getattr(env.unwrapped, "source", None)
-            return int(getattr(src, "size", 0) or 0)
-        finally:
-            env.close()
-
-    def rollouts(self, step: int, cursor: int) -> list[list[Trajectory]]:
-        r = self.cfg.rollout
-        per_rank = r.prompts_per_step // self.dist.world
-        idx = self.task_indices(cursor, r.prompts_per_step)[self.dist.rank * per_rank : (self.dist.rank + 1) * per_rank]
-        from toolgym.agents.runner import TaskSpec
-
-        seed = (self.cfg.seed * 1_000_003 + step * 7_919 + self.dist.rank * 104_729) % (2**31 - 1)
-        runner = self._runner(r.env, self._env_kwargs(r.env_kwargs, r.split), r.temperature, r.top_p, seed)
-        self.module.eval()
-        specs = [TaskSpec(seed=i, options={"index": i}) for i in idx]
-        if self.ray_rollouts is not None:
-            kw = self._env_kwargs(r.env_kwargs, r.split)
-            return self.ray_rollouts.run(self, runner, specs, r.group_size, step, kw)
-        with self._decoding():
-            return asyncio.run(runner.arun(specs, r.group_size))
-
-    def _decoding(self) -> Any:
-        """Around every decode on the trainer's own module (the ``hf`` sampler): under FSDP the full weights,
-        gathered once on every rank, so ranks that generate different lengths issue no collectives."""
-        if getattr(self.sampler, "model", None) is not self.module:
-            return contextlib.nullcontext()
-        return D.full_params_for_decoding(self.module)
 
     def update(self, batch: RolloutBatch, objective: Objective) -> dict[str, float]:
         """K mini-batches (x update_epochs) of optimizer steps; micro-batches accumulate gradients. Metrics stay
@@ -418,40 +311,6 @@ class Trainer:
 
             dropout_off(self.module)
 
-    def sync_weights(self) -> None:
-        """Give the rollout engines the current weights (HF sampler: it runs the module, nothing to copy)."""
-        self.policy_sync.push()
-
-    def evaluate(self, step: int) -> dict[str, float]:
-        """Held-out tasks (eval.split) with a fixed seed: mean reward and tool-use rate."""
-        e = self.cfg.eval
-        env = e.env or self.cfg.rollout.env
-        kw = self._env_kwargs(e.env_kwargs or self.cfg.rollout.env_kwargs, e.split)
-        runner = self._runner(env, kw, e.temperature, e.top_p, seed=self.cfg.seed * 31 + 17)
-        mine = list(range(self.dist.rank, e.tasks, self.dist.world))
-        from toolgym.agents.runner import TaskSpec
-
-        self.logger.say(f"eval at step {step}: {e.tasks} held-out tasks x {e.samples}")
-        self.module.eval()
-        t0 = time.perf_counter()
-        with self._decoding():  # a collective under FSDP: every rank enters, even one without tasks
-            groups = asyncio.run(runner.arun([TaskSpec(seed=i, options={"index": i}) for i in mine], e.samples)) if mine else []
-        trajs = [t for g in groups for t in g]
-        stats = [trajectory_stats(trajs)]
-        allstats = D.all_gather_objects(stats[0], self.dist)
-        n = sum(s["n"] for s in allstats)
-        res = {k: sum(s[k] * s["n"] for s in allstats) / max(n, 1) for k in ("reward_mean", "tool_rate", "response_tokens")}
-        infra = sum(s["infra_failures"] for s in allstats)
-        res.update(episodes=n, infra_failures=infra, eval_s=time.perf_counter() - t0)
-        self._warn_infra(f"eval at step {step}", infra, n, "scored 0")  # the reward then understates the policy
-        return res
-
-    def _warn_infra(self, where: str, infra: int, n: int, treated: str) -> None:
-        """One line when over 10% of episodes ended in an infrastructure failure or their wall-time limit."""
-        if infra * 10 > n:
-            self.logger.say(f"warning: {where}: {infra} of {n} episodes ended in a sandbox, sampler or env failure "
-                            f"or their wall-time limit ({treated})")
-
     # -- the loop -----------------------------------------------------------------------------------------
 
     def fit(self, resume: bool = False) -> dict[str, Any]:
@@ -470,8 +329,6 @@ class Trainer:
         self._saved_step = -1
         self._rng_at_step: dict[str, Any] | None = None
         try:
-            self._source_size = self._probe_source_size()
-            self._perms: dict[int, list[int]] = {}
             self.logger.say(f"starting the {cfg.rollout.sampler} sampler"
                             + (f" and the {cfg.rollout.sandbox} sandbox" if cfg.rollout.sandbox else ""))
             self._build_rollouts()
@@ -485,16 +342,16 @@ class Trainer:
                 else:
                     state = load_checkpoint(ckpt, self.module, self.optimizer, self.scheduler,
                                             set_model=self._lora_resume(ckpt))
-                self.sync_weights()  # the engine started from the configured model, not the checkpoint
+                self.orchestrator.publish(state.step)  # the engine started from the configured model, not the checkpoint
                 self.logger.say(f"resumed from {ckpt} at step {state.step}")
                 self._saved_step = state.step
             else:
                 if cfg.sft.enabled:
                     self._sft()
                 self._build_optimizer()
-                self.sync_weights()  # after the warm start, before the first rollouts and the "before" eval
+                self.orchestrator.publish(0)  # after the warm start, before the first rollouts and the "before" eval
                 if cfg.eval.at_start:
-                    ev = self.evaluate(0)
+                    ev = self.orchestrator.evaluate(0)
                     state.extra["before"] = ev
                     self.logger.log("eval", 0, ev)
                     self.logger.say(f"eval before RL: reward {ev['reward_mean']:.3f}, tool use {ev['tool_rate']:.2f}")
@@ -502,6 +359,9 @@ class Trainer:
             if "objective" in state.extra:  # e.g. the EMA teacher's weights
                 objective.load_state_dict(state.extra.pop("objective"))
             last_eval = None
+            from toolgym.training.pipeline import restore_pending
+
+            self.orchestrator.start_ahead(state.step, restore_pending(state.extra.pop("rollouts_pending", {})))
             self.logger.start_bar("train", cfg.steps, done=state.step, unit="steps")
             for step in range(state.step, cfg.steps):
                 with held():  # a signal cuts the rollouts (self.step releases them), never the update
@@ -513,7 +373,7 @@ class Trainer:
                         self.logger.log("train", state.step, m)
                     self.logger.progress(state.step, m)
                 if cfg.eval.every and state.step % cfg.eval.every == 0:
-                    last_eval = self.evaluate(state.step)
+                    last_eval = self.orchestrator.evaluate(state.step)
                     self.logger.log("eval", state.step, last_eval)
                     self.logger.say(f"step {state.step}: eval reward {last_eval['reward_mean']:.3f}, "
                                     f"tool use {last_eval['tool_rate']:.2f}")
@@ -523,7 +383,7 @@ class Trainer:
             if state.step == cfg.steps and (last_eval is None):
                 done = [r for r in read_metrics(self.out, "eval") if r["step"] == cfg.steps] if self.dist.main else []
                 if not done:
-                    last_eval = self.evaluate(cfg.steps)
+                    last_eval = self.orchestrator.evaluate(cfg.steps)
                     self.logger.log("eval", cfg.steps, last_eval)
             self._save(state)
             return self._summary(state, last_eval)
@@ -532,14 +392,11 @@ class Trainer:
             raise
         finally:
             self.logger.close()
-            if self.ray_rollouts is not None:
-                self.ray_rollouts.close()
-            if self.sandbox is not None:
-                self.sandbox.close()
-            sampler = getattr(self, "sampler", None)
-            if sampler is not None:
-                sampler.close()  # a vLLM engine's worker processes and memory go with it
-            D.shutdown(self.dist)
+            try:
+                if self.orchestrator is not None:
+                    self.orchestrator.close()
+            finally:
+                D.shutdown(self.dist)
 
     def step(self, step: int, cursor: int, objective: Objective) -> dict[str, Any]:
         from toolgym.training.peak_memory import peak_memory_gb, reset_peak
@@ -547,7 +404,7 @@ class Trainer:
         reset_peak(self.dist.device)
         t0 = time.perf_counter()
         with released():  # nothing is updated yet: a signal may cut the sampling
-            groups = self.rollouts(step, cursor)
+            groups, flow = self.orchestrator.groups(step, cursor)
         t1 = time.perf_counter()
         record = None
         if self.cfg.logging.save_rollouts:  # the policy-gradient loss notes each row's advantage and clipped tokens
@@ -560,9 +417,9 @@ class Trainer:
                 record.attach(batch.trajectories)
                 batch.extra["update_record"] = record
             prep.update(behaviour_gap(batch))
-            self._warn_infra(f"step {step + 1}", int(prep.get("infra_failures", 0)), len(batch.trajectories),
-                             "left out of training")
-            self.policy_sync.before_update()  # a vLLM engine on the trainer's GPU sleeps through the update
+            warn_infra(self.logger.say, f"step {step + 1}", int(prep.get("infra_failures", 0)),
+                       len(batch.trajectories), "left out of training")
+            self.orchestrator.before_update()
             upd = self.update(batch, objective)
         finally:  # after the update, so the file has what it did; a failed update still leaves the rollouts
             if record is not None:
@@ -571,7 +428,7 @@ class Trainer:
                 save_step_rollouts(self.cfg, self.out, step + 1, groups, self.dist, record=record,
                                    tokenizer=self.tokenizer)
         upd.update(objective.after_update(self.ctx))  # e.g. the EMA teacher follows the student once per step
-        self.policy_sync.after_update()
+        self.orchestrator.after_update(step + 1)  # the weights are now policy version step + 1
         t2 = time.perf_counter()
         stats = trajectory_stats(batch.trajectories)
         stats["peak_memory_gb"] = peak_memory_gb(self.dist.device)  # CUDA: max allocated; else peak RSS
@@ -583,7 +440,8 @@ class Trainer:
         m["policy_tokens"] = model_tokens / max(n, 1)  # sampled (trained) tokens per episode, template tokens excluded
         m.update(prep)
         m.update(upd)
-        m.update(episodes=n, rollout_s=t1 - t0, update_s=t2 - t1, step_s=t2 - t0, weight_pushes=self.policy_sync.pushes,
+        m.update(flow)  # the pipeline's staleness, dropped groups and idle times (max_staleness >= 1)
+        m.update(episodes=n, rollout_s=t1 - t0, update_s=t2 - t1, step_s=t2 - t0, weight_pushes=self.orchestrator.pushes,
                  tokens_per_s=model_tokens * self.cfg.update_epochs / max(t2 - t1, 1e-9),
                  errors=sum(s["errors"] for s in allstats), peak_memory_gb=max(s["peak_memory_gb"] for s in allstats))
         return m
@@ -650,6 +508,8 @@ class Trainer:
         kept = self.objective.state_dict() if self.objective is not None else None
         if kept is not None:
             state.extra["objective"] = kept
+        if getattr(self, "orchestrator", None) is not None and state.step < self.cfg.steps:  # sampled ahead
+            state.extra.update({f"rollouts_{k}": v for k, v in self.orchestrator.checkpoint_state(state.step).items()})
         from toolgym.training.lora import ADAPTER_DIR, base_model, is_lora, merged_state_dict, save_adapter
 
         lora = is_lora(self.module)  # hf/ gets the merged policy; adapter/ the adapters a resume continues from
@@ -658,6 +518,7 @@ class Trainer:
                         model_state=merged_state_dict(self.module) if lora else model_state,
                         extra_dirs={ADAPTER_DIR: lambda d: save_adapter(self.module, d)} if lora else None)
         state.extra.pop("objective", None)
+        state.extra.pop("rollouts_pending", None)
         old = sorted(p for p in ckdir.glob("step-*") if p.is_dir())
         for p in old[: max(0, len(old) - self.cfg.checkpoint.keep_last)]:
             shutil.rmtree(p, ignore_errors=True)
@@ -743,26 +604,6 @@ def behaviour_gap(batch: RolloutBatch) -> dict[str, float]:
         return {}
     d = torch.cat(diffs)
     return {"behaviour_gap_mean": float(d.mean()), "behaviour_gap_max": float(d.max())}
-
-
-def trajectory_stats(trajs: Sequence[Trajectory]) -> dict[str, float]:
-    """Reward, tool-use rate (episodes with at least one tool call), answer rate, lengths, errors."""
-    n = len(trajs)
-    if n == 0:
-        return {"n": 0, "reward_mean": 0.0, "tool_rate": 0.0, "response_tokens": 0.0, "answered": 0.0,
-                "model_tokens": 0, "errors": 0, "infra_failures": 0}
-    rewards = [t.reward for t in trajs if math.isfinite(t.reward)]
-    tool = sum(1 for t in trajs if any(m.get("role") == "tool" for m in t.turns))
-    return {
-        "n": n,
-        "reward_mean": sum(rewards) / max(len(rewards), 1),
-        "tool_rate": tool / n,
-        "response_tokens": sum(len(t.response_ids) for t in trajs) / n,
-        "answered": sum(1 for t in trajs if t.finish_reason == "answer") / n,
-        "model_tokens": sum(t.num_model_tokens for t in trajs),
-        "errors": sum(1 for t in trajs if t.finish_reason == "error"),
-        "infra_failures": scored_rewards(trajs)[1],
-    }
 
 
 def train(cfg: TrainConfig, resume: bool = False, console: bool = True) -> dict[str, Any]:

@@ -1,0 +1,359 @@
+"""The rollout side of a training run: samplers, sandbox pool, rollout runners, rollout workers, weight sync,
+the order of prompts and evaluation. The trainer asks it for a step's groups and tells it when the weights
+changed; nothing it builds refers back to it (prime-rl calls this part the orchestrator).
+
+Three ways a step's groups are made, chosen by the config:
+
+- in the trainer's process (``rollout.workers: 0``, ``rollout.max_staleness: 0``): the sampler runs the
+  trainer's module (or its own engine, vLLM), exactly as before the pipeline existed;
+- by rollout worker processes (``rollout.workers >= 1``) or Ray actors (``distributed: ray``), synchronously;
+- ahead of the update (``rollout.max_staleness: K >= 1``): step ``s + K`` is sampled by the workers with the
+  weights of step ``s`` while the trainer updates on step ``s`` (:mod:`toolgym.training.pipeline`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import random
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from toolgym.agents.trajectory import Trajectory
+from toolgym.training import data_parallel as D
+from toolgym.training.rollout_stats import trajectory_stats, warn_infra
+
+
+class Orchestrator:
+    """Owns everything that samples. Built by the trainer with what the rollouts need from it."""
+
+    def __init__(self, cfg: Any, *, module: Any, tokenizer: Any, template: Any, dist: Any, out: Path,
+                 sampler_spec: Any, say: Callable[[str], None]) -> None:
+        self.cfg = cfg
+        self.module = module
+        self.tokenizer = tokenizer
+        self.template = template
+        self.dist = dist
+        self.out = out
+        self.sampler_spec = sampler_spec
+        self.say = say
+        self.sandbox: Any = None
+        self.sampler: Any = None
+        self.ray_rollouts: Any = None
+        self.pool: Any = None  # LocalRolloutPool: rollout worker processes
+        self.ahead: Any = None  # AheadRollouts: the asynchronous pipeline
+        self.policy_sync: Any = None
+        self.version = 0  # the policy version of the trainer's current weights (= training steps done)
+        self._pool_lock = threading.Lock()  # the pipeline's thread and evaluations share the workers
+        self.source_size = self.probe_source_size()
+        self._perms: dict[int, list[int]] = {}
+
+    # -- building -------------------------------------------------------------------------------------------
+
+    @property
+    def workers(self) -> int:
+        """Rollout worker processes (0: rollouts in this process)."""
+        r = self.cfg.rollout
+        return max(r.workers, 1) if r.max_staleness else r.workers
+
+    def start(self) -> None:
+        """The sandbox pool, the sampler (or the workers) and the weight sync."""
+        cfg = self.cfg
+        r = cfg.rollout
+        if r.sandbox is not None and not self.workers:  # workers keep a sandbox pool each
+            from toolgym.sandbox import open_sandbox
+
+            self.sandbox = open_sandbox(backend=r.sandbox, pool_size=r.sandbox_pool or None)
+        from toolgym.training.policy_sync import PolicySync, engine_sleeps, policy_weights
+
+        spec = self.sampler_spec
+        if self.workers:
+            self.pool = self._start_pool(policy_weights(self.module))
+        elif spec.in_process:  # the trainer's own module, on its device: nothing to copy
+            self.sampler = spec.build(self.module, purpose="train", tokenizer=self.tokenizer,
+                                      **spec.options_for_training(cfg, self.dist.device))
+        else:
+            options = spec.options_for_training(cfg, self.dist.device)
+            if spec.remote:
+                options.setdefault("base_url", r.base_url)
+            else:  # an engine of its own
+                options.setdefault("seed", cfg.seed)
+            # an engine with its own copy loads the configured model; PolicySync.push replaces its weights
+            # before the first rollout
+            model = self.engine_model() if spec.needs_weight_push else cfg.model.name_or_path
+            self.sampler = spec.build(model, purpose="train", **options)
+            if not spec.follows_training:  # only with rollout.frozen_policy_ok (the config refuses it otherwise)
+                import warnings
+
+                where = f"the server at {r.base_url}" if spec.remote else "the sampler"
+                msg = (f"rollout.sampler={r.sampler}: {where} gets no weight updates, so every step "
+                       "samples the initial policy (rollout.frozen_policy_ok: true)")
+                warnings.warn(msg, stacklevel=2)
+                self.say(f"warning: {msg}")
+        if cfg.distributed == "ray":  # rollouts on Ray workers; the local sampler still serves evaluations
+            from toolgym.distributed.ray_rollouts import RayRollouts
+
+            self.ray_rollouts = RayRollouts(self, policy_weights(self.module))
+        if self.pool is None:
+            self.policy_sync = PolicySync(self.sampler, self.module, sleep=engine_sleeps(cfg, self.dist.device),
+                                          ray_rollouts=self.ray_rollouts, device=self.dist.device,
+                                          say=self.say, needs_weight_push=spec.needs_weight_push)
+
+    def _start_pool(self, weights: dict[str, Any]) -> Any:
+        from toolgym.agents.sampler_factories import hf_train_options
+        from toolgym.distributed.local_pool import LocalRolloutPool
+
+        r = self.cfg.rollout
+        self.say(f"starting {self.workers} rollout worker process(es)"
+                 + (f", sampling up to {r.max_staleness} step(s) ahead of the update" if r.max_staleness else ""))
+        return LocalRolloutPool(self.module, self.tokenizer, num_workers=self.workers, threads=1,
+                                sandbox=r.sandbox, sandbox_pool=r.sandbox_pool or 1,
+                                group_deadline_s=r.group_deadline_s,
+                                sampler_kwargs=hf_train_options(self.cfg, "cpu"), tool_parser=r.tool_parser,
+                                weights=weights)
+
+    def engine_model(self) -> str:
+        """What a separate engine loads at start (its weights are replaced before use): the demo model's saved
+        folder, else the configured name (a local path, asset or Hub id, resolved by the sampler)."""
+        if self.cfg.model.name_or_path.startswith("demo"):
+            return str(self.out / "demo-model")
+        return self.cfg.model.name_or_path
+
+    @property
+    def samples_elsewhere(self) -> bool:
+        """Rollouts come from weights other than the trainer's module itself: the behaviour gap is then worth
+        measuring, and the update may not take its first mini-batch's old log-probs from its own forward."""
+        return self.pool is not None or (self.policy_sync is not None and self.policy_sync.samples_elsewhere)
+
+    # -- what a step samples --------------------------------------------------------------------------------
+
+    def env_kwargs(self, base: dict[str, Any], split: str) -> dict[str, Any]:
+        kw = dict(base)
+        kw.setdefault("partition", split)
+        if self.sandbox is not None:
+            kw.setdefault("sandbox", self.sandbox)
+        return kw
+
+    def runner(self, env_id: str, env_kwargs: dict[str, Any], temperature: float, top_p: float, seed: int) -> Any:
+        from toolgym.agents.runner import EpisodeLimits, RolloutRunner
+        from toolgym.agents.sampling import SamplingParams
+
+        r = self.cfg.rollout
+        params = SamplingParams(temperature=temperature, top_p=top_p, max_tokens=r.max_new_tokens)
+        limits = EpisodeLimits(max_turns=r.max_turns, max_total_tokens=r.max_response_tokens + 2048)
+        return RolloutRunner(self.sampler, self.template, env_id, params, limits, env_kwargs=env_kwargs, seed=seed)
+
+    def probe_source_size(self) -> int:
+        """How many training tasks the source holds (0: unbounded), from an env built the way a run builds it."""
+        from toolgym.envs.registry import make_env
+
+        r = self.cfg.rollout
+        kw = {k: v for k, v in self.env_kwargs(r.env_kwargs, r.split).items() if k != "sandbox"}
+        env = make_env(r.env, kw, sandbox=None)
+        try:
+            src = getattr(env.unwrapped, "source", None)
+            return int(getattr(src, "size", 0) or 0)
+        finally:
+            env.close()
+
+    def task_indices(self, cursor: int, count: int) -> list[int]:
+        """Prompt indices for a step: the stream in order (infinite sources), or a seeded permutation per epoch."""
+        size = self.source_size
+        if not size:
+            return list(range(cursor, cursor + count))
+        out = []
+        for k in range(cursor, cursor + count):
+            epoch, pos = divmod(k, size)
+            if epoch not in self._perms:
+                perm = list(range(size))
+                random.Random(f"{self.cfg.seed}:{epoch}").shuffle(perm)
+                self._perms = {epoch: perm}
+            out.append(self._perms[epoch][pos])
+        return out
+
+    def step_plan(self, step: int, cursor: int) -> tuple[Any, list[Any]]:
+        """The runner (its sampling params, limits and seed) and the task specs of this rank's share of a step."""
+        from toolgym.agents.runner import TaskSpec
+
+        r = self.cfg.rollout
+        per_rank = r.prompts_per_step // self.dist.world
+        idx = self.task_indices(cursor, r.prompts_per_step)[self.dist.rank * per_rank : (self.dist.rank + 1) * per_rank]
+        seed = (self.cfg.seed * 1_000_003 + step * 7_919 + self.dist.rank * 104_729) % (2**31 - 1)
+        runner = self.runner(r.env, self.env_kwargs(r.env_kwargs, r.split), r.temperature, r.top_p, seed)
+        return runner, [TaskSpec(seed=i, options={"index": i}) for i in idx]
+
+    def jobs(self, runner: Any, specs: list[Any], group_size: int, key: int) -> list[Any]:
+        """The groups of a step (or an evaluation) as jobs for rollout workers, with the runner's seeds."""
+        from toolgym.distributed.driver import GroupJob
+
+        kw = {k: v for k, v in runner.env_kwargs.items() if k != "sandbox"} if hasattr(runner, "env_kwargs") else {}
+        return [GroupJob(key=(key, ti), task_index=ti, spec=spec, group_size=group_size, env=runner.env_id,
+                         env_kwargs=kw, params=runner.params, limits=runner.limits, seed=runner.seed)
+                for ti, spec in enumerate(specs)]
+
+    def rollouts(self, step: int, cursor: int) -> list[list[Trajectory]]:
+        """One step's groups, sampled now with the current weights (the synchronous path)."""
+        runner, specs = self.step_plan(step, cursor)
+        r = self.cfg.rollout
+        if self.pool is not None:
+            with self._pool_lock:
+                self._pool_at(self.version)
+                return self._run_pool(self.jobs(runner, specs, r.group_size, step))
+        if self.module is not None:
+            self.module.eval()
+        if self.ray_rollouts is not None:
+            kw = self.env_kwargs(r.env_kwargs, r.split)
+            return self.ray_rollouts.run(self, runner, specs, r.group_size, step, kw)
+        with self.decoding():
+            return asyncio.run(runner.arun(specs, r.group_size))
+
+    def groups(self, step: int, cursor: int) -> tuple[list[list[Trajectory]], dict[str, float]]:
+        """The groups the trainer updates on at ``step`` and what the pipeline measured getting them."""
+        if self.ahead is not None:
+            return self.ahead.take(step)
+        return self.rollouts(step, cursor), {}
+
+    def decoding(self) -> Any:
+        """Around every decode on the trainer's own module (the ``hf`` sampler): under FSDP the full weights,
+        gathered once on every rank, so ranks that generate different lengths issue no collectives."""
+        if self.sampler is None or getattr(self.sampler, "model", None) is not self.module:
+            return contextlib.nullcontext()
+        return D.full_params_for_decoding(self.module)
+
+    # -- rollout workers --------------------------------------------------------------------------------------
+
+    def _pool_at(self, version: int, weights: dict[str, Any] | None = None) -> None:
+        """The workers on policy ``version`` (the caller holds the pool lock)."""
+        if self.pool.version == version:
+            return
+        if weights is None:
+            from toolgym.training.policy_sync import policy_weights
+
+            weights = {k: v.detach().cpu() for k, v in policy_weights(self.module).items()}
+        self.pool.push_weights(weights, version=version)
+
+    def _run_pool(self, jobs: list[Any]) -> list[list[Trajectory]]:
+        from toolgym.agents.runner import flag_mixed_group
+
+        groups = self.pool.run(jobs)
+        for group in groups:
+            flag_mixed_group(group)
+        return groups
+
+    def start_ahead(self, first_step: int, pending: dict[int, list[list[Trajectory]]] | None = None) -> None:
+        """With ``rollout.max_staleness >= 1``: start sampling ahead of the update from ``first_step`` (a resume
+        hands back the batches its checkpoint kept)."""
+        if not self.cfg.rollout.max_staleness:
+            return
+        from toolgym.training.pipeline import AheadRollouts
+
+        self.ahead = AheadRollouts(self, lag=self.cfg.rollout.max_staleness, first_step=first_step,
+                                   last_step=self.cfg.steps, pending=pending)
+        self.ahead.publish(self.version, self._snapshot())
+
+    def sample_step(self, step: int, version: int, weights: dict[str, Any]) -> list[list[Trajectory]]:
+        """Step ``step``'s groups sampled by the workers with the weights of policy ``version`` (the pipeline's
+        thread calls this)."""
+        r = self.cfg.rollout
+        runner, specs = self.step_plan(step, step * r.prompts_per_step)
+        with self._pool_lock:
+            self._pool_at(version, weights)
+            return self._run_pool(self.jobs(runner, specs, r.group_size, step))
+
+    def _snapshot(self) -> dict[str, Any]:
+        from toolgym.training.policy_sync import policy_weights
+
+        return {k: v.detach().to("cpu", copy=True) for k, v in policy_weights(self.module).items()}
+
+    # -- weights ----------------------------------------------------------------------------------------------
+
+    def publish(self, version: int | None = None) -> None:
+        """The trainer's weights changed (an update, the SFT warm start, a resume): they become policy
+        ``version`` for every engine and worker that samples."""
+        if version is not None:
+            self.version = version
+        if self.ahead is not None:
+            self.ahead.publish(self.version, self._snapshot())
+        elif self.pool is not None:
+            with self._pool_lock:
+                self.pool.push_weights(self._snapshot(), version=self.version)
+        else:
+            self.policy_sync.push()
+
+    def before_update(self) -> None:
+        if self.policy_sync is not None:
+            self.policy_sync.before_update()  # a vLLM engine on the trainer's GPU sleeps through the update
+
+    def after_update(self, version: int) -> None:
+        """The update made policy ``version``: wake a sleeping engine and give it (or the workers) the weights."""
+        self.version = version
+        if self.policy_sync is not None:
+            self.policy_sync.after_update()
+        else:
+            self.publish()
+
+    @property
+    def pushes(self) -> int:
+        if self.pool is not None:
+            return int(self.pool.stats.weight_pushes)
+        return self.policy_sync.pushes
+
+    # -- evaluation -------------------------------------------------------------------------------------------
+
+    def evaluate(self, step: int) -> dict[str, float]:
+        """Held-out tasks (eval.split) with a fixed seed and the current weights: mean reward and tool-use rate."""
+        from toolgym.agents.runner import TaskSpec
+
+        e = self.cfg.eval
+        env = e.env or self.cfg.rollout.env
+        kw = self.env_kwargs(e.env_kwargs or self.cfg.rollout.env_kwargs, e.split)
+        runner = self.runner(env, kw, e.temperature, e.top_p, seed=self.cfg.seed * 31 + 17)
+        mine = list(range(self.dist.rank, e.tasks, self.dist.world))
+        specs = [TaskSpec(seed=i, options={"index": i}) for i in mine]
+        self.say(f"eval at step {step}: {e.tasks} held-out tasks x {e.samples}")
+        t0 = time.perf_counter()
+        if self.pool is not None:
+            with self._pool_lock:
+                self._pool_at(self.version)
+                groups = self._run_pool(self.jobs(runner, specs, e.samples, -1 - step)) if specs else []
+        else:
+            if self.module is not None:
+                self.module.eval()
+            with self.decoding():  # a collective under FSDP: every rank enters, even one without tasks
+                groups = asyncio.run(runner.arun(specs, e.samples)) if specs else []
+        trajs = [t for g in groups for t in g]
+        allstats = D.all_gather_objects(trajectory_stats(trajs), self.dist)
+        n = sum(s["n"] for s in allstats)
+        res = {k: sum(s[k] * s["n"] for s in allstats) / max(n, 1) for k in ("reward_mean", "tool_rate", "response_tokens")}
+        infra = sum(s["infra_failures"] for s in allstats)
+        res.update(episodes=n, infra_failures=infra, eval_s=time.perf_counter() - t0)
+        warn_infra(self.say, f"eval at step {step}", infra, n, "scored 0")  # the reward then understates the policy
+        return res
+
+    # -- checkpoints and the end ------------------------------------------------------------------------------
+
+    def checkpoint_state(self, next_step: int) -> dict[str, Any]:
+        """What a checkpoint at ``next_step`` keeps of the rollout side: the batches already sampled ahead."""
+        if self.ahead is None:
+            return {}
+        return {"pending": self.ahead.pending(next_step)}
+
+    def close(self) -> None:
+        """Stop the pipeline, then the workers, the Ray pool, the sandbox and the sampler (every one, whatever
+        fails first)."""
+        closers = [getattr(self.ahead, "close", None), getattr(self.pool, "close", None),
+                   getattr(self.ray_rollouts, "close", None), getattr(self.sandbox, "close", None),
+                   getattr(self.sampler, "close", None)]  # a vLLM engine's worker processes and memory go with it
+        error: BaseException | None = None
+        for close in closers:
+            if close is None:
+                continue
+            try:
+                close()
+            except BaseException as exc:  # the rest still close
+                error = error or exc
+        if error is not None:
+            raise error
