@@ -52,9 +52,5 @@ def build_sampler(kind: str, model: str, *, base_url: str | None = None, max_mod
     ``toolgym rollout`` and scripts; ``base_url`` goes to a remote sampler only."""
     from toolgym.agents.samplers import get_sampler
 
-    spec = get_sampler(kind)
-    if spec.remote:
-        kwargs["base_url"] = base_url
-    if max_model_len is not None:
-        kwargs["max_model_len"] = max_model_len
-    return spec.build(model, **kwargs)
+    return get_sampler(kind).build_for(model, purpose="rollout", base_url=base_url, max_model_len=max_model_len,
+                                       **kwargs)

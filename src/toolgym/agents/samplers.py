@@ -67,6 +67,25 @@ class SamplerSpec:
             raise ValueError(f"purpose must be one of {PURPOSES}; got {purpose!r}")
         return _load(self.factory)(model, **{**self.defaults.get(purpose, {}), **options})
 
+    def build_for(self, model: Any, *, purpose: str, tokenizer: Any = None, device: str | None = None,
+                  max_batch_size: int | None = None, base_url: str | None = None, seed: int | None = None,
+                  max_model_len: int | None = None, **options: Any) -> Any:
+        """The sampler for ``model``, handed what its kind takes (the module docstring's rule, written once for
+        the trainer, the suites and the CLI): an in-process sampler the tokenizer, device and batch size, a
+        remote one the server's URL, one with an engine of its own the seed; ``max_model_len`` to any.
+        ``options`` (e.g. ``rollout.sampler_kwargs``) win over all of them."""
+        given: dict[str, Any] = {}
+        if self.in_process:
+            given.update({k: v for k, v in (("tokenizer", tokenizer), ("device", device),
+                                            ("max_batch_size", max_batch_size)) if v is not None})
+        elif self.remote:
+            given["base_url"] = base_url
+        elif seed is not None:
+            given["seed"] = seed
+        if max_model_len is not None:
+            given["max_model_len"] = max_model_len
+        return self.build(model, purpose=purpose, **{**given, **options})
+
     def options_for_training(self, cfg: Any, device: str) -> dict[str, Any]:
         """Constructor options of the trainer's sampler (``train_options``, or ``rollout.sampler_kwargs``)."""
         if self.train_options is None:

@@ -40,17 +40,12 @@ def make_sampler(cfg: BenchConfig) -> tuple[Any, Any]:
         path = resolve_model(cfg.model)
         tok_path = resolve_model(cfg.tokenizer, "tokenizer") if cfg.tokenizer else path
     template = ChatTemplate(tok_path, tool_parser=cfg.tool_parser)
-    if spec.in_process:
-        # One decode batch per chunk of prompts: two sequential batches of half the size cost
-        # nearly twice as many decode steps on CPU. max_batch_size counts rows (samples), not prompts.
-        options: dict[str, Any] = {"tokenizer": template.tokenizer,
-                                   "max_batch_size": generate_chunk(cfg) * cfg.samples,
-                                   "device": cfg.device}
-    elif spec.remote:
-        options = {"base_url": cfg.base_url}
-    else:  # an engine of its own (vllm: its compiled graphs, the "bench" default, for throughput)
-        options = {"seed": cfg.seed}
-    return spec.build(path, purpose="bench", **options), template
+    # One decode batch per chunk of prompts: two sequential batches of half the size cost nearly twice as many
+    # decode steps on CPU. max_batch_size counts rows (samples), not prompts. vllm keeps its compiled graphs
+    # (the "bench" default) for throughput.
+    return spec.build_for(path, purpose="bench", tokenizer=template.tokenizer, device=cfg.device,
+                          max_batch_size=generate_chunk(cfg) * cfg.samples, base_url=cfg.base_url,
+                          seed=cfg.seed), template
 
 
 def shared_sampler(cfg: BenchConfig, state: dict[str, Any], log: Log | None = None) -> tuple[Any, Any]:
