@@ -72,19 +72,13 @@ class Orchestrator:
         spec = self.sampler_spec
         if self.workers:
             self.pool = self._start_pool(policy_weights(self.module))
-        elif spec.in_process:  # the trainer's own module, on its device: nothing to copy
-            self.sampler = spec.build(self.module, purpose="train", tokenizer=self.tokenizer,
-                                      **spec.options_for_training(cfg, self.dist.device))
         else:
-            options = spec.options_for_training(cfg, self.dist.device)
-            if spec.remote:
-                options.setdefault("base_url", r.base_url)
-            else:  # an engine of its own
-                options.setdefault("seed", cfg.seed)
-            # an engine with its own copy loads the configured model; PolicySync.push replaces its weights
-            # before the first rollout
-            model = self.engine_model() if spec.needs_weight_push else cfg.model.name_or_path
-            self.sampler = spec.build(model, purpose="train", **options)
+            # in-process: the trainer's own module, on its device, nothing to copy; an engine with its own copy
+            # loads the configured model (PolicySync.push replaces its weights before the first rollout)
+            model = self.module if spec.in_process else self.engine_model() if spec.needs_weight_push \
+                else cfg.model.name_or_path
+            self.sampler = spec.build_for(model, purpose="train", tokenizer=self.tokenizer, base_url=r.base_url,
+                                          seed=cfg.seed, **spec.options_for_training(cfg, self.dist.device))
             if not spec.follows_training:  # only with rollout.frozen_policy_ok (the config refuses it otherwise)
                 import warnings
 
@@ -109,11 +103,26 @@ class Orchestrator:
         r = self.cfg.rollout
         self.say(f"starting {self.workers} rollout worker process(es)"
                  + (f", sampling up to {r.max_staleness} step(s) ahead of the update" if r.max_staleness else ""))
+        self._share_cores()
         return LocalRolloutPool(self.module, self.tokenizer, num_workers=self.workers, threads=1,
                                 sandbox=r.sandbox, sandbox_pool=r.sandbox_pool or 1,
                                 group_deadline_s=r.group_deadline_s,
                                 sampler_kwargs=hf_train_options(self.cfg, "cpu"), tool_parser=r.tool_parser,
                                 weights=weights)
+
+    def _share_cores(self) -> None:
+        """On the CPU, each worker samples on one core: the update keeps the rest, so the two sides do not
+        fight over the same cores while they overlap."""
+        import os
+
+        import torch
+
+        if torch.device(self.dist.device).type != "cpu":
+            return
+        mine = max(1, len(os.sched_getaffinity(0)) - self.workers)
+        if torch.get_num_threads() > mine:
+            torch.set_num_threads(mine)
+            self.say(f"the update uses {mine} CPU thread(s); the {self.workers} rollout worker(s) one each")
 
     def engine_model(self) -> str:
         """What a separate engine loads at start (its weights are replaced before use): the demo model's saved
@@ -185,11 +194,12 @@ class Orchestrator:
         runner = self.runner(r.env, self.env_kwargs(r.env_kwargs, r.split), r.temperature, r.top_p, seed)
         return runner, [TaskSpec(seed=i, options={"index": i}) for i in idx]
 
-    def jobs(self, runner: Any, specs: list[Any], group_size: int, key: int) -> list[Any]:
-        """The groups of a step (or an evaluation) as jobs for rollout workers, with the runner's seeds."""
+    def jobs(self, runner: Any, specs: list[Any], group_size: int, key: int, env_kwargs: dict[str, Any]) -> list[Any]:
+        """The groups of a step (or an evaluation) as jobs for rollout workers, with the runner's seeds (each
+        worker gives the environments its own sandbox pool)."""
         from toolgym.distributed.driver import GroupJob
 
-        kw = {k: v for k, v in runner.env_kwargs.items() if k != "sandbox"} if hasattr(runner, "env_kwargs") else {}
+        kw = {k: v for k, v in env_kwargs.items() if k != "sandbox"}
         return [GroupJob(key=(key, ti), task_index=ti, spec=spec, group_size=group_size, env=runner.env_id,
                          env_kwargs=kw, params=runner.params, limits=runner.limits, seed=runner.seed)
                 for ti, spec in enumerate(specs)]
@@ -201,7 +211,8 @@ class Orchestrator:
         if self.pool is not None:
             with self._pool_lock:
                 self._pool_at(self.version)
-                return self._run_pool(self.jobs(runner, specs, r.group_size, step))
+                return self._run_pool(self.jobs(runner, specs, r.group_size, step,
+                                                self.env_kwargs(r.env_kwargs, r.split)))
         if self.module is not None:
             self.module.eval()
         if self.ray_rollouts is not None:
@@ -261,7 +272,7 @@ class Orchestrator:
         runner, specs = self.step_plan(step, step * r.prompts_per_step)
         with self._pool_lock:
             self._pool_at(version, weights)
-            return self._run_pool(self.jobs(runner, specs, r.group_size, step))
+            return self._run_pool(self.jobs(runner, specs, r.group_size, step, self.env_kwargs(r.env_kwargs, r.split)))
 
     def _snapshot(self) -> dict[str, Any]:
         from toolgym.training.policy_sync import policy_weights
@@ -318,7 +329,7 @@ class Orchestrator:
         if self.pool is not None:
             with self._pool_lock:
                 self._pool_at(self.version)
-                groups = self._run_pool(self.jobs(runner, specs, e.samples, -1 - step)) if specs else []
+                groups = self._run_pool(self.jobs(runner, specs, e.samples, -1 - step, kw)) if specs else []
         else:
             if self.module is not None:
                 self.module.eval()

@@ -6,8 +6,10 @@ import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import torch
+
 from toolgym.agents.trajectory import Trajectory
-from toolgym.training.algorithms.base import scored_rewards
+from toolgym.training.algorithms.base import RolloutBatch, scored_rewards
 
 
 def trajectory_stats(trajs: Sequence[Trajectory]) -> dict[str, Any]:
@@ -35,3 +37,23 @@ def warn_infra(say: Callable[[str], None], where: str, infra: int, n: int, treat
     if infra * 10 > n:
         say(f"warning: {where}: {infra} of {n} episodes ended in a sandbox, sampler or env failure "
             f"or their wall-time limit ({treated})")
+
+
+def behaviour_gap(batch: RolloutBatch) -> dict[str, float]:
+    """|sampler log-prob - trainer log-prob| over the batch's policy tokens, before any update: 0 up to
+    numerics when the engine samples the trainer's policy (a weight push that did not happen shows here).
+    Nothing when the objective did not compute the trainer's log-probs (on-policy MOPD with the hf sampler), and
+    only the rows it computed them for (the first mini-batch of an exactly on-policy update takes them from the
+    update's own forward)."""
+    if not batch.old_logp_computed:
+        return {}
+    diffs = []
+    for i, (t, old) in enumerate(zip(batch.trajectories, batch.old_logp, strict=True)):
+        if t.loss_mask and t.behavior_logprobs and i not in batch.own_old_rows:
+            mask = torch.tensor(t.loss_mask, dtype=torch.bool)
+            gap = (torch.tensor(t.behavior_logprobs, dtype=torch.float32) - old.float()).abs()[mask]
+            diffs.append(gap[torch.isfinite(gap)])
+    if not diffs or not sum(len(d) for d in diffs):
+        return {}
+    d = torch.cat(diffs)
+    return {"behaviour_gap_mean": float(d.mean()), "behaviour_gap_max": float(d.max())}

@@ -52,7 +52,7 @@ from toolgym.training.cuda_precision import fp32_on_cuda
 from toolgym.training.logging import MetricsLogger, read_metrics
 from toolgym.training.logprobs import response_logprobs
 from toolgym.training.models import load_policy
-from toolgym.training.rollout_stats import trajectory_stats, warn_infra
+from toolgym.training.rollout_stats import behaviour_gap, trajectory_stats, warn_infra
 from toolgym.training.step_metrics import MetricSums
 
 # ---------------------------------------------------------------- trainer
@@ -449,38 +449,15 @@ class Trainer:
     # -- warm start, checkpoints, summary ---------------------------------------------------------------
 
     def _demonstrations(self) -> list[dict[str, Any]]:
-        from toolgym.training import sft as S
+        from toolgym.training.warm_start import demonstrations
 
-        s = self.cfg.sft
-        if s.data:
-            return S.read_demonstrations(s.data)
-        demos = S.arith_demonstrations(s.demos, seed=self.cfg.seed, tool_fraction=s.tool_fraction,
-                                       direct_correct=s.direct_correct, env_id=self.cfg.rollout.env,
-                                       env_kwargs=self.cfg.rollout.env_kwargs)
-        if self.dist.main:
-            self.out.mkdir(parents=True, exist_ok=True)
-            S.write_demonstrations(demos, self.out / "demonstrations.jsonl")
-        return demos
+        return demonstrations(self.cfg, self.out, self.dist.main)
 
     def _sft(self) -> None:
-        from toolgym.training import sft as S
+        from toolgym.training.warm_start import warm_start
 
-        s = self.cfg.sft
-        demos = self._demos if self._demos is not None else self._demonstrations()
-        trajs = S.demonstration_trajectories(self.template, demos, s.max_seq_len)
-        shard = trajs[self.dist.rank :: self.dist.world]
-        t0 = time.perf_counter()
-        self.logger.start_bar("sft", math.ceil(len(shard) / s.batch_size) * s.epochs, unit="batches")
-        res = S.sft_train(self.module, shard, epochs=s.epochs, lr=s.lr, batch_size=s.batch_size, pad_id=self.pad_id,
-                          seed=self.cfg.seed, sync_grads=lambda mod: D.average_grads(mod, self.dist),
-                          on_step=lambda r: self.logger.progress(int(r["sft_step"]), r))
-        self.logger.end_bar()  # the RL steps get their own, from the loop
-        res["sft_s"] = time.perf_counter() - t0
-        res["demonstrations"] = len(trajs)
-        D.broadcast_model(self.module, self.dist)
-        self.logger.log("sft", 0, res)
-        self.logger.say(f"SFT warm start: {len(trajs)} demonstrations, {s.epochs} epochs, loss {res['sft_loss']:.3f}, "
-                        f"{res['sft_s']:.0f}s")
+        warm_start(self.cfg, self.module, self.template, self.pad_id, self.dist, self.logger,
+                   self._demos if self._demos is not None else self._demonstrations())
 
     def _keep_on_stop(self, state: TrainerState, stop: Stopped) -> None:
         """On SIGINT/SIGTERM: a checkpoint at the last finished step unless one is there (one process only:
@@ -535,25 +512,9 @@ class Trainer:
         return lambda _merged: load_adapter(self.module, ckpt / ADAPTER_DIR)
 
     def _summary(self, state: TrainerState, last_eval: dict[str, float] | None) -> dict[str, Any]:
-        out: dict[str, Any] = {"steps": state.step, "output_dir": str(self.out)}
-        if not self.dist.main:
-            return out
-        final = latest_checkpoint(self.out / "checkpoints")
-        if final is not None and (final / "hf").is_dir():
-            out["hf"] = str(final / "hf")  # the trained policy as a Hugging Face folder
-        evals = read_metrics(self.out, "eval")
-        if evals:
-            out["before"] = {k: evals[0].get(k) for k in ("step", "reward_mean", "tool_rate")}
-            out["after"] = {k: evals[-1].get(k) for k in ("step", "reward_mean", "tool_rate")}
-        if self.cfg.logging.plot:
-            from toolgym.training.plot import plot_run
+        from toolgym.training.warm_start import run_summary
 
-            out["plot"] = str(plot_run(read_metrics(self.out), self.out / "curves.png",
-                                       title=f"{self.cfg.algorithm} on {self.cfg.rollout.env}"))
-        import json
-
-        (self.out / "summary.json").write_text(json.dumps(out, indent=2))
-        return out
+        return run_summary(self.cfg, self.out, state.step, main=self.dist.main)
 
 
 def share_prompt_obstacle(cfg: TrainConfig, world: int, module: torch.nn.Module) -> str:
@@ -584,26 +545,6 @@ def adamw_path(params: Sequence[torch.Tensor], sharded: bool = False) -> dict[st
     if params and all(p.is_cuda and p.is_floating_point() for p in params):
         return {"fused": True}
     return {"foreach": True}
-
-
-def behaviour_gap(batch: RolloutBatch) -> dict[str, float]:
-    """|sampler log-prob - trainer log-prob| over the batch's policy tokens, before any update: 0 up to
-    numerics when the engine samples the trainer's policy (a weight push that did not happen shows here).
-    Nothing when the objective did not compute the trainer's log-probs (on-policy MOPD with the hf sampler), and
-    only the rows it computed them for (the first mini-batch of an exactly on-policy update takes them from the
-    update's own forward)."""
-    if not batch.old_logp_computed:
-        return {}
-    diffs = []
-    for i, (t, old) in enumerate(zip(batch.trajectories, batch.old_logp, strict=True)):
-        if t.loss_mask and t.behavior_logprobs and i not in batch.own_old_rows:
-            mask = torch.tensor(t.loss_mask, dtype=torch.bool)
-            gap = (torch.tensor(t.behavior_logprobs, dtype=torch.float32) - old.float()).abs()[mask]
-            diffs.append(gap[torch.isfinite(gap)])
-    if not diffs or not sum(len(d) for d in diffs):
-        return {}
-    d = torch.cat(diffs)
-    return {"behaviour_gap_mean": float(d.mean()), "behaviour_gap_max": float(d.max())}
 
 
 def train(cfg: TrainConfig, resume: bool = False, console: bool = True) -> dict[str, Any]:
