@@ -12,6 +12,8 @@ goes to the later ones), the JSON report rewritten after every part, warnings ca
   memory    one bf16 update of 4 x 2,048 tokens, chunked vs full head, from torch.cuda.max_memory_allocated
   ctpo      3 CTPO steps at Qwen2.5-0.5B's shape (random weights), full and LoRA, 2 prompts x 4 rows x 32
             tokens: step seconds, decode steps/s, sampled tokens/s, peak memory
+  pipeline  4 CTPO steps sampled in a rollout worker process, synchronous (max_staleness 0) and one step ahead
+            (1): the schedule (step s sampled by version s - 1), step seconds and each side's idle time
   trl       2 ToolgymGRPOTrainer steps
 
 No network: models are built with random weights and a tokenizer trained on the fly; tasks are generated.
@@ -49,7 +51,8 @@ SMALL = {"hidden": 256, "intermediate": 512, "layers": 4, "heads": 4, "kv_heads"
 TINY = {"hidden": 64, "intermediate": 128, "layers": 2, "heads": 4, "kv_heads": 2, "vocab": 5_120}
 ARITH = {"min_digits": 1, "max_digits": 2, "system_prompt": None, "max_turns": 1, "parser": "none"}
 # each part's share of the budget; what a part leaves over is shared by the later ones in these proportions
-SHARES = {"probe": 0.05, "standin": 0.33, "equality": 0.14, "memory": 0.08, "ctpo": 0.24, "trl": 0.12}
+SHARES = {"probe": 0.05, "standin": 0.30, "equality": 0.13, "memory": 0.08, "ctpo": 0.20, "pipeline": 0.12,
+          "trl": 0.12}
 REL = {"fp32": 1e-3, "bf16": 3e-2}  # relative tolerance of two paths that compute the same loss
 RATIO_TOL = {"fp32": 1e-4, "bf16": 1e-2}  # |ratio - 1| on-policy
 
@@ -427,6 +430,42 @@ def ctpo(a: argparse.Namespace, c: Checks, _: float) -> dict[str, Any]:
     return res
 
 
+def pipeline(a: argparse.Namespace, c: Checks, _: float) -> dict[str, Any]:
+    """The asynchronous pipeline on the device: a rollout worker process samples (on the same GPU), the trainer
+    updates; max_staleness 0 and 1 side by side, 4 steps each."""
+    from toolgym.training.config import load_config
+    from toolgym.training.logging import read_metrics
+    from toolgym.training.trainer import Trainer
+
+    shape = TINY if a.tiny else QWEN_05B
+    model = build_model(a.work, shape, "tiny" if a.tiny else "qwen2-0.5b-shape")
+    res: dict[str, Any] = {}
+    for k in (0, 1):
+        cfg = run_config(a.work, f"pipeline-k{k}", model, a.device, dtype="bf16" if a.device != "cpu" else "fp32",
+                         steps=4, new_tokens=8 if a.tiny else 32)
+        cfg["rollout"].update(max_staleness=k, workers=1)
+        t0 = time.perf_counter()
+        Trainer(load_config(cfg), console=False).fit()
+        rows = [r for r in read_metrics(a.work / f"pipeline-k{k}") if r["kind"] == "train"]
+        span = rows[-1]["time"] - rows[0]["time"]
+        out = {"steps": len(rows), "wall_s": round(time.perf_counter() - t0, 1),
+               "step_s_after_first": round(span / max(len(rows) - 1, 1), 2),
+               "trainer_idle_s": [round(r.get("trainer_idle_s", r["rollout_s"]), 2) for r in rows],
+               "sampler_idle_s": [round(r.get("sampler_idle_s", 0.0), 2) for r in rows],
+               "update_s": [round(r["update_s"], 2) for r in rows], "loss": [r.get("loss") for r in rows],
+               "staleness": [r.get("staleness_mean", 0.0) for r in rows]}
+        res[f"k{k}"] = out
+        say(f"  max_staleness {k}: {json.dumps(out)}")
+        c.that(out["steps"] == 4, f"k={k}: 4 steps", out["steps"])
+        c.that(all(x == x for x in out["loss"]), f"k={k}: finite losses", out["loss"])
+        if k:
+            c.that(out["staleness"] == [0.0, 1.0, 1.0, 1.0], "k=1: step s sampled by version s - 1",
+                   out["staleness"])
+    res["k1_over_k0_steps_per_s"] = round(res["k0"]["step_s_after_first"] / max(res["k1"]["step_s_after_first"], 1e-9), 2)
+    say(f"  async/sync steps per second {res['k1_over_k0_steps_per_s']}x (K=1, one worker)")
+    return res
+
+
 def trl(a: argparse.Namespace, c: Checks, _: float) -> dict[str, Any]:
     """Two ToolgymGRPOTrainer steps (CTPO, num_iterations=2 so the second pass is off-policy)."""
     from trl import GRPOConfig
@@ -460,7 +499,8 @@ def trl(a: argparse.Namespace, c: Checks, _: float) -> dict[str, Any]:
 
 
 PARTS: dict[str, Callable[[argparse.Namespace, Checks, float], dict[str, Any]]] = {
-    "probe": probe, "standin": standin, "equality": equality, "memory": memory, "ctpo": ctpo, "trl": trl}
+    "probe": probe, "standin": standin, "equality": equality, "memory": memory, "ctpo": ctpo, "pipeline": pipeline,
+    "trl": trl}
 
 
 def main() -> int:

@@ -23,7 +23,7 @@ def _env() -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": f"{ROOT / 'src'}{os.pathsep}{ROOT}"}
 
 
-@pytest.mark.slow  # tens of seconds: six parts, three of them training
+@pytest.mark.slow  # tens of seconds: seven parts, four of them training
 def test_the_cpu_form_under_the_image_rules_passes_every_part(tmp_path: Path) -> None:
     out = tmp_path / "out"
     p = subprocess.run([sys.executable, SCRIPT, "--device", "cpu", "--tiny", "--image", "--budget", "300",
@@ -32,7 +32,8 @@ def test_the_cpu_form_under_the_image_rules_passes_every_part(tmp_path: Path) ->
     assert p.returncode == 0, p.stdout[-4000:] + p.stderr[-3000:]
     report = json.loads((out / "gpu_check.json").read_text())
     parts = report["parts"]
-    assert report["verdict"] == "pass" and list(parts) == ["probe", "standin", "equality", "memory", "ctpo", "trl"]
+    assert report["verdict"] == "pass" and list(parts) == ["probe", "standin", "equality", "memory", "ctpo", "pipeline",
+                                                                 "trl"]
     assert all(v["status"] == "pass" and v["assertions"] for v in parts.values())
     assert parts["probe"]["result"]["ray"].startswith("stand-in")  # Ray is hidden here as it is absent there
     standin = parts["standin"]["result"]
@@ -43,6 +44,8 @@ def test_the_cpu_form_under_the_image_rules_passes_every_part(tmp_path: Path) ->
     assert all(r["clip_frac"] == 0 for r in eq.values())
     assert [parts["ctpo"]["result"][k]["steps"] for k in ("full", "lora")] == [3, 3]
     assert parts["trl"]["result"]["steps"] == 2
+    pipe = parts["pipeline"]["result"]
+    assert pipe["k0"]["steps"] == pipe["k1"]["steps"] == 4 and pipe["k1"]["staleness"] == [0.0, 1.0, 1.0, 1.0]
     # the deadlines are carved from the one budget: no part may run past its end
     assert all(v["start_s"] + v["deadline_s"] <= report["budget_s"] + 0.5 for v in parts.values())
 

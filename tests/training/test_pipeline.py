@@ -1,0 +1,216 @@
+"""The asynchronous pipeline (``rollout.max_staleness``, ``rollout.workers``) through the real trainer and CLI:
+each step's groups come from the policy version the schedule says, the runs repeat exactly, a resume after
+``kill -9`` continues with the same losses, and the trainer's process never scores model text (a user's
+script, without a ``__main__`` guard, training a user's environment)."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from toolgym.agents.trajectory import Trajectory
+from toolgym.training.logging import read_metrics
+from toolgym.training.pipeline import AheadRollouts
+
+from .trainer_util import tiny_config
+
+TOOLGYM = str(Path(sys.executable).parent / "toolgym")
+
+
+def _config(tmp: Path, name: str, *, staleness: int, workers: int = 0, steps: int = 4, **over) -> Path:
+    cfg = tiny_config(tmp / name, steps=steps, sft={"enabled": True, "demos": 48, "epochs": 15, "lr": 5e-3,
+                                                     "batch_size": 16, "max_seq_len": 64, "tool_fraction": 0.0,
+                                                     "direct_correct": 0.5})
+    cfg["rollout"]["env_kwargs"].update(ops="+", format_weight=1.0)
+    cfg["rollout"].update(max_staleness=staleness, workers=workers, sandbox=None)
+    cfg["checkpoint"] = {"every": 2, "keep_last": 3}
+    cfg["logging"]["save_rollouts"] = True
+    for key, value in over.items():
+        cfg[key] = value
+    path = tmp / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    return path
+
+
+def _run(path: Path, *extra: str) -> subprocess.CompletedProcess:
+    return subprocess.run([TOOLGYM, "train", str(path), "--no-progress", *extra], capture_output=True, text=True,
+                          timeout=900, cwd=path.parent)
+
+
+def _saved_versions(out: Path, step: int) -> set[int]:
+    """The policy versions of every token of a step's saved rollouts."""
+    versions: set[int] = set()
+    for f in (out / "rollouts").glob(f"step-{step:06d}*"):
+        for line in f.read_text().splitlines() if f.suffix == ".jsonl" else []:
+            rec = json.loads(line)
+            versions.update(rec.get("token_versions") or [])
+    return versions
+
+
+@pytest.mark.slow
+def test_staleness_one_samples_each_step_with_the_previous_weights_and_repeats(tmp_path):
+    a = _run(_config(tmp_path, "a", staleness=1))
+    assert a.returncode == 0, a.stderr[-3000:]
+    b = _run(_config(tmp_path, "b", staleness=1))
+    assert b.returncode == 0, b.stderr[-3000:]
+    ra = {r["step"]: r for r in read_metrics(tmp_path / "a", "train")}
+    rb = {r["step"]: r for r in read_metrics(tmp_path / "b", "train")}
+    assert sorted(ra) == [1, 2, 3, 4]
+    # step 1 (index 0) and step 2 (index 1) are sampled by version 0; step s by version s - 2 after that
+    assert ra[1]["staleness_0"] == 2 and ra[1]["staleness_1"] == 0
+    for s in (2, 3, 4):
+        assert ra[s]["staleness_1"] == 2 and ra[s]["staleness_0"] == 0, ra[s]
+        assert ra[s]["groups_dropped_stale"] == 0
+    assert any(ra[s]["adv_zero_groups"] < 2 for s in ra), "rewards never varied: the loss comparison would be vacuous"
+    assert all(math.isfinite(ra[s]["trainer_idle_s"]) and ra[s]["trainer_idle_s"] >= 0 for s in ra)
+    # the schedule fixes which weights sample which step, so a second run gives the same losses
+    for s in ra:
+        assert ra[s]["loss"] == rb[s]["loss"], (s, ra[s]["loss"], rb[s]["loss"])
+        assert ra[s]["reward_mean"] == rb[s]["reward_mean"]
+
+
+@pytest.mark.slow
+def test_kill9_then_resume_under_staleness_matches_the_uninterrupted_run(tmp_path):
+    full = _run(_config(tmp_path, "full", staleness=1, steps=5))
+    assert full.returncode == 0, full.stderr[-3000:]
+    cfg = _config(tmp_path, "killed", staleness=1, steps=5)
+    out = tmp_path / "killed"
+    proc = subprocess.Popen([TOOLGYM, "train", str(cfg), "--no-progress"], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True, cwd=tmp_path)
+    try:
+        deadline = time.time() + 600
+        while not (out / "checkpoints" / "step-000002").exists():
+            assert proc.poll() is None, "the run ended before it could be killed"
+            assert time.time() < deadline
+            time.sleep(0.05)
+        os.kill(proc.pid, signal.SIGKILL)  # the trainer only: its workers must go with it
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    resumed = _run(cfg, "--resume")
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert "resumed from" in resumed.stdout + resumed.stderr
+    a = {r["step"]: r for r in read_metrics(tmp_path / "full", "train")}
+    b = {r["step"]: r for r in read_metrics(out, "train")}
+    assert sorted(b) == [1, 2, 3, 4, 5]
+    assert any(a[s]["adv_zero_groups"] < 2 for s in a), "rewards never varied: the comparison would be vacuous"
+    for s in (3, 4, 5):  # step 3 comes from the batch the checkpoint kept, 4 and 5 are sampled after the resume
+        assert a[s]["loss"] == pytest.approx(b[s]["loss"], rel=1e-5, abs=1e-7), (s, a[s]["loss"], b[s]["loss"])
+        assert a[s]["reward_mean"] == b[s]["reward_mean"]
+        assert a[s]["staleness_1"] == b[s]["staleness_1"] == 2
+
+
+USER_ENV = textwrap.dedent('''
+    """A user's environment, as the README writes one."""
+    import random
+    import toolgym
+    from toolgym.envs import GeneratorSource, Rubric, Task, ToolEnv, tool
+
+    @tool
+    def reverse(text: str) -> str:
+        """Reverse a string.
+
+        Args:
+            text: the string to reverse.
+        """
+        return text[::-1]
+
+    def make_task(i: int) -> Task:
+        word = random.Random(i).choice(["gymnasium", "sandbox", "verifier", "rollout"])
+        return Task(id=f"reverse-{i}", ground_truth=word[::-1],
+                    prompt=[{"role": "user", "content": f"Reverse '{word}'. Reply <answer>...</answer>."}])
+
+    def correct(answer: str | None, task: Task) -> float:
+        import os
+        with open(os.environ["PIPE_REWARD_PIDS"], "a") as f:  # which process scores model text
+            f.write(f"{os.getpid()}\\n")
+        return float(answer == task.ground_truth)
+
+    class ReverseEnv(ToolEnv):
+        def __init__(self, **kwargs):
+            super().__init__(GeneratorSource(make_task), tools=[reverse], rubric=Rubric([correct]), **kwargs)
+
+    toolgym.register("pipe/Reverse-v0", entry_point=ReverseEnv)
+''')
+
+
+@pytest.mark.slow
+def test_with_workers_the_trainer_process_never_runs_a_reward_function(tmp_path):
+    (tmp_path / "pipe_user_env.py").write_text(USER_ENV)
+    probe = tmp_path / "probe.py"
+    probe.write_text(textwrap.dedent(f'''
+        import os, yaml
+        from toolgym.training.config import load_config
+        from toolgym.training.trainer import Trainer
+        cfg = yaml.safe_load(open({str(tmp_path / "run.yaml")!r}))
+        tr = Trainer(load_config(cfg), console=False)
+        tr.fit()
+        print("TRAINER", os.getpid())
+    '''))
+    cfg = tiny_config(tmp_path / "run", steps=2, sft={"enabled": False})
+    cfg["rollout"].update(env="pipe_user_env:pipe/Reverse-v0", env_kwargs={}, sandbox=None, max_staleness=1,
+                          workers=1)
+    cfg["checkpoint"] = {"every": 0}
+    (tmp_path / "run.yaml").write_text(yaml.safe_dump(cfg))
+    p = subprocess.run([sys.executable, str(probe)], capture_output=True, text=True, timeout=600, cwd=tmp_path,
+                       env={**os.environ, "PIPE_REWARD_PIDS": str(tmp_path / "pids"),
+                            "PYTHONPATH": f"{tmp_path}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"})
+    assert p.returncode == 0, p.stderr[-3000:]
+    trainer = int(p.stdout.strip().splitlines()[-1].split()[1])
+    scorers = {int(x) for x in (tmp_path / "pids").read_text().split()}
+    assert scorers and trainer not in scorers  # every reward (training and the final evaluation) ran in a worker
+
+
+class _Workers:
+    """Hands the pipeline a prepared batch per step (a worker that sampled with weights it should not have
+    held is a fault this schedule cannot produce for real: named here as a stand-in for it)."""
+
+    def __init__(self, version_of_step):
+        self.version_of_step = version_of_step
+        self.asked: list[tuple[int, int]] = []
+
+    def sample_step(self, step, version, weights):
+        self.asked.append((step, version))
+        v = self.version_of_step(step, version)
+        return [[Trajectory(task_id=f"t{step}-{g}", group_id=f"g{g}", prompt_ids=[1], response_ids=[2, 3],
+                            loss_mask=[1, 1], behavior_logprobs=[-0.1, -0.2], token_versions=[v, v])]
+                for g in range(2)]
+
+
+def test_the_schedule_asks_version_step_minus_k_and_drops_groups_older_than_k():
+    honest = _Workers(lambda step, version: version)
+    ahead = AheadRollouts(honest, lag=2, first_step=0, last_step=5)
+    try:
+        for v in range(5):
+            ahead.publish(v, {})
+            groups, m = ahead.take(v)
+            assert len(groups) == 2 and m["groups_dropped_stale"] == 0
+            assert m[f"staleness_{min(v, 2)}"] == 2
+    finally:
+        ahead.close()
+    assert honest.asked == [(0, 0), (1, 0), (2, 0), (3, 1), (4, 2)]
+
+    stale = _Workers(lambda step, version: version - 1)  # one version older than the schedule allows
+    ahead = AheadRollouts(stale, lag=1, first_step=0, last_step=3)
+    try:
+        ahead.publish(0, {})
+        kept, m = ahead.take(0)  # age 1: within the bound
+        assert len(kept) == 2 and m["groups_dropped_stale"] == 0 and m["staleness_1"] == 2
+        kept, m = ahead.take(1)  # sampled for version 0 with version -1's weights: age 2 > 1
+        assert kept == [] and m["groups_dropped_stale"] == 2
+        ahead.publish(1, {})
+        kept, m = ahead.take(2)
+        assert kept == [] and m["groups_dropped_stale"] == 2
+    finally:
+        ahead.close()
