@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import sys
 from typing import Any
 
 PR_SET_PDEATHSIG = 1
@@ -60,7 +61,12 @@ def child_main(slot: int, conn: Any, parent_pid: int, model_config: Any, tokeniz
         conn.send(("init_failed", one_line(exc)))
         return
     conn.send(("ready", worker.info()))
-    asyncio.run(_serve(worker, conn))
+    # not asyncio.run: its shutdown joins the loop's threads, and one stuck in an environment call (a reward
+    # function that never returns) would keep the worker alive; once it is closed, the process just ends
+    asyncio.new_event_loop().run_until_complete(_serve(worker, conn))
+    for stream in (sys.stdout, sys.stderr):
+        stream.flush()
+    os._exit(0)
 
 
 async def _serve(worker: Any, conn: Any) -> None:

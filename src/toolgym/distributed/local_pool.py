@@ -6,7 +6,13 @@ thread of its process stops with it; here that process is a worker, which the po
 past ``group_deadline_s``. Only that group fails: its ``group_size`` episodes come back with reward 0 and
 ``finish_reason`` "worker_timeout", one of the infrastructure failures that training leaves out and
 ``trajectory_stats`` counts (``INFRA_FAILURES``). The other groups the killed worker held are resubmitted,
-not failed: their seeds make them come out the same wherever they run. A worker that dies by itself (OOM
+not failed: their seeds make them come out the same wherever they run.
+
+Which group is to blame: a hung reward function freezes its whole process, so every group in flight there
+stops, and the groups submitted with the guilty one run past the deadline with it. A group past its deadline
+alone on its worker is failed at once; one that shared its worker is resubmitted as a suspect, which runs
+alone on an idle worker and fails only if it runs past the deadline again. So an honest group is never
+failed for another's hang, and a guilty one costs at most two deadlines. A worker that dies by itself (OOM
 kill, ``kill -9``) has its groups retried, as in :class:`~toolgym.distributed.driver.RayRolloutPool`, and is
 replaced with the current weights.
 
@@ -90,6 +96,7 @@ class LocalRolloutPool:
         self._next_ticket = 0
         self._done: dict[int, tuple[str, Any, GroupJob]] = {}  # ticket -> (result | error | failed, payload, job)
         self._requeue: list[tuple[int, GroupJob]] = []  # (ticket, job) whose worker was lost
+        self._suspects: set[tuple[int, int]] = set()  # keys of groups that ran past a deadline on a shared worker
         self._closed = False
         self.slots = [_Slot(i) for i in range(num_workers)]
         try:
@@ -162,6 +169,8 @@ class LocalRolloutPool:
         queue: deque[GroupJob] = deque(jobs)
         results: dict[tuple[int, int], list[Any]] = {}
         mine: set[int] = set()
+        with self._lock:
+            self._suspects.clear()
         while queue or mine:
             with self._lock:
                 lost = [(t, j) for t, j in self._requeue if t in mine]
@@ -294,16 +303,20 @@ class LocalRolloutPool:
             if not overdue or s.state == "dead":
                 continue
             pid, version = s.proc.pid, s.version
+            alone = len(s.tickets) == 1
             self.stats.deadline_kills += 1
             for t, job in self._lose(s):
-                if t in overdue:
+                if t in overdue and alone:
+                    self._suspects.discard(job.key)
                     self._done[t] = ("failed", failed_group(job, self.group_deadline_s, s.index, pid, version),
                                      job)
                     self.stats.groups_failed += 1
-                else:  # an innocent bystander: it reproduces from its seeds, and this attempt does not count
-                    job.attempts -= 1
-                    self._requeue.append((t, job))
-                    self.stats.resubmitted += 1
+                    continue
+                if t in overdue:  # it shared the frozen process: run it again, alone
+                    self._suspects.add(job.key)
+                job.attempts -= 1  # it reproduces from its seeds, and this attempt does not count
+                self._requeue.append((t, job))
+                self.stats.resubmitted += 1
             self._replace(s)
 
     def _wait_s(self) -> float:
@@ -319,13 +332,22 @@ class LocalRolloutPool:
 
     # -- messages -----------------------------------------------------------------------------------------
 
+    def _slot_for(self, job: GroupJob) -> _Slot | None:
+        """The least busy worker that may take ``job``: a suspect goes to an idle worker and takes it whole."""
+        suspect = job.key in self._suspects
+        free = [s for s in self.slots if s.state == "ready" and len(s.tickets) < (1 if suspect else self.max_in_flight)
+                and not any(j.key in self._suspects for j, _ in s.tickets.values())]
+        return min(free, key=lambda x: (len(x.tickets), x.index)) if free else None
+
     def _fill(self, queue: deque[GroupJob], mine: set[int]) -> None:
         while queue:
-            free = [s for s in self.slots if s.state == "ready" and len(s.tickets) < self.max_in_flight]
-            if not free:
+            # the first job that has a worker (a suspect waiting for an idle one lets the others pass)
+            pick = next(((i, s) for i, j in enumerate(queue) if (s := self._slot_for(j)) is not None), None)
+            if pick is None:
                 return
-            s = min(free, key=lambda x: (len(x.tickets), x.index))
-            job = queue.popleft()
+            i, s = pick
+            job = queue[i]
+            del queue[i]
             ticket = self._next_ticket
             self._next_ticket += 1
             try:
@@ -335,7 +357,7 @@ class LocalRolloutPool:
                                        "be a registered id or a picklable callable (a module-level class or "
                                        "function, or functools.partial of one)") from None
             except OSError:  # the worker is gone; the pump will see it
-                queue.appendleft(job)
+                queue.insert(i, job)
                 self._died(s)
                 continue
             job.attempts += 1
@@ -387,6 +409,7 @@ class LocalRolloutPool:
             entry = self._tickets.pop(msg[1], None)
             s.tickets.pop(msg[1], None)
             if entry is not None:
+                self._suspects.discard(entry[1].key)
                 self._done[msg[1]] = (kind, msg[2], entry[1])
         elif kind == "ready":
             s.state, s.version, s.info = "ready", int(msg[1]["version"]), msg[1]
