@@ -13,8 +13,10 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -113,15 +115,28 @@ def reference(policy):
     return _in_process(model, tok, 6, 2)
 
 
+FIELDS = ("task_id", "prompt_ids", "response_ids", "loss_mask", "behavior_logprobs", "reward", "finish_reason")
+
+
 def _ids(groups):
-    return [[(t.task_id, t.prompt_ids, t.response_ids, t.loss_mask, t.behavior_logprobs, t.reward,
-              t.finish_reason) for t in g] for g in groups]
+    return [[tuple(getattr(t, f) for f in FIELDS) for t in g] for g in groups]
+
+
+def _same(groups, expected) -> None:
+    """Equal groups; a difference names its group, episode and field (with the trajectory's error)."""
+    assert len(groups) == len(expected)
+    for i, (g, e) in enumerate(zip(groups, expected, strict=True)):
+        assert len(g) == len(e), f"group {i}"
+        for j, (t, u) in enumerate(zip(g, e, strict=True)):
+            for f in FIELDS:
+                assert getattr(t, f) == getattr(u, f), (f"group {i} episode {j}: {f} differs "
+                                                        f"({t.finish_reason}/{u.finish_reason}, {t.error}/{u.error})")
 
 
 @pytest.mark.slow
 def test_groups_equal_the_in_process_runner_in_job_order(pool, reference, one_torch_thread):
     groups = pool.run(_arith_jobs(6, 2))
-    assert _ids(groups) == _ids(reference)
+    _same(groups, reference)
     assert any(t.num_model_tokens > 0 for g in groups for t in g)
     assert [t.metadata["group_key"] for g in groups for t in g] == [[0, i] for i in range(6) for _ in range(2)]
     assert {t.metadata["worker"] for g in groups for t in g} == {0, 1}  # both processes took work
@@ -147,7 +162,7 @@ def test_a_hung_user_reward_function_fails_only_its_group(pool):
     # every other group is what a run without the bad task gives (groups on the killed worker were resubmitted)
     good = [i for i in range(5) if i != BAD]
     again = pool.run(jobs(good))
-    assert _ids([groups[i] for i in good]) == _ids(again)
+    _same([groups[i] for i in good], again)
     assert all(t.finish_reason != "worker_timeout" for g in again for t in g)
     assert {t.task_id for g in again for t in g} == {f"hang-{i}" for i in good}  # the user's env ran
     assert USER_MODULE not in sys.modules  # ... in the workers only
@@ -168,7 +183,7 @@ def test_a_worker_killed_mid_run_has_its_groups_retried(pool, reference, one_tor
 
     groups = pool.run(_arith_jobs(6, 2, step=2), on_result=kill_busiest)
     assert killed, "no worker had a group in flight after the first result"
-    assert _ids(groups) == _ids(reference)
+    _same(groups, reference)
     assert pool.stats.worker_deaths - deaths == 1
     assert pool.stats.resubmitted - resubmitted >= killed[0]  # and any sent to it before its death was seen
 
@@ -190,8 +205,66 @@ def test_tokens_record_the_pushed_version_and_new_weights_take_effect(pool, poli
     finally:
         assert pool.push_weights(model.state_dict()) == 8  # None: the next version
     groups = pool.run(_arith_jobs(6, 2, step=4))
-    assert _ids(groups) == _ids(reference)
+    _same(groups, reference)
     assert {v for g in groups for t in g for v in t.token_versions} == {8}
+
+
+@pytest.mark.slow
+def test_weights_pushed_while_groups_run(pool, policy, reference, one_torch_thread):
+    """From the run's own callback (deterministic: groups sent after it sample the new version) and from another
+    thread while ``run`` waits (the trainer's side of an asynchronous pipeline)."""
+    model, tok = policy
+    old = pool.version
+    sent_before: list[int] = []
+
+    def push_on_first(job, group):
+        if not sent_before:
+            sent_before.append(pool.stats.submitted)
+            assert pool.push_weights(model.state_dict(), version=old + 1) == old + 1
+
+    submitted = pool.stats.submitted
+    groups = pool.run(_arith_jobs(6, 2, step=5), on_result=push_on_first)
+    _same(groups, reference)  # the same weights, pushed again: the same episodes
+    n_before = sent_before[0] - submitted  # groups already sent when the push happened
+    assert n_before <= 4  # two workers, two groups each
+    for i, g in enumerate(groups):
+        for t in g:
+            assert t.token_versions and t.token_versions == sorted(t.token_versions)  # never goes back
+            assert set(t.token_versions) <= {old, old + 1}
+            assert t.metadata["weights_version"] == t.token_versions[0]
+            if i >= n_before:  # sent after the push (jobs go out in order)
+                assert set(t.token_versions) == {old + 1}
+
+    first = threading.Event()
+    box: dict[str, Any] = {}
+
+    def background():
+        try:
+            box["groups"] = pool.run(_arith_jobs(6, 2, step=6), on_result=lambda j, g: first.set())
+        except BaseException as exc:  # noqa: BLE001 - reported by the main thread
+            box["error"] = exc
+        first.set()
+
+    th = threading.Thread(target=background)
+    th.start()
+    first.wait(60)
+    assert pool.push_weights(model.state_dict(), version=old + 2) == old + 2
+    th.join(60)
+    assert not th.is_alive() and "error" not in box
+    _same(box["groups"], reference)
+    assert {v for g in box["groups"] for t in g for v in t.token_versions} <= {old + 1, old + 2}
+
+
+@pytest.mark.slow
+def test_a_run_that_raises_leaves_the_pool_usable(pool, reference, one_torch_thread):
+    def stop(job, group):
+        raise KeyboardInterrupt  # Ctrl-C in the trainer while groups are out
+
+    with pytest.raises(KeyboardInterrupt):
+        pool.run(_arith_jobs(6, 2, step=7), on_result=stop)
+    groups = pool.run(_arith_jobs(6, 2, step=8))  # the groups left out finish, and nobody takes them for these
+    _same(groups, reference)
+    assert pool.inflight() == [0, 0]
 
 
 ORPHAN_SCRIPT = textwrap.dedent('''

@@ -47,12 +47,12 @@ def child_main(slot: int, conn: Any, parent_pid: int, model_config: Any, tokeniz
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})  # the spawner thread started it blocked
     die_with_parent(parent_pid)
     try:
-        msg = conn.recv()
-    except (EOFError, OSError):
-        return
-    try:
         from toolgym.distributed.worker import RolloutWorker
 
+        try:
+            msg = conn.recv()  # the initial weights (a shared-memory handle)
+        except (EOFError, OSError):  # the parent is gone
+            return
         _, version, shared = msg
         weights = shared.tensors()
         worker = RolloutWorker(slot, model_config, tokenizer, weights, version, **worker_kw)

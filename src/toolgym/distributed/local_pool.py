@@ -97,6 +97,7 @@ class LocalRolloutPool:
         self._done: dict[int, tuple[str, Any, GroupJob]] = {}  # ticket -> (result | error | failed, payload, job)
         self._requeue: list[tuple[int, GroupJob]] = []  # (ticket, job) whose worker was lost
         self._suspects: set[tuple[int, int]] = set()  # keys of groups that ran past a deadline on a shared worker
+        self._abandoned: set[int] = set()  # tickets of a run that ended early: their results are dropped
         self._closed = False
         self.slots = [_Slot(i) for i in range(num_workers)]
         try:
@@ -171,6 +172,18 @@ class LocalRolloutPool:
         mine: set[int] = set()
         with self._lock:
             self._suspects.clear()
+        try:
+            self._run(queue, results, mine, on_result)
+        finally:  # an error or Ctrl-C: groups still out are the workers' to finish, and nobody's to collect
+            with self._lock:
+                self._abandoned |= mine
+                for t in mine:
+                    self._done.pop(t, None)
+                self._requeue = [(t, j) for t, j in self._requeue if t not in mine]
+        return [results[k] for k in keys]
+
+    def _run(self, queue: deque[GroupJob], results: dict[tuple[int, int], list[Any]], mine: set[int],
+             on_result: Callable[[GroupJob, list[Any]], None] | None) -> None:
         while queue or mine:
             with self._lock:
                 lost = [(t, j) for t, j in self._requeue if t in mine]
@@ -196,7 +209,6 @@ class LocalRolloutPool:
                 self.stats.completed += 1
                 if on_result is not None:
                     on_result(job, payload)
-        return [results[k] for k in keys]
 
     def close(self) -> None:
         """Ask every worker to close its sandbox pool and exit; kill any still there after 30 s."""
@@ -281,11 +293,23 @@ class LocalRolloutPool:
                                    "error is printed above); a script that creates the pool needs "
                                    "`if __name__ == \"__main__\":`, the workers start it again (spawn)")
         for t, job in lost:
-            if job.attempts >= self.max_attempts:
+            if job.attempts >= self.max_attempts and t not in self._abandoned:
                 raise RolloutPoolError(f"group {job.key} lost its worker {job.attempts} times; giving up")
-            self._requeue.append((t, job))
-            self.stats.resubmitted += 1
+            self._resubmit(t, job)
         self._replace(s)
+
+    def _resubmit(self, ticket: int, job: GroupJob) -> None:
+        if ticket in self._abandoned:
+            self._abandoned.discard(ticket)
+            return
+        self._requeue.append((ticket, job))
+        self.stats.resubmitted += 1
+
+    def _settle(self, ticket: int, kind: str, payload: Any, job: GroupJob) -> None:
+        if ticket in self._abandoned:
+            self._abandoned.discard(ticket)
+            return
+        self._done[ticket] = (kind, payload, job)
 
     def _check_deadlines(self) -> None:
         """Kill each worker holding a group past its deadline: that group fails, the others go back."""
@@ -308,15 +332,13 @@ class LocalRolloutPool:
             for t, job in self._lose(s):
                 if t in overdue and alone:
                     self._suspects.discard(job.key)
-                    self._done[t] = ("failed", failed_group(job, self.group_deadline_s, s.index, pid, version),
-                                     job)
+                    self._settle(t, "failed", failed_group(job, self.group_deadline_s, s.index, pid, version), job)
                     self.stats.groups_failed += 1
                     continue
                 if t in overdue:  # it shared the frozen process: run it again, alone
                     self._suspects.add(job.key)
                 job.attempts -= 1  # it reproduces from its seeds, and this attempt does not count
-                self._requeue.append((t, job))
-                self.stats.resubmitted += 1
+                self._resubmit(t, job)
             self._replace(s)
 
     def _wait_s(self) -> float:
@@ -410,7 +432,7 @@ class LocalRolloutPool:
             s.tickets.pop(msg[1], None)
             if entry is not None:
                 self._suspects.discard(entry[1].key)
-                self._done[msg[1]] = (kind, msg[2], entry[1])
+                self._settle(msg[1], kind, msg[2], entry[1])
         elif kind == "ready":
             s.state, s.version, s.info = "ready", int(msg[1]["version"]), msg[1]
         elif kind == "loaded":
