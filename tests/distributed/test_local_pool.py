@@ -25,7 +25,7 @@ from toolgym.agents.chat import ChatTemplate
 from toolgym.agents.hf_sampler import HFSampler
 from toolgym.agents.runner import EpisodeLimits, RolloutRunner, TaskSpec
 from toolgym.agents.sampling import SamplingParams
-from toolgym.distributed.driver import GroupJob
+from toolgym.distributed.driver import GroupJob, RolloutPoolError
 from toolgym.distributed.local_pool import LocalRolloutPool
 from toolgym.training.algorithms.base import scored_rewards
 from toolgym.training.demo_model import build_demo
@@ -42,6 +42,7 @@ DEADLINE_S = 4.0  # an honest group here takes well under a second
 USER_MODULE = "toolgym_test_user_hang_env"
 USER_ENV = f"{USER_MODULE}:testorg/Hang-v0"
 BAD = 2  # the task whose reward function never returns
+HANG_AT_RESET = 9  # the task whose construction never returns
 
 USER_ENV_SOURCE = f'''
 import re
@@ -50,6 +51,8 @@ from toolgym.envs import GeneratorSource, Rubric, Task, ToolEnv
 
 
 def make_task(i):
+    if i == {HANG_AT_RESET}:  # this task never gets built
+        re.match(r"(a+)+$", "a" * 64 + "!")
     return Task(id=f"hang-{{i}}", ground_truth="hang" if i == {BAD} else str(i),
                 prompt=[{{"role": "user", "content": f"Say {{i}}. Reply <answer>...</answer>."}}])
 
@@ -150,6 +153,10 @@ def test_a_hung_user_reward_function_fails_only_its_group(pool):
                          env=USER_ENV, env_kwargs=NO_SANDBOX, params=PARAMS, limits=LIMITS, seed=SEED)
                 for i in indices]
 
+    good = [i for i in range(5) if i != BAD]
+    clean = pool.run(jobs(good))  # a run without the bad task
+    assert all(t.finish_reason != "worker_timeout" for g in clean for t in g)
+    assert {t.task_id for g in clean for t in g} == {f"hang-{i}" for i in good}  # the user's env ran
     kills, failed = pool.stats.deadline_kills, pool.stats.groups_failed
     groups = pool.run(jobs(range(5)))
     bad = groups[BAD]
@@ -159,13 +166,25 @@ def test_a_hung_user_reward_function_fails_only_its_group(pool):
     assert all(math.isnan(r) for r in scored_rewards(bad)[0])
     assert pool.stats.groups_failed - failed == 1
     assert 1 <= pool.stats.deadline_kills - kills <= 2  # 2: it shared its worker, then ran alone
-    # every other group is what a run without the bad task gives (groups on the killed worker were resubmitted)
-    good = [i for i in range(5) if i != BAD]
-    again = pool.run(jobs(good))
-    _same([groups[i] for i in good], again)
-    assert all(t.finish_reason != "worker_timeout" for g in again for t in g)
-    assert {t.task_id for g in again for t in g} == {f"hang-{i}" for i in good}  # the user's env ran
+    # every other group is what the run without the bad task gave (groups on a killed worker were resubmitted)
+    _same([groups[i] for i in good], clean)
     assert USER_MODULE not in sys.modules  # ... in the workers only
+
+
+@pytest.mark.slow
+def test_a_group_that_hangs_beside_others_runs_again_alone_before_it_fails(pool):
+    """Jobs go out in order to the least busy worker: the hanging group (first) and the third share worker 0,
+    which freezes at once. Both pass the deadline there; neither is to blame yet. The third runs again and
+    succeeds; the hanging one runs again alone, passes the deadline alone, and fails."""
+    order = [HANG_AT_RESET, 0, 1, 3]
+    jobs = [GroupJob(key=(9, i), task_index=i, spec=TaskSpec(options={"index": i}), group_size=2, env=USER_ENV,
+                     env_kwargs=NO_SANDBOX, params=PARAMS, limits=LIMITS, seed=SEED) for i in order]
+    pool.wait_ready()  # both workers up (a replacement from an earlier test may still be loading)
+    kills, failed = pool.stats.deadline_kills, pool.stats.groups_failed
+    groups = pool.run(jobs)
+    assert [t.finish_reason for t in groups[0]] == ["worker_timeout"] * 2
+    assert all(t.finish_reason != "worker_timeout" for g in groups[1:] for t in g)
+    assert (pool.stats.deadline_kills - kills, pool.stats.groups_failed - failed) == (2, 1)
 
 
 @pytest.mark.slow
@@ -264,7 +283,24 @@ def test_a_run_that_raises_leaves_the_pool_usable(pool, reference, one_torch_thr
         pool.run(_arith_jobs(6, 2, step=7), on_result=stop)
     groups = pool.run(_arith_jobs(6, 2, step=8))  # the groups left out finish, and nobody takes them for these
     _same(groups, reference)
-    assert pool.inflight() == [0, 0]
+    assert [t.metadata["group_key"] for g in groups for t in g] == [[8, i] for i in range(6) for _ in range(2)]
+
+
+@pytest.mark.slow
+def test_an_env_that_cannot_reach_a_worker_is_one_line(pool):
+    job = GroupJob(key=(10, 0), task_index=0, spec=TaskSpec(seed=1), group_size=1,
+                   env=lambda **kw: None, params=PARAMS, limits=LIMITS)
+    with pytest.raises(RolloutPoolError, match="cannot be sent to a worker process .*registered id") as e:
+        pool.run([job])
+    assert "\n" not in str(e.value)
+
+
+@pytest.mark.slow
+def test_a_worker_that_cannot_start_is_one_line(policy):
+    model, tok = policy
+    with pytest.raises(RolloutPoolError, match=r"^rollout worker 0 failed to start: ValueError: batching must be") as e:
+        LocalRolloutPool(model, tok, num_workers=1, sandbox=None, sampler_kwargs={"batching": "bogus"})
+    assert "\n" not in str(e.value)
 
 
 ORPHAN_SCRIPT = textwrap.dedent('''

@@ -2,7 +2,7 @@
 
 The process serves its pipe on an asyncio loop: groups run concurrently as tasks (their generation requests
 meet in the sampler's batching queue), weights load between them. Messages, parent to child: ``("load",
-version, SharedWeights)``, ``("run", ticket, job)``, ``("info",)``, ``("close",)``; child to parent:
+version, SharedWeights)``, ``("run", ticket, pickled job)``, ``("info",)``, ``("close",)``; child to parent:
 ``("ready", info)`` or ``("init_failed", line)``, ``("loaded", version)`` or ``("load_failed", version, line)``, ``("result", ticket, group)``,
 ``("error", ticket, line)``, ``("info", info)``, ``("closed",)``.
 
@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import pickle
 import signal
 import sys
 from typing import Any
@@ -74,7 +75,12 @@ async def _serve(worker: Any, conn: Any) -> None:
     stop: asyncio.Future[None] = loop.create_future()
     tasks: set[asyncio.Task[None]] = set()
 
-    async def run(ticket: int, job: Any) -> None:
+    async def run(ticket: int, blob: bytes) -> None:
+        try:  # a job's env may name a module that only the parent can import (its __main__)
+            job = pickle.loads(blob)
+        except Exception as exc:
+            conn.send(("error", ticket, f"the job cannot be read in the worker process: {one_line(exc)}"))
+            return
         try:
             group = await worker.run_group(job, None)
         except Exception as exc:

@@ -103,8 +103,7 @@ class LocalRolloutPool:
         try:
             for s in self.slots:
                 self._spawn(s)
-            while any(s.state == "starting" for s in self.slots):
-                self._pump(1.0)
+            self.wait_ready()
         except BaseException:
             self.close()
             raise
@@ -118,6 +117,15 @@ class LocalRolloutPool:
     def inflight(self) -> list[int]:
         """Groups submitted and not yet returned, per slot."""
         return [len(s.tickets) for s in self.slots]
+
+    def wait_ready(self) -> list[dict[str, Any] | None]:
+        """Block until no worker is starting (a replacement loads its model), then :meth:`worker_info`."""
+        while True:
+            with self._lock:
+                if not any(s.state == "starting" for s in self.slots):
+                    break
+            self._pump(0.5)
+        return self.worker_info()
 
     def worker_info(self) -> list[dict[str, Any] | None]:
         """Each live worker's slot, pid, weight version, groups done and busy seconds (None: unreachable)."""
@@ -329,16 +337,19 @@ class LocalRolloutPool:
             pid, version = s.proc.pid, s.version
             alone = len(s.tickets) == 1
             self.stats.deadline_kills += 1
-            for t, job in self._lose(s):
+            held = self._lose(s)
+            for t, job in held:
                 if t in overdue and alone:
                     self._suspects.discard(job.key)
                     self._settle(t, "failed", failed_group(job, self.group_deadline_s, s.index, pid, version), job)
                     self.stats.groups_failed += 1
-                    continue
-                if t in overdue:  # it shared the frozen process: run it again, alone
+                elif t in overdue:  # it shared the frozen process: run it again, alone
                     self._suspects.add(job.key)
-                job.attempts -= 1  # it reproduces from its seeds, and this attempt does not count
-                self._resubmit(t, job)
+            # the others first: a suspect takes a whole worker, and waits for one to be idle
+            for t, job in sorted(held, key=lambda h: h[1].key in self._suspects):
+                if not (t in overdue and alone):
+                    job.attempts -= 1  # it reproduces from its seeds, and this attempt does not count
+                    self._resubmit(t, job)
             self._replace(s)
 
     def _wait_s(self) -> float:
@@ -373,11 +384,14 @@ class LocalRolloutPool:
             ticket = self._next_ticket
             self._next_ticket += 1
             try:
-                s.conn.send(("run", ticket, job))
+                blob = pickle.dumps(job)
             except (pickle.PicklingError, AttributeError, TypeError) as exc:
+                queue.insert(i, job)
                 raise RolloutPoolError(f"group {job.key} cannot be sent to a worker process ({exc}); its env must "
                                        "be a registered id or a picklable callable (a module-level class or "
                                        "function, or functools.partial of one)") from None
+            try:
+                s.conn.send(("run", ticket, blob))
             except OSError:  # the worker is gone; the pump will see it
                 queue.insert(i, job)
                 self._died(s)
