@@ -39,7 +39,8 @@ def _mixed() -> list[Trajectory]:
                             "tool_calls": [{"function": {"name": "python", "arguments": {"code": "print(1)"}}}]},
                            {"role": "tool", "content": "1\n", "name": "python"}],
                     finish_reason="answer", timings={"total_s": 0.25},
-                    metadata={"episode_index": 0, "env_info": {"answer": "1", "tool_calls_total": 1}})
+                    metadata={"episode_index": 0, "env_info": {"answer": "1", "tool_calls_total": 1}},
+                    token_versions=[3, 3, 4])
     bad = Trajectory(task_id="t0", group_id="g0", prompt_ids=[1, 2], reward=0.0, finish_reason="error",
                      error="sandbox_error: gone", turns=[{"role": "user", "content": "x"}],
                      metadata={"episode_index": 1, "traceback": "Traceback ...", "prompt_truncated_from": 9})

@@ -134,3 +134,34 @@ def test_readme_example_script_runs():
     proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "reward: 1.0" in proc.stdout
+
+
+RACE = """
+import sys, threading
+import gymnasium
+from toolgym.envs import registry
+sys.setswitchinterval(1e-6)  # switch threads as often as possible: the race shows in most rounds
+failed = 0
+for _ in range(30):  # each round a fresh registry, as in a new rollout worker process
+    registry._loaded = False
+    for env_id in registry.BUILTIN:
+        gymnasium.registry.pop(env_id, None)
+    barrier, errors = threading.Barrier(8), []
+    def build():
+        barrier.wait()
+        try:
+            registry.spec("toolgym/Arith-v0")
+        except Exception as exc:
+            errors.append(exc)
+    threads = [threading.Thread(target=build) for _ in range(8)]
+    [t.start() for t in threads]
+    [t.join() for t in threads]
+    failed += bool(errors)
+print(failed)
+"""
+
+
+def test_threads_that_build_envs_in_a_fresh_process_all_find_the_builtins():
+    # episodes build their envs on threads; the first ones in a new process load the registry together
+    out = subprocess.run([sys.executable, "-c", RACE], capture_output=True, text=True, timeout=120, check=True)
+    assert out.stdout.split() == ["0"]

@@ -43,6 +43,7 @@ def schema() -> Any:
         ("reward", pa.float64()), ("reward_breakdown", floats),
         ("turns", pa.list_(turn)), ("finish_reason", pa.string()), ("error", pa.string()),
         ("timings", floats), ("metadata", pa.string()),
+        ("token_versions", pa.list_(pa.int32())),
         ("schema_version", pa.int32()),
     ])
 

@@ -195,9 +195,12 @@ class RolloutRunner:
                 params = self.params.with_(n=1, max_tokens=min(self.params.max_tokens, room),
                                            seed=self._seed(task_index, episode_index, turn))
                 t = time.perf_counter()
+                # the version when the call starts: weights that change during it make its later tokens newer,
+                # never older, so the staleness of a trajectory is never understated
+                version = getattr(self.sampler, "policy_version", None)
                 sample = await _sample_timed(self._generate(context, params), lim.max_sample_s)
                 timings["generate_s"] += time.perf_counter() - t
-                self._append(traj, context, sample.token_ids, sample.logprobs, model=True)
+                self._append(traj, context, sample.token_ids, sample.logprobs, model=True, version=version)
                 text = _decode_turn(self.template, sample.token_ids)
                 traj.turns.append({"role": "assistant", "content": text, "finish_reason": sample.finish_reason})
                 if not sample.token_ids:
@@ -227,11 +230,11 @@ class RolloutRunner:
                 if len(context) + len(cont) + 1 > limit:
                     # The next prompt would not fit: keep what fits of the template tokens, mark, stop.
                     keep = max(0, limit - len(context))
-                    self._append(traj, context, cont[:keep], [0.0] * keep, model=False)
+                    self._append(traj, context, cont[:keep], [0.0] * keep, model=False, version=version)
                     traj.finish_reason = "context_overflow"
                     traj.metadata["context_truncated"] = True
                     break
-                self._append(traj, context, cont, [0.0] * len(cont), model=False)
+                self._append(traj, context, cont, [0.0] * len(cont), model=False, version=version)
         except _SampleTimeout:
             traj.finish_reason = "timeout"
             traj.error = f"a sampling call exceeded its limit of {lim.max_sample_s:g} s"
@@ -292,7 +295,13 @@ class RolloutRunner:
             self.stats.gen_busy_s += time.perf_counter() - self._busy_since
 
     @staticmethod
-    def _append(traj: Trajectory, context: list[int], ids: list[int], lps: list[float], model: bool) -> None:
+    def _append(traj: Trajectory, context: list[int], ids: list[int], lps: list[float], model: bool,
+                version: int | None = None) -> None:
+        """``version``: the policy version of the turn these tokens belong to (None: not tracked)."""
+        if version is not None and len(traj.token_versions) == len(traj.response_ids):
+            traj.token_versions.extend([int(version)] * len(ids))
+        elif traj.token_versions:  # the sampler stopped reporting versions: a partial record would misalign
+            traj.token_versions.clear()
         context.extend(ids)
         traj.response_ids.extend(ids)
         traj.loss_mask.extend([1 if model else 0] * len(ids))

@@ -104,6 +104,9 @@ class Sampler(abc.ABC):
     max_model_len: int | None = None
     #: a short name for records ("hf", "vllm", "openai")
     name: str = "sampler"
+    #: the version of the weights it samples with, set by whoever loads them (a rollout worker, the trainer's
+    #: weight sync); the runner records it per token (``Trajectory.token_versions``). None: not tracked.
+    policy_version: int | None = None
 
     @abc.abstractmethod
     async def agenerate(self, prompts: list[list[int]], params: SamplingParams) -> list[list[Sample]]:

@@ -29,6 +29,10 @@ class Trajectory:
     error: str | None = None
     timings: dict[str, float] = field(default_factory=dict)
     metadata: dict[str, Any] = field(default_factory=dict)
+    #: per response token, the policy (weights) version of the sampler call that produced it; tool and template
+    #: tokens take their turn's. Empty: not recorded (a sampler without a ``policy_version``, older records).
+    #: The staleness of a trajectory is measured from its oldest token.
+    token_versions: list[int] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         n = len(self.response_ids)
@@ -37,6 +41,9 @@ class Trajectory:
                 f"trajectory {self.task_id}/{self.group_id}: response_ids ({n}), loss_mask "
                 f"({len(self.loss_mask)}) and behavior_logprobs ({len(self.behavior_logprobs)}) must align"
             )
+        if self.token_versions and len(self.token_versions) != n:
+            raise ValueError(f"trajectory {self.task_id}/{self.group_id}: token_versions "
+                             f"({len(self.token_versions)}) must be empty or align with response_ids ({n})")
 
     @property
     def num_model_tokens(self) -> int:

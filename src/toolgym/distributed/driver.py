@@ -56,6 +56,8 @@ class PoolStats:
     duplicates_dropped: int = 0
     stale_refusals: int = 0
     weight_pushes: int = 0
+    deadline_kills: int = 0  # workers killed because a group ran past group_deadline_s (local pool)
+    groups_failed: int = 0  # groups returned as failed episodes (finish_reason "worker_timeout")
 
 
 def gpu_share(cluster_gpus: float, num_workers: int) -> float:

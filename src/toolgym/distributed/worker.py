@@ -1,4 +1,5 @@
-"""The rollout worker: one Ray actor per node (or per CPU/GPU slice) that owns
+"""The rollout worker: one Ray actor per node (or per CPU/GPU slice), or one process of a
+:class:`~toolgym.distributed.local_pool.LocalRolloutPool`, that owns
 
 - a sampler replica (transformers on the GPU Ray gave the worker, else on CPU; the model is rebuilt from its
   config, then weights load),
@@ -38,7 +39,8 @@ class StaleWeights(ToolgymError):
 
 
 class RolloutWorker:
-    """Plain class; the driver turns it into a Ray actor with ``ray.remote(...)``."""
+    """Plain class; the Ray driver turns it into an actor with ``ray.remote(...)``, the local pool runs one in
+    each of its processes (``local_pool._child_main``)."""
 
     def __init__(self, slot: int, model_config: Any, tokenizer: Any, weights: dict[str, Any], version: int, *,
                  sandbox: str | None = "auto", sandbox_pool: int = 1, threads: int = 1,
@@ -60,6 +62,7 @@ class RolloutWorker:
                                  **{"max_batch_size": 64, "device": node_device(), **(sampler_kwargs or {})})
         self.template = ChatTemplate(tokenizer, tool_parser=tool_parser)
         self.version = version
+        self.sampler.policy_version = version  # the runner tags each token with it
         self.sandbox = None
         if sandbox is not None:
             from toolgym.sandbox import open_sandbox
@@ -72,18 +75,24 @@ class RolloutWorker:
         """Take the trainer's weights (same names as the HF state_dict) and remember their version."""
         self.sampler.update_weights(weights)
         self.version = version
+        self.sampler.policy_version = version
         return version
 
     def info(self) -> dict[str, Any]:
         return {"slot": self.slot, "pid": os.getpid(), "version": self.version, "groups_done": self.groups_done,
                 "busy_s": self.busy_s}
 
-    async def run_group(self, job: Any, version: int) -> list[Any]:
-        """All ``job.group_size`` episodes of one prompt, with the seeds a single-process run would use."""
+    async def run_group(self, job: Any, version: int | None) -> list[Any]:
+        """All ``job.group_size`` episodes of one prompt, with the seeds a single-process run would use.
+
+        ``version``: the weights the group must be sampled with (another version held: :class:`StaleWeights`);
+        None takes whatever this worker holds, also if new weights arrive mid-group (each token records its own
+        version in ``Trajectory.token_versions``; ``weights_version`` is the one the group started with)."""
         from toolgym.agents.runner import RolloutRunner
 
-        if version != self.version:
+        if version is not None and version != self.version:
             raise StaleWeights(f"worker {self.slot} holds weights v{self.version}, the group needs v{version}")
+        started_with = self.version
         t0 = time.perf_counter()
         kwargs = dict(job.env_kwargs)
         if self.sandbox is not None:  # else the env keeps its own default, as in a single-process run
@@ -93,7 +102,7 @@ class RolloutWorker:
         trajs = await asyncio.gather(*(runner.run_episode(job.spec, job.task_index, g)
                                        for g in range(job.group_size)))
         for t in trajs:
-            t.metadata.update(worker=self.slot, weights_version=self.version, group_key=list(job.key))
+            t.metadata.update(worker=self.slot, weights_version=started_with, group_key=list(job.key))
         self.groups_done += 1
         self.busy_s += time.perf_counter() - t0
         return list(trajs)

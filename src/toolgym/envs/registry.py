@@ -5,6 +5,7 @@ and unknown ids answered with close matches.
 
 from __future__ import annotations
 
+import threading
 from importlib import metadata
 from typing import Any
 
@@ -26,6 +27,7 @@ BUILTIN: dict[str, str] = {
 }
 
 _loaded = False
+_load_lock = threading.RLock()
 _ours: set[str] = set()
 plugin_errors: dict[str, str] = {}
 
@@ -71,13 +73,17 @@ def load_plugins(force: bool = False) -> None:
     recorded in `plugin_errors` (shown by `toolgym envs list`) instead of breaking every make().
     """
     global _loaded
-    if _loaded and not force:
-        return
-    _loaded = True
-    for env_id, ep in BUILTIN.items():
-        if env_id not in gymnasium.registry:
-            register(env_id, ep)
-    load_entry_points(ENTRY_POINT_GROUP, _load_env_entry_point, plugin_errors)
+    # Locked: episodes build their envs on threads, and in a fresh process (a rollout worker) the first two
+    # would race: one saw _loaded set while the other was still registering, and failed as an unknown id.
+    # Reentrant: a hook that calls toolgym.make goes on.
+    with _load_lock:
+        if _loaded and not force:
+            return
+        _loaded = True
+        for env_id, ep in BUILTIN.items():
+            if env_id not in gymnasium.registry:
+                register(env_id, ep)
+        load_entry_points(ENTRY_POINT_GROUP, _load_env_entry_point, plugin_errors)
 
 
 def _load_env_entry_point(ep: metadata.EntryPoint) -> None:

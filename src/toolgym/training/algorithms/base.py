@@ -24,10 +24,12 @@ if TYPE_CHECKING:
 
 #: episodes that ended for a reason no program could have caused (an exception: a sampler failure, an
 #: InfrastructureError such as a sandbox fault that a control run saw too, a bug; or a sampling call over its
-#: limit): their reward says nothing about the policy, so they do not train and are never anyone's peer
+#: limit; or "worker_timeout": the group's episode worker ran past ``rollout.group_deadline_s`` and was killed, a
+#: hung reward function or parser that stalled every episode of the process): their reward says nothing about
+#: the policy, so they do not train and are never anyone's peer
 #: (counted as ``infra_failures``). A program's own failures are scored, at 0: its sandbox failing under it,
 #: and an episode over its own environment time ("time_limit"). See docs/threat-model.md.
-INFRA_FAILURES = ("error", "timeout")
+INFRA_FAILURES = ("error", "timeout", "worker_timeout")
 
 
 def scored_rewards(trajectories: Sequence[Trajectory]) -> tuple[list[float], int]:
