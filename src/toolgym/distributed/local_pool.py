@@ -28,13 +28,15 @@ because the kernel's parent-death signal fires when the thread that started a ch
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pickle
 import signal
+import sys
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -252,7 +254,8 @@ class LocalRolloutPool:
         proc = self._ctx.Process(target=child_main, name=f"toolgym-rollout-{s.index}", daemon=True,
                                  args=(s.index, child_conn, os.getpid(), self._config, self._tokenizer,
                                        self._worker_kw))
-        self._spawner.submit(proc.start).result()
+        with _main_hidden():
+            self._spawner.submit(proc.start).result()
         child_conn.close()
         s.proc, s.conn, s.state, s.version, s.tickets = proc, parent_conn, "starting", -1, {}
         self._send(s, ("load", self.version, self._weights))
@@ -298,8 +301,7 @@ class LocalRolloutPool:
         if starting and (code != -signal.SIGKILL or self.stats.replacements >= self.max_replacements):
             # an error in its start (not a kill) would repeat in a replacement
             raise RolloutPoolError(f"rollout worker {s.index} exited while starting (exit code {code}; its "
-                                   "error is printed above); a script that creates the pool needs "
-                                   "`if __name__ == \"__main__\":`, the workers start it again (spawn)")
+                                   "error is printed above)")
         for t, job in lost:
             if job.attempts >= self.max_attempts and t not in self._abandoned:
                 raise RolloutPoolError(f"group {job.key} lost its worker {job.attempts} times; giving up")
@@ -478,3 +480,25 @@ def _block_sigint() -> None:
     """The spawner thread blocks SIGINT, so a worker starts with it blocked until it ignores it (Ctrl-C
     during its imports must not kill it); the main thread still receives SIGINT."""
     signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+
+
+_MAIN_LOCK = threading.Lock()
+
+
+@contextlib.contextmanager
+def _main_hidden() -> Iterator[None]:
+    """Start a worker without it importing the parent's ``__main__``: a user's training script has no reason
+    to guard its top level with ``if __name__ == "__main__"``, and a spawned child that re-imported it would
+    start the training again. The worker needs nothing from it (environments come by id, ``module:id``
+    included)."""
+    main = sys.modules.get("__main__")
+    with _MAIN_LOCK:
+        saved = {k: main.__dict__[k] for k in ("__file__", "__spec__") if main is not None and k in main.__dict__}
+        if main is not None:
+            main.__dict__.pop("__file__", None)
+            main.__spec__ = None  # read by multiprocessing.spawn without a default
+        try:
+            yield
+        finally:
+            if main is not None:
+                main.__dict__.update(saved)
