@@ -433,6 +433,7 @@ def ctpo(a: argparse.Namespace, c: Checks, _: float) -> dict[str, Any]:
 def pipeline(a: argparse.Namespace, c: Checks, _: float) -> dict[str, Any]:
     """The asynchronous pipeline on the device: a rollout worker process samples (on the same GPU), the trainer
     updates; max_staleness 0 and 1 side by side, 4 steps each."""
+    from tests.signal_env import SIGNAL_ARITH_REF
     from toolgym.training.config import load_config
     from toolgym.training.logging import read_metrics
     from toolgym.training.trainer import Trainer
@@ -443,7 +444,8 @@ def pipeline(a: argparse.Namespace, c: Checks, _: float) -> dict[str, Any]:
     for k in (0, 1):
         cfg = run_config(a.work, f"pipeline-k{k}", model, a.device, dtype="bf16" if a.device != "cpu" else "fp32",
                          steps=4, new_tokens=8 if a.tiny else 32)
-        cfg["rollout"].update(max_staleness=k, workers=1)
+        # the workers import the env's module themselves: give it as module:id
+        cfg["rollout"].update(max_staleness=k, workers=1, env=SIGNAL_ARITH_REF)
         t0 = time.perf_counter()
         Trainer(load_config(cfg), console=False).fit()
         rows = [r for r in read_metrics(a.work / f"pipeline-k{k}") if r["kind"] == "train"]

@@ -9,6 +9,8 @@ import json
 from typing import Any
 
 SIGNAL_ARITH = "tests/SignalArith-v0"
+#: the id a rollout worker process can resolve by itself (``module:id`` imports this module, which registers it)
+SIGNAL_ARITH_REF = f"tests.signal_env:{SIGNAL_ARITH}"
 
 
 def sample_fingerprint(messages: list[dict[str, Any]]) -> float:
@@ -31,3 +33,6 @@ def register_signal_arith() -> str:
 
     register(SIGNAL_ARITH, SignalArith, override=True)
     return SIGNAL_ARITH
+
+
+register_signal_arith()  # on import too, so SIGNAL_ARITH_REF names it in any process

@@ -253,7 +253,8 @@ class Trainer:
         for _epoch in range(cfg.update_epochs):
             for k in range(cfg.mini_batches):
                 groups = set(range(k * per_mini, (k + 1) * per_mini))
-                rows = [i for i, g in enumerate(batch.group_index) if g in groups]
+                # a row without a prompt (an episode that failed before its first turn) has nothing to train
+                rows = [i for i, g in enumerate(batch.group_index) if g in groups and batch.trajectories[i].prompt_ids]
                 tok = sum(float(sum(batch.trajectories[i].loss_mask)) for i in rows if batch.keep[i])
                 seqs = sum(1.0 for i in rows if batch.keep[i] and sum(batch.trajectories[i].loss_mask) > 0)
                 tok, seqs = D.all_reduce_sum([tok, seqs], self.dist)
