@@ -24,6 +24,7 @@ its prompts the Tasks carry (`toolgym.envs.tasks.styles`). This module keeps no 
 from __future__ import annotations
 
 import os
+import sys
 from dataclasses import dataclass
 from typing import Any
 
@@ -67,13 +68,17 @@ def benchmark_datasets() -> list[str]:
     return [a for f in families() for a in f.assets]
 
 
-def _family(kind: str) -> TaskFamily | None:
-    """The family of a source kind (registered, or an out-of-tree ``package.module:FAMILY`` imported now)."""
-    if kind in FAMILIES:
-        return FAMILIES[kind]
-    if is_reference(kind):
-        return FAMILIES.find(kind)
-    return None
+def _by_reference(kind: str, rest: str) -> tuple[TaskFamily, str] | None:
+    """(family, what) of ``package.module:FAMILY:WHAT`` (the module imported now), else None. A registered
+    family's path that holds a colon stays a path unless its first part names that module's family."""
+    attr, sep, what = rest.partition(":")
+    ref = f"{kind}:{attr}"
+    if not (sep and what and is_reference(ref)):
+        return None
+    if kind in FAMILIES and ref not in FAMILIES and not isinstance(getattr(sys.modules.get(kind), attr, None),
+                                                                    TaskFamily):
+        return None
+    return FAMILIES.find(ref), what
 
 
 def is_source_string(data: Any) -> bool:
@@ -101,12 +106,8 @@ def split_source(source: str) -> tuple[str, str]:
     kind, _, rest = source.partition(":")
     if kind == "asset" and rest:
         return kind, rest
-    family = FAMILIES[kind] if kind in FAMILIES else None
-    if family is None:
-        attr, sep, what = rest.partition(":")
-        if sep and what and is_reference(f"{kind}:{attr}"):
-            family = _family(f"{kind}:{attr}")
-            rest = what
+    named = _by_reference(kind, rest)
+    family, rest = named if named is not None else (FAMILIES[kind] if kind in FAMILIES else None, rest)
     if family is None or family.read is None or not rest:
         raise ConfigError(unknown("task source", kind, kinds(), f"in {source!r}: a source is KIND:WHAT"))
     return family.name, rest
