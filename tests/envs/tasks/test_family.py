@@ -141,6 +141,8 @@ def test_a_family_is_checked_when_it_registers(one_file_family) -> None:
     with pytest.raises(ConfigError, match=f"task family '{name}' is already registered"):
         register_family(TaskFamily(name=name, kind="math", read=lambda path, **kw: []))
     assert "my_gsm8k" not in FAMILIES
+    again = importlib.reload(sys.modules[name])  # its own module, imported again, replaces its family
+    assert FAMILIES[name] is again.FAMILY
 
 
 def test_an_unknown_or_broken_family_is_one_line() -> None:

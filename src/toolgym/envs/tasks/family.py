@@ -108,12 +108,12 @@ FAMILIES: Registry[TaskFamily] = _Families("task family", "toolgym.task_families
 
 def register_family(family: TaskFamily, *, override: bool = False) -> TaskFamily:
     """Make ``family`` known: ``NAME:PATH`` source strings (with ``read``) and ``asset:NAME`` for its assets.
-    A name or asset another family holds is refused unless ``override``."""
+    A name or asset another module's family holds is refused unless ``override``."""
     if not isinstance(family, TaskFamily):
         raise ConfigError(f"register_family takes a TaskFamily, got {type(family).__name__}")
     if not override:
         old = FAMILIES._entries.get(family.name)
-        if old is not None and old is not family:
+        if old is not None and old is not family and _origin(old) != _origin(family):
             raise ConfigError(f"task family {family.name!r} is already registered ({getattr(old, 'description', '')!r}"
                               "); pass override=True to replace it")
         for other in _registered():
@@ -123,6 +123,13 @@ def register_family(family: TaskFamily, *, override: bool = False) -> TaskFamily
                                   f"{other.name!r} already")
     FAMILIES.add(family.name, family)
     return family
+
+
+def _origin(family: Any) -> str | None:
+    """The module that defines a family's functions: a module imported again (a reload, a notebook cell run
+    twice) replaces its own family instead of clashing with it."""
+    fn = getattr(family, "read", None) or getattr(family, "task", None)
+    return getattr(fn, "__module__", None)
 
 
 def _registered() -> list[TaskFamily]:
