@@ -152,6 +152,9 @@ def test_an_unknown_or_broken_family_is_one_line() -> None:
     with pytest.raises(ConfigError, match=r"the plug-in task family 'tg_no_such_module:FAMILY' failed to load: "
                                           r"ModuleNotFoundError.*is its package installed"):
         catalog.split_source("tg_no_such_module:FAMILY:problems.jsonl")
+    with pytest.raises(ConfigError, match=r"the plug-in task family 'tg_no_such_module:FAMILY' failed to load"):
+        toolgym.make("toolgym/MathTIR-v0", dataset="tg_no_such_module:FAMILY:problems.jsonl", sandbox=None)
+    assert not catalog.is_source_string("math:problems.jsonl")  # a family of assets only: no local-file kind
 
 
 def test_the_builtin_families_serve_every_source_kind_and_dataset() -> None:

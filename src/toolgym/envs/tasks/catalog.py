@@ -82,9 +82,13 @@ def _by_reference(kind: str, rest: str) -> tuple[TaskFamily, str] | None:
 
 
 def is_source_string(data: Any) -> bool:
-    """Whether `data` is a "KIND:..." source string of a known kind."""
+    """Whether `data` is a "KIND:..." source string of a known kind. A ``package.module:FAMILY:PATH`` imports its
+    module: one that fails to load raises its one line (a mistyped module is not a file name)."""
     if not isinstance(data, str):
         return False
+    kind, _, rest = data.partition(":")
+    if kind != "asset" and kind not in FAMILIES:
+        return _by_reference(kind, rest) is not None
     try:
         split_source(data)
     except ConfigError:
