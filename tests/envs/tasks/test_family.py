@@ -129,6 +129,29 @@ def test_a_family_declared_by_an_entry_point_is_found_by_a_fresh_process(tmp_pat
     assert (out["dataset"], out["kind"], out["truth"]) == (name, "math", ["42", "5555", "0"])
 
 
+def test_a_plugin_that_takes_a_builtin_name_is_named_and_the_builtin_stays(tmp_path: Path) -> None:
+    (tmp_path / "tg_clash_family.py").write_text(
+        "from toolgym.envs.tasks.family import TaskFamily, register_family\n"
+        "FAMILY = register_family(TaskFamily(name='kattis', kind='code', read=lambda path, **kw: []))\n")
+    dist = tmp_path / "tg_clash_family-0.1.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: tg-clash-family\nVersion: 0.1\n")
+    (dist / "entry_points.txt").write_text("[toolgym.task_families]\nkattis = tg_clash_family:FAMILY\n")
+    builtin = FAMILIES["kattis"]
+    sys.path.insert(0, str(tmp_path))
+    importlib.invalidate_caches()
+    try:
+        FAMILIES.load_plugins(force=True)
+        assert FAMILIES["kattis"] is builtin
+        (error,) = [e for key, e in FAMILIES.errors.items() if key.startswith("kattis (tg_clash_family:FAMILY)")]
+        assert "task family 'kattis' is already registered (by toolgym.envs.tasks.kattis)" in error
+    finally:
+        sys.path.remove(str(tmp_path))
+        sys.modules.pop("tg_clash_family", None)
+        for key in [k for k in FAMILIES.errors if "tg_clash_family" in k]:
+            FAMILIES.errors.pop(key)
+
+
 def test_a_family_is_checked_when_it_registers(one_file_family) -> None:
     name, data = one_file_family
     with pytest.raises(ConfigError, match="kind must be one of mc, math, code, got 'essay'"):

@@ -97,7 +97,7 @@ class _Families(Registry[TaskFamily]):
 def _register_entry_point(name: str, family: TaskFamily) -> None:
     if name != family.name:
         log.warning("task family entry point %r registers a family named %r", name, family.name)
-    register_family(family, override=True)
+    register_family(family)  # a plug-in that takes a built-in's name is a load failure naming it
 
 
 #: task families by name (see the module docstring)
@@ -114,8 +114,8 @@ def register_family(family: TaskFamily, *, override: bool = False) -> TaskFamily
     if not override:
         old = FAMILIES._entries.get(family.name)
         if old is not None and old is not family and _origin(old) != _origin(family):
-            raise ConfigError(f"task family {family.name!r} is already registered ({getattr(old, 'description', '')!r}"
-                              "); pass override=True to replace it")
+            raise ConfigError(f"task family {family.name!r} is already registered (by {_origin(old)}); pass "
+                              "override=True to replace it")
         for other in _registered():
             taken = set(other.assets) & set(family.assets)
             if other.name != family.name and taken:
