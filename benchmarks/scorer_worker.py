@@ -24,7 +24,7 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     args = ap.parse_args()
 
-    from toolgym.envs.tasks.reasoning_gym import get_dataset, rg_reward, rg_source
+    from toolgym.envs.builtin.reasoning_gym import get_dataset, rg_reward, rg_source
     from toolgym.envs.verifiers import rg_score
 
     print(f"{'dataset':<18} {'in-process us/answer':>22} {'worker us/answer':>18} {'extra us':>9}")

@@ -28,6 +28,7 @@ import pytest
 
 import toolgym._text
 import toolgym.envs.answers
+import toolgym.envs.builtin
 import toolgym.envs.parsing.base
 import toolgym.envs.tasks
 import toolgym.envs.verifiers
@@ -121,8 +122,8 @@ def _rewards() -> dict[str, Callable[[str], Any]]:
     """Module-level reward functions of the built-in environments: public functions whose parameters are
     rubric arguments (or defaulted) and that read the completion or the answer."""
     mods = [importlib.import_module("toolgym.envs.rubric"), importlib.import_module("toolgym.envs.core")]
-    mods += [importlib.import_module(f"toolgym.envs.tasks.{m.name}") for m in pkgutil.iter_modules(toolgym.envs.tasks.__path__)
-             if not m.name.startswith("_")]
+    mods += [importlib.import_module(f"{pkg.__name__}.{m.name}") for pkg in (toolgym.envs.tasks, toolgym.envs.builtin)
+             for m in pkgutil.iter_modules(pkg.__path__) if not m.name.startswith("_")]
     out: dict[str, Callable[[str], Any]] = {}
     for mod in mods:
         for name, fn in vars(mod).items():
@@ -234,8 +235,8 @@ FUNCTIONS = functions()
 def test_every_text_function_is_enumerated() -> None:
     # the enumeration itself can fail silently: these must be in it
     for key in ("toolgym.envs.verifiers.extract_choice", "toolgym._text.iter_fences", "toolgym.envs.answers.answer_line",
-                "parser hermes+python", "parser qwen3_coder", "toolgym.envs.tasks.science_qa.choice_correct",
-                "toolgym.envs.tasks.math_tir.correct", "toolgym.envs.core.exact_match", "toolgym.envs.rubric.format_reward"):
+                "parser hermes+python", "parser qwen3_coder", "toolgym.envs.builtin.science_qa.choice_correct",
+                "toolgym.envs.builtin.math_tir.correct", "toolgym.envs.core.exact_match", "toolgym.envs.rubric.format_reward"):
         assert key in FUNCTIONS
 
 

@@ -156,8 +156,8 @@ HE38_RIGGED = "def encode_cyclic(s):\n    return s\n\ndef decode_cyclic(s):\n   
 
 def test_humaneval_helpers_come_from_the_task_not_the_program(sb):
     """round 3, V3."""
-    # toolgym's HumanEval tests define the prompt's helpers themselves (envs/tasks/_code.py)
-    from toolgym.envs.tasks._code import humaneval_test_code
+    # toolgym's HumanEval tests define the prompt's helpers themselves (envs/tasks/function_sets.py)
+    from toolgym.envs.tasks.function_sets import humaneval_test_code
 
     tests = [TestCase(code=humaneval_test_code(HE38_ENCODE + "\ndef decode_cyclic(s: str):\n    pass\n",
                                                HE38_TEST.replace("\ncheck(decode_cyclic)\n", ""), "decode_cyclic"))]

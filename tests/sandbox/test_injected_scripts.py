@@ -205,7 +205,7 @@ def test_the_fork_server_forks_in_order_reports_ends_and_hands_each_child_only_i
 
 def test_no_script_shares_its_file_name_with_a_module_of_toolgym() -> None:
     """One file of each name: the judge's Kattis validation in the sandbox is not a second `kattis.py`
-    beside the package loader (toolgym/envs/kattis.py)."""
+    beside the package loader (toolgym/envs/tasks/kattis.py)."""
     names = {p.name for p in INJECTED.glob("*.py")}
     clashes = sorted(str(p.relative_to(SANDBOX.parent)) for p in SANDBOX.parent.rglob("*.py")
                      if p.parent != INJECTED and p.name in names)

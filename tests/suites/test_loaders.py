@@ -69,7 +69,7 @@ def test_livecodebench_stdin_and_functional(tmp_path: Path) -> None:
     s, f = stdin.ground_truth, func.ground_truth
     assert s["mode"] == "stdio" and [(c["input"], c["output"]) for c in s["hidden"]] == [("1 2\n", "3\n"), ("5 7\n", "12\n")]
     assert f["mode"] == "function" and "from typing import" in f["prefix"]
-    # call form (judged in the sandbox: tests/suites/test_livecodebench_shared.py), one JSON value per input line
+    # call form (judged in the sandbox: tests/envs/tasks/test_livecodebench.py), one JSON value per input line
     assert [(t["call"], t["args"], t["expected"]) for t in f["hidden"]] == [
         ("Solution().twoSum", [[2, 7, 11, 15], 9], [0, 1]), ("Solution().twoSum", [[3, 3], 6], [0, 1])]
     assert [t.id for t in load_livecodebench(tmp_path, trust_pickle=True, since="2024-01-01")] == ["abc001_a"]
@@ -119,19 +119,3 @@ def test_gpqa_official_csv(tmp_path: Path) -> None:
     bad.write_text("Question,Answer\nq,a\n")
     with pytest.raises(ConfigError, match="missing column"):
         load_gpqa_records(bad)
-
-
-def test_aime_jsonl(tmp_path: Path) -> None:
-    f = _write_jsonl(tmp_path / "aime.jsonl", [
-        {"ID": "2024-I-1", "Problem": "Find x.", "Answer": "033", "Year": 2024},
-        {"id": 7, "problem": "Find y.", "answer": 204},
-    ])
-    loaded = load(f"aime:{f}", style="generate")
-    assert (loaded.dataset, loaded.kind) == ("aime", "math")
-    assert [(t.id, t.ground_truth) for t in loaded.tasks] == [("2024-I-1", "33"), ("7", "204")]
-    assert loaded.tasks[0].metadata["year"] == 2024
-    assert load(f"aime:{f}", style="env").tasks[0].prompt == [{"role": "user", "content": "Find x."}]
-    assert loaded.tasks[0].prompt[0]["content"].startswith("Find x.\n\nPlease reason step by step")
-    _write_jsonl(tmp_path / "broken.jsonl", [{"id": 1, "problem": "no answer"}])
-    with pytest.raises(ConfigError, match="answer"):
-        load(f"aime:{tmp_path / 'broken.jsonl'}")

@@ -8,6 +8,10 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+from toolgym._moved import alias_modules
+
+alias_modules({"toolgym.envs.kattis": "toolgym.envs.tasks.kattis"})  # its old import path
+
 _LAZY = {
     "ToolEnv": "toolgym.envs.core",
     "EnvStateError": "toolgym.envs.core",
@@ -38,7 +42,7 @@ _LAZY = {
     "read_records": "toolgym.envs.sources",
     "python_tool": "toolgym.envs.builtin_tools",
     "calculator_tool": "toolgym.envs.builtin_tools",
-    "run_tests_tool": "toolgym.envs.tasks.run_tests",
+    "run_tests_tool": "toolgym.envs.builtin.run_tests",
     "check_env": "toolgym.envs.checker",
 }
 

@@ -1,7 +1,7 @@
 """Built-in tools: `python` (stateless or a stateful session), `calculator` (sympy, evaluated in
 the sandbox). All sandbox calls are async (`arun`) so a tool never blocks the rollout loop; all
-failures come back as text. `run_tests` judges a code task, so it lives with the code tasks
-(:mod:`toolgym.envs.tasks.run_tests`): this module imports nothing of ``envs.tasks``.
+failures come back as text. `run_tests` judges a code task, so it lives with the code environment
+(:mod:`toolgym.envs.builtin.run_tests`): this module imports nothing of ``envs.builtin``.
 """
 
 from __future__ import annotations

@@ -19,11 +19,11 @@ from toolgym.errors import ConfigError, ToolgymError, unknown
 ENTRY_POINT_GROUP = "toolgym.envs"
 
 BUILTIN: dict[str, str] = {
-    "toolgym/MathTIR-v0": "toolgym.envs.tasks.math_tir:MathTIREnv",
-    "toolgym/CodeContest-v0": "toolgym.envs.tasks.code_contest:CodeContestEnv",
-    "toolgym/ScienceQA-v0": "toolgym.envs.tasks.science_qa:ScienceQAEnv",
-    "toolgym/ReasoningGym-v0": "toolgym.envs.tasks.reasoning_gym:ReasoningGymEnv",
-    "toolgym/Arith-v0": "toolgym.envs.tasks.arith:ArithEnv",
+    "toolgym/MathTIR-v0": "toolgym.envs.builtin.math_tir:MathTIREnv",
+    "toolgym/CodeContest-v0": "toolgym.envs.builtin.code_contest:CodeContestEnv",
+    "toolgym/ScienceQA-v0": "toolgym.envs.builtin.science_qa:ScienceQAEnv",
+    "toolgym/ReasoningGym-v0": "toolgym.envs.builtin.reasoning_gym:ReasoningGymEnv",
+    "toolgym/Arith-v0": "toolgym.envs.builtin.arith:ArithEnv",
 }
 
 _loaded = False

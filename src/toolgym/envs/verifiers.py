@@ -278,7 +278,7 @@ def rg_score(dataset: Any, answer: str | None, entry: dict[str, Any]) -> float:
     execute the answer (some `eval()` it or hand it to sympy's `parse_expr`) or to act on the host
     raises `ScorerRefused` (the answer scores 0, and the rubric reports why), whatever the scorer
     returned. The guard cannot stop a C call that holds the GIL, so toolgym calls this only inside
-    the scorer worker (`toolgym.envs.scorer_worker`, through `tasks.reasoning_gym.rg_reward`), never
+    the scorer worker (`toolgym.envs.scorer_worker`, through `builtin.reasoning_gym.rg_reward`), never
     in a trainer."""
     from toolgym.envs.scorer_guard import ScorerRefused, guarded
 

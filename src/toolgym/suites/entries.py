@@ -1,6 +1,6 @@
 """An entry's tasks and environment in one mode.
 
-The tasks are the task family's (`toolgym.envs.tasks.catalog`, found by the entry's source string, as
+The tasks are the task family's (`toolgym.envs.tasks.family`, found by the entry's source string, as
 an environment finds them) with the prompts of the mode: the environment's in tools mode, the generate
 prompts in generate mode, lm-eval's contexts in loglik mode. The environment is the entry's, built on
 those tasks with the suites' judging protocol; its rubric scores every mode but loglik.
@@ -18,8 +18,8 @@ from toolgym.suites.registry import CODE_ENV, SuiteEntry
 
 STYLE: dict[str, PromptStyle] = {"tools": "env", "generate": "generate", "loglik": "loglik"}
 # The suites' judging protocol for code: per-test time limits for tasks that state none (an entry's
-# options.time_limit_s wins), the memory each test gets, and all-or-nothing rewards as pass@k needs.
-TIME_LIMIT_S = {"codecontests": 10.0, "kattis": 2.0}
+# options.time_limit_s wins, then the task family's `time_limit_s`), the memory each test gets, and
+# all-or-nothing rewards as pass@k needs.
 DEFAULT_TIME_LIMIT_S = 6.0
 MEMORY_MB = 512
 
@@ -68,7 +68,8 @@ def env_kwargs(entry: SuiteEntry, loaded: Loaded, cfg: BenchConfig) -> dict[str,
     """Keyword arguments of the entry's environment beyond its tasks."""
     kwargs: dict[str, Any] = {"seed": cfg.seed, **dict(entry.options.get("env_kwargs") or {})}
     if entry.env == CODE_ENV:
-        limit = entry.options.get("time_limit_s") or TIME_LIMIT_S.get(loaded.dataset, DEFAULT_TIME_LIMIT_S)
+        family_limit = loaded.family.time_limit_s if loaded.family is not None else None
+        limit = entry.options.get("time_limit_s") or family_limit or DEFAULT_TIME_LIMIT_S
         kwargs.update(reward_mode="all", time_limit_s=float(limit), memory_mb=MEMORY_MB, tools=cfg.mode == "tools")
     return kwargs
 

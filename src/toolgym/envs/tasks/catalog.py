@@ -15,33 +15,26 @@
 PATH may use ~ and $VARS; an unset variable raises NotConfigured (a suite skips such an entry and
 reports it). MMLU keeps the subjects of options.subjects ("stem": lm-eval's STEM category).
 
-Every kind is read, and prompted, by its task family module (`function_sets`, `livecodebench`,
-`codecontests`, `multiple_choice`, `gpqa`, `math_records`, `toolgym.envs.kattis`); `style` picks which of
-the family's prompts the Tasks carry (`toolgym.envs.tasks.styles`).
+Each KIND is a task family's name (`toolgym.envs.tasks.family`: the built-in ones above, those installed
+packages declare, or `package.module:FAMILY:PATH` for a module no entry point declares), and each asset
+dataset is read by the family that lists it. The family reads, and prompts, the tasks; `style` picks which of
+its prompts the Tasks carry (`toolgym.envs.tasks.styles`). This module keeps no list of them.
 """
 
 from __future__ import annotations
 
 import os
+import sys
 from dataclasses import dataclass
 from typing import Any
 
 from toolgym._jsonl import iter_jsonl
+from toolgym._registry import is_reference
 from toolgym.envs.sources import TaskValidationError
-from toolgym.envs.tasks import codecontests, function_sets, gpqa, livecodebench, math_records, multiple_choice
+from toolgym.envs.tasks.family import FAMILIES, TaskFamily, families, family_of_asset
 from toolgym.envs.tasks.styles import PromptStyle, check_style
 from toolgym.envs.types import Task
 from toolgym.errors import AssetError, ConfigError, unknown
-
-KINDS = ("asset", "livecodebench", "codecontests", "gpqa", "aime", "kattis")
-MC_DATASETS = ("arc_challenge", "arc_easy", "mmlu", "sciq", "openbookqa")
-MATH_DATASETS = ("gsm8k", "math", "math500")
-CODE_DATASETS = tuple(function_sets.TASKS)
-# The dataset family each kind of local file holds, and what its tasks are ("mc", "math" or "code").
-FILE_DATASETS = {"livecodebench": "livecodebench", "codecontests": "codecontests", "gpqa": "gpqa_diamond",
-                 "aime": "aime", "kattis": "kattis"}
-TASK_KIND = {**dict.fromkeys(MC_DATASETS + ("gpqa_diamond",), "mc"), **dict.fromkeys(MATH_DATASETS + ("aime",), "math"),
-             **dict.fromkeys(CODE_DATASETS + ("livecodebench", "codecontests", "kattis"), "code")}
 
 
 class NotConfigured(AssetError):
@@ -51,19 +44,56 @@ class NotConfigured(AssetError):
 @dataclass
 class Loaded:
     """The tasks of one source string: `dataset` names the family's dataset ("humaneval", "gpqa_diamond",
-    "aime", ...), `kind` what its tasks are: "mc" (multiple choice), "math" (final answer) or "code"."""
+    "aime", ...), `kind` what its tasks are: "mc" (multiple choice), "math" (final answer) or "code";
+    `family` the task family that read them (None for an environment's own tasks)."""
 
     dataset: str
     kind: str
     tasks: list[Task]
+    family: TaskFamily | None = None
+
+
+def file_kinds() -> list[str]:
+    """The source kinds of local files: every family that reads them."""
+    return [f.name for f in families() if f.read is not None]
+
+
+def kinds() -> list[str]:
+    """Every source kind: ``asset`` and :func:`file_kinds`."""
+    return ["asset", *file_kinds()]
+
+
+def benchmark_datasets() -> list[str]:
+    """The asset datasets a family reads (``asset:NAME``)."""
+    return [a for f in families() for a in f.assets]
+
+
+def _by_reference(kind: str, rest: str) -> tuple[TaskFamily, str] | None:
+    """(family, what) of ``package.module:FAMILY:WHAT`` (the module imported now), else None. A registered
+    family's path that holds a colon stays a path unless its first part names that module's family."""
+    attr, sep, what = rest.partition(":")
+    ref = f"{kind}:{attr}"
+    if not (sep and what and is_reference(ref)):
+        return None
+    if kind in FAMILIES and ref not in FAMILIES and not isinstance(getattr(sys.modules.get(kind), attr, None),
+                                                                    TaskFamily):
+        return None
+    return FAMILIES.find(ref), what
 
 
 def is_source_string(data: Any) -> bool:
-    """Whether `data` is a "KIND:..." source string of a known kind."""
+    """Whether `data` is a "KIND:..." source string of a known kind. A ``package.module:FAMILY:PATH`` imports its
+    module: one that fails to load raises its one line (a mistyped module is not a file name)."""
     if not isinstance(data, str):
         return False
     kind, _, rest = data.partition(":")
-    return kind in KINDS and bool(rest)
+    if kind != "asset" and kind not in FAMILIES:
+        return _by_reference(kind, rest) is not None
+    try:
+        split_source(data)
+    except ConfigError:
+        return False
+    return True
 
 
 def expand(path: str) -> str:
@@ -75,11 +105,16 @@ def expand(path: str) -> str:
 
 
 def split_source(source: str) -> tuple[str, str]:
-    """(kind, what) of a "KIND:WHAT" source string; an unknown kind is the one unknown-name line."""
+    """(kind, what) of a "KIND:WHAT" source string, KIND a family's name (or ``asset``); a family no entry point
+    declares is named ``package.module:FAMILY:WHAT``. An unknown kind is the one unknown-name line."""
     kind, _, rest = source.partition(":")
-    if kind not in KINDS or not rest:
-        raise ConfigError(unknown("task source", kind, KINDS, f"in {source!r}: a source is KIND:WHAT"))
-    return kind, rest
+    if kind == "asset" and rest:
+        return kind, rest
+    named = _by_reference(kind, rest)
+    family, rest = named if named is not None else (FAMILIES[kind] if kind in FAMILIES else None, rest)
+    if family is None or family.read is None or not rest:
+        raise ConfigError(unknown("task source", kind, kinds(), f"in {source!r}: a source is KIND:WHAT"))
+    return family.name, rest
 
 
 def _asset(rest: str, opts: dict[str, Any]) -> tuple[str, str | None, str]:
@@ -98,10 +133,9 @@ def dataset_of(source: str, options: dict[str, Any] | None = None) -> str | None
     (an environment then reads it with its own record adapter)."""
     kind, rest = split_source(source)
     if kind != "asset":
-        return FILE_DATASETS[kind]
-    opts = dict(options or {})
-    dataset = str(opts.get("dataset") or rest.partition(":")[0])
-    return dataset if dataset in TASK_KIND else None
+        return FAMILIES[kind].dataset
+    dataset = str(dict(options or {}).get("dataset") or rest.partition(":")[0])
+    return dataset if family_of_asset(dataset) is not None else None
 
 
 def load(source: str, *, style: PromptStyle = "env", options: dict[str, Any] | None = None, seed: int = 0) -> Loaded:
@@ -109,78 +143,41 @@ def load(source: str, *, style: PromptStyle = "env", options: dict[str, Any] | N
     check_style(style)
     opts = dict(options or {})
     kind, rest = split_source(source)
-    if kind == "asset":
-        name, split, dataset = _asset(rest, opts)
-        if dataset not in TASK_KIND:
-            raise ConfigError(f"asset {dataset!r} is not a benchmark dataset; use one of "
-                              f"{', '.join(MC_DATASETS + MATH_DATASETS + CODE_DATASETS)} (a local file: "
-                              "options.dataset names the dataset it holds)")
-        from toolgym import assets
+    if kind != "asset":
+        family = FAMILIES[kind]
+        assert family.read is not None  # split_source returns file kinds only
+        return Loaded(family.dataset, family.kind, family.read(expand(rest), style=style, options=opts, seed=seed),
+                      family)
+    name, split, dataset = _asset(rest, opts)
+    family = family_of_asset(dataset)
+    if family is None:
+        raise ConfigError(f"asset {dataset!r} is not a benchmark dataset; use one of "
+                          f"{', '.join(benchmark_datasets())} (a local file: options.dataset names the dataset "
+                          "it holds)")
+    from toolgym import assets
 
-        if name.endswith(".jsonl") and os.path.isfile(name):  # the user's file: a bad record is FILE:LINE, as
-            numbered = list(iter_jsonl(name, error=AssetError, objects=True))  # a bad line of it is
-            rows, where = [row for _, row in numbered], [f"{name}:{n}" for n, _ in numbered]
-        else:
-            rows, where = list(assets.load_records(name, split=split)), None
-        return Loaded(dataset, TASK_KIND[dataset], _asset_tasks(dataset, rows, style, opts, where))
-    dataset = FILE_DATASETS[kind]
-    path = expand(rest)
-    if kind == "livecodebench":
-        tasks = livecodebench.load_tasks(path, style=style, trust_pickle=bool(opts.get("trust_pickle")),
-                                         since=opts.get("since"), until=opts.get("until"))
-    elif kind == "codecontests":
-        tasks = codecontests.load_tasks(path, style=style)
-    elif kind == "kattis":
-        tasks = _kattis_tasks(path, opts.get("time_limit_s"))
-    elif kind == "gpqa":
-        tasks = [multiple_choice.mc_task(r, n, style=style, dataset=dataset)
-                 for n, r in enumerate(gpqa.load_csv(path, seed=seed))]
+    if name.endswith(".jsonl") and os.path.isfile(name):  # the user's file: a bad record is FILE:LINE, as
+        numbered = list(iter_jsonl(name, error=AssetError, objects=True))  # a bad line of it is
+        rows, where = [row for _, row in numbered], [f"{name}:{n}" for n, _ in numbered]
     else:
-        tasks = math_records.load_aime(path, style=style)
-    return Loaded(dataset, TASK_KIND[dataset], tasks)
+        rows, where = list(assets.load_records(name, split=split)), None
+    tasks = records_tasks(family, rows, dataset=dataset, style=style, options=opts, where=where)
+    return Loaded(dataset, family.kind, tasks, family)
 
 
-def _asset_tasks(dataset: str, rows: list[dict[str, Any]], style: PromptStyle, opts: dict[str, Any],
-                 where: list[str] | None = None) -> list[Task]:
-    if dataset in function_sets.TASKS:
-        build = function_sets.TASKS[dataset]
-        return _each(dataset, rows, lambda r, i: build(r, i, style), where=where)
-    if dataset in MATH_DATASETS:
-        return _each(dataset, rows, lambda r, i: math_records.math_task(r, i, style=style), where=where)
-    keep = multiple_choice.subject_filter(opts.get("subjects")) if dataset == "mmlu" else None
-    return _each(dataset, rows, lambda r, i: multiple_choice.mc_task(r, i, style=style, dataset=dataset),
-                 keep=lambda r: keep is None or r.get("subject") in keep, where=where)
-
-
-def _each(name: str, rows: list[dict[str, Any]], build: Any, keep: Any = None,
-          where: list[str] | None = None) -> list[Task]:
-    """Every (kept) row's Task; a bad row raises TaskValidationError naming it (as `records_to_source`):
-    ``where[i]`` (a JSON Lines file's FILE:LINE) when given, else ``NAME row I``."""
+def records_tasks(family: TaskFamily, rows: list[dict[str, Any]], *, dataset: str = "", style: PromptStyle = "env",
+                  options: dict[str, Any] | None = None, where: list[str] | None = None) -> list[Task]:
+    """Every kept row's Task; a bad row raises TaskValidationError naming it (as `records_to_source`):
+    ``where[i]`` (a JSON Lines file's FILE:LINE) when given, else ``DATASET row I``."""
     out = []
     for i, row in enumerate(rows):
-        if keep is not None and not keep(row):
-            continue
-        at = where[i] if where is not None else f"{name} row {i}"
+        at = where[i] if where is not None else f"{dataset or family.dataset} row {i}"
         try:
-            out.append(build(row, i))
+            task = family.record_task(row, i, style=style, dataset=dataset, options=options)
         except TaskValidationError as exc:
             raise TaskValidationError(f"{at}: {exc}") from None
         except (KeyError, TypeError, ValueError) as exc:
             raise TaskValidationError(f"{at}: {type(exc).__name__}: {exc}") from None
+        if task is not None:
+            out.append(task)
     return out
-
-
-def _kattis_tasks(path: str, default_time_limit_s: Any) -> list[Task]:
-    """Every well-formed package's Task (the same prompt in every style); a malformed one is skipped
-    with one logged line naming its file, a folder without any is an AssetError."""
-    from toolgym.envs.kattis import load_packages
-
-    try:
-        problems, errors = load_packages(path)
-    except ConfigError as exc:  # no such folder, or no package in it
-        raise AssetError(str(exc)) from None
-    if not problems:
-        raise AssetError(f"{path}: no well-formed Kattis problem package ({len(errors)} malformed: "
-                         f"{errors[0] if errors else 'none found'})")
-    limit = float(default_time_limit_s) if default_time_limit_s else None
-    return [p.to_task(limit) for p in problems]

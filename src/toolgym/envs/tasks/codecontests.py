@@ -14,6 +14,7 @@ from typing import Any
 from toolgym.envs.sources import TaskValidationError, require
 from toolgym.envs.tasks._files import data_files, iter_records
 from toolgym.envs.tasks.code_task import STDIO_HINT, code_task
+from toolgym.envs.tasks.family import TaskFamily, register_family
 from toolgym.envs.tasks.styles import PromptStyle
 from toolgym.envs.types import Task
 
@@ -81,3 +82,20 @@ def load_tasks(path: str | Path, *, style: PromptStyle = "env") -> list[Task]:
     """Tasks of a CodeContests file or a folder of them."""
     return [cc_task(row, n, style=style, where=f"CodeContests {row.get('name') or row.get('id') or n}: ")
             for f in data_files(path) for n, row in enumerate(iter_records(f))]
+
+
+def _task(row: dict[str, Any], index: int, *, style: PromptStyle, dataset: str, options: dict[str, Any]) -> Task:
+    return cc_task(row, index, style=style)
+
+
+def _read(path: str, *, style: PromptStyle, options: dict[str, Any], seed: int) -> list[Task]:
+    return load_tasks(path, style=style)
+
+
+def recognize(row: dict[str, Any]) -> str | None:
+    """A bare record is CodeContests' when it has a `description` and `public_tests`."""
+    return "codecontests" if "description" in row and "public_tests" in row else None
+
+
+register_family(TaskFamily(name="codecontests", kind="code", task=_task, read=_read, recognizes=recognize,
+                           time_limit_s=10.0, description="DeepMind CodeContests rows (codecontests:PATH): stdio"))

@@ -14,6 +14,7 @@ from typing import Any
 from toolgym._assets.leetcode import SUPPORT
 from toolgym.envs.sources import require
 from toolgym.envs.tasks.code_task import FUNCTION_HINT, code_task
+from toolgym.envs.tasks.family import TaskFamily, register_family
 from toolgym.envs.tasks.styles import PromptStyle
 from toolgym.envs.types import Task
 
@@ -147,3 +148,25 @@ def leetcode_task(row: dict[str, Any], index: int, style: PromptStyle = "env") -
 
 
 TASKS = {"humaneval": humaneval_task, "mbpp": mbpp_task, "leetcode": leetcode_task}
+
+
+def recognize(row: dict[str, Any]) -> str | None:
+    """Which of the three a bare record is: HumanEval has its solution and `test`, LeetCode its `test_setup`,
+    MBPP a `prompt` with assert strings."""
+    if "canonical_solution" in row and "test" in row:
+        return "humaneval"
+    if "test_setup" in row:
+        return "leetcode"
+    tests = row.get("tests")
+    if "prompt" in row and isinstance(tests, list) and tests and isinstance(tests[0], str):
+        return "mbpp"
+    return None
+
+
+def _task(row: dict[str, Any], index: int, *, style: PromptStyle, dataset: str, options: dict[str, Any]) -> Task:
+    return TASKS[dataset](row, index, style)
+
+
+register_family(TaskFamily(
+    name="function_sets", kind="code", task=_task, assets=tuple(TASKS), recognizes=recognize,
+    description="HumanEval, MBPP and LeetCode from the asset cache: function-mode code, tests run in one namespace"))

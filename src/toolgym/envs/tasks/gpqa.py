@@ -15,6 +15,10 @@ from pathlib import Path
 from typing import Any
 
 from toolgym.envs.sources import TaskValidationError, require
+from toolgym.envs.tasks.family import TaskFamily, register_family
+from toolgym.envs.tasks.multiple_choice import mc_task
+from toolgym.envs.tasks.styles import PromptStyle
+from toolgym.envs.types import Task
 from toolgym.errors import AssetError, ConfigError
 
 REQUIRED = ("Question", "Correct Answer", "Incorrect Answer 1", "Incorrect Answer 2", "Incorrect Answer 3")
@@ -47,3 +51,12 @@ def load_csv(path: str | Path, *, seed: int = 0) -> list[dict[str, Any]]:
             raise ConfigError(f"{p}: not the official GPQA CSV format, missing column(s): {', '.join(missing)}")
         rows = list(reader)
     return [gpqa_record(row, n, seed=seed, where=f"{p}: row {n}: ") for n, row in enumerate(rows)]
+
+
+def read(path: str, *, style: PromptStyle, options: dict[str, Any], seed: int) -> list[Task]:
+    """The CSV's questions as multiple-choice Tasks, options shuffled by `seed`."""
+    return [mc_task(r, n, style=style, dataset="gpqa_diamond") for n, r in enumerate(load_csv(path, seed=seed))]
+
+
+register_family(TaskFamily(name="gpqa", kind="mc", read=read, dataset="gpqa_diamond",
+                           description="GPQA's official CSV (gpqa:PATH)"))

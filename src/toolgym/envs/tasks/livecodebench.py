@@ -29,6 +29,7 @@ from typing import Any
 from toolgym.envs.sources import TaskValidationError, require
 from toolgym.envs.tasks._files import data_files, iter_records
 from toolgym.envs.tasks.code_task import FUNCTION_HINT, STDIO_HINT, code_task
+from toolgym.envs.tasks.family import TaskFamily, register_family
 from toolgym.envs.tasks.styles import PromptStyle
 from toolgym.envs.types import Task
 
@@ -179,3 +180,22 @@ def load_tasks(path: str | Path, *, style: PromptStyle = "env", trust_pickle: bo
             tasks.append(lcb_task(row, len(tasks), style=style, trust_pickle=trust_pickle,
                                   include_private=include_private, where=f"LiveCodeBench {qid}: "))
     return tasks
+
+
+def _task(row: dict[str, Any], index: int, *, style: PromptStyle, dataset: str, options: dict[str, Any]) -> Task:
+    return lcb_task(row, index, style=style, trust_pickle=bool(options.get("trust_pickle")))
+
+
+def _read(path: str, *, style: PromptStyle, options: dict[str, Any], seed: int) -> list[Task]:
+    """options: since, until (contest dates), trust_pickle."""
+    return load_tasks(path, style=style, trust_pickle=bool(options.get("trust_pickle")), since=options.get("since"),
+                      until=options.get("until"))
+
+
+def recognize(row: dict[str, Any]) -> str | None:
+    """A bare record is LiveCodeBench's when it has a `question_content`."""
+    return "livecodebench" if "question_content" in row else None
+
+
+register_family(TaskFamily(name="livecodebench", kind="code", task=_task, read=_read, recognizes=recognize,
+                           description="LiveCodeBench code_generation_lite (livecodebench:PATH)"))

@@ -1,5 +1,6 @@
-"""Math records (GSM8K, MATH, MATH-500 from the asset cache; AIME-format and other local files) and their
-prompts of each style, for the environments and the suites alike.
+"""Math records (GSM8K, MATH, MATH-500 from the asset cache; AIME-format files through `toolgym.envs.tasks.aime`,
+other local files through the environment) and their prompts of each style, for the environments and the suites
+alike.
 
 Field names are matched without regard to case: the statement is "question" or "problem", the
 reference "answer" or "expected_answer", the id "id", "problem_id" or "url". An integer answer
@@ -8,11 +9,10 @@ written with leading zeros (AIME's "033") becomes "33".
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 from toolgym.envs.sources import TaskValidationError, require
-from toolgym.envs.tasks._files import data_files, iter_numbered_records
+from toolgym.envs.tasks.family import TaskFamily, register_family
 from toolgym.envs.tasks.styles import PromptStyle
 from toolgym.envs.types import Task
 
@@ -72,8 +72,9 @@ def math_adapter(row: dict[str, Any], index: int) -> Task:
     return math_task(row, index)
 
 
-def load_aime(path: str | Path, *, style: PromptStyle = "env") -> list[Task]:
-    """Tasks of AIME-format files: an id ("id"/"ID"/"problem_id", else FILE-N), the statement
-    ("problem"/"Problem"/"question") and an integer answer ("answer"/"Answer"); "year" optional."""
-    return [math_task(row, n, style=style, default_id=f"{f.stem}-{n}", where=f"{where}: ")
-            for f in data_files(path) for n, (where, row) in enumerate(iter_numbered_records(f))]
+def _task(row: dict[str, Any], index: int, *, style: PromptStyle, dataset: str, options: dict[str, Any]) -> Task:
+    return math_task(row, index, style=style)
+
+
+register_family(TaskFamily(name="math", kind="math", task=_task, assets=("gsm8k", "math", "math500"),
+                           description="GSM8K, MATH and MATH-500 from the asset cache: a final answer, checked by math_equal"))

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from toolgym.envs.sources import TaskValidationError, require
+from toolgym.envs.tasks.family import TaskFamily, register_family
 from toolgym.envs.tasks.styles import PromptStyle
 from toolgym.envs.types import Task
 
@@ -145,3 +146,16 @@ def mc_task(row: dict[str, Any], index: int, *, style: PromptStyle = "env", data
 def mc_adapter(row: dict[str, Any], index: int) -> Task:
     """A multiple-choice record (`question`, `choices`, `answer` letter, `labels`?) -> the environment's Task."""
     return mc_task(row, index)
+
+
+def _task(row: dict[str, Any], index: int, *, style: PromptStyle, dataset: str, options: dict[str, Any]) -> Task | None:
+    """MMLU keeps the subjects of options.subjects (lm-eval's STEM category for "stem"); None leaves a record out."""
+    keep = subject_filter(options.get("subjects")) if dataset == "mmlu" else None
+    if keep is not None and row.get("subject") not in keep:
+        return None
+    return mc_task(row, index, style=style, dataset=dataset)
+
+
+register_family(TaskFamily(
+    name="multiple_choice", kind="mc", task=_task, assets=("arc_challenge", "arc_easy", "mmlu", "sciq", "openbookqa"),
+    description="ARC, MMLU, SciQ and OpenBookQA from the asset cache; lm-eval's contexts for loglik"))

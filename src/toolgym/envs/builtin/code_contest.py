@@ -18,14 +18,14 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from toolgym.envs.builtin.code_records import code_adapter
+from toolgym.envs.builtin.datasets import build_source
+from toolgym.envs.builtin.run_tests import run_tests_tool, summarize_report
 from toolgym.envs.core import ToolEnv
-from toolgym.envs.kattis import is_package_source, package_tasks
 from toolgym.envs.parsing import ParsedTurn
 from toolgym.envs.rubric import Rubric
 from toolgym.envs.sources import ListSource
 from toolgym.envs.tasks import catalog
-from toolgym.envs.tasks._code import code_adapter
-from toolgym.envs.tasks._common import build_source
 from toolgym.envs.tasks.code_task import (
     hidden_test_cases,
     judge_options,
@@ -33,7 +33,7 @@ from toolgym.envs.tasks.code_task import (
     run_judge,
     submitted_program,
 )
-from toolgym.envs.tasks.run_tests import run_tests_tool, summarize_report
+from toolgym.envs.tasks.kattis import is_package_source, package_tasks
 from toolgym.envs.types import Task
 from toolgym.envs.verifiers import extract_code
 from toolgym.errors import ConfigError

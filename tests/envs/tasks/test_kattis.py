@@ -102,7 +102,7 @@ def test_bapctools_problems_parse_and_unsupported_ones_say_why():
 
 def test_malformed_packages_give_one_line_naming_the_file_and_the_rest_load(tmp_path, caplog):
     root = packages(tmp_path)
-    with caplog.at_level(logging.WARNING, logger="toolgym.envs.kattis"):
+    with caplog.at_level(logging.WARNING, logger="toolgym.envs.tasks.kattis"):
         problems, errors = load_packages(root)
     assert sorted(p.id for p in problems) == ["badcpp", "double", "halve"]
     assert len(errors) == 4 and all("\n" not in e for e in errors)
@@ -159,5 +159,5 @@ def test_code_suite_runs_a_folder_of_packages(tmp_path, caplog):
     assert bad["statuses"] == ["JE"] and "badcpp/output_validator: does not compile: validate.cc:1:" in bad["error"]
     je_lines = [r.getMessage() for r in caplog.records if "does not compile: validate.cc" in r.getMessage()]
     assert len(je_lines) == 1  # said once for the task, not once per sample
-    loaded = [r.getMessage() for r in caplog.records if r.name == "toolgym.envs.kattis"]
+    loaded = [r.getMessage() for r in caplog.records if r.name == "toolgym.envs.tasks.kattis"]
     assert len(loaded) == 4  # the four malformed packages, one line each

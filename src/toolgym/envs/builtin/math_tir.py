@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from toolgym.envs.builtin.datasets import build_source
 from toolgym.envs.builtin_tools import python_tool
 from toolgym.envs.core import ToolEnv
 from toolgym.envs.rubric import Rubric, format_reward
-from toolgym.envs.tasks._common import build_source
 from toolgym.envs.tasks.math_records import math_adapter
 from toolgym.envs.types import Task
 from toolgym.envs.verifiers import math_equal
@@ -39,7 +39,7 @@ class MathTIREnv(ToolEnv):
                  parser: str = "hermes+python", system_prompt: str | None = SYSTEM_PROMPT, max_turns: int = 4,
                  seed: int = 0, source_options: dict[str, Any] | None = None, **kwargs: Any) -> None:
         if isinstance(dataset, str) and dataset.startswith("rg:"):
-            from toolgym.envs.tasks.reasoning_gym import rg_source
+            from toolgym.envs.builtin.reasoning_gym import rg_source
 
             tasks: Any = rg_source(dataset[3:], seed=seed, partition=partition)
         else:

@@ -2,6 +2,7 @@
 
     problems, errors = load_packages("path/to/problems")      # a package folder, or a folder of them
     problems[0].tests(), problems[0].judge_options(), problems[0].prompt()
+    tasks = read("path/to/problems")      # the family's reader (kattis:PATH): one Task per well-formed package
 
 A package is a folder with `problem.yaml`; its statement in `problem_statement/` or `statement/`
 (`problem.<lang>.md` or `.tex`, English preferred); tests as `.in`/`.ans` pairs under
@@ -25,8 +26,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from toolgym.envs.tasks.family import TaskFamily, register_family
 from toolgym.envs.types import Task
-from toolgym.errors import ConfigError
+from toolgym.errors import AssetError, ConfigError
 
 log = logging.getLogger(__name__)
 
@@ -345,3 +347,23 @@ def package_tasks(data: str | Path, default_time_limit_s: float | None = None) -
     if not problems:
         raise ConfigError(f"{s}: no well-formed Kattis problem package (see the warnings above)")
     return [p.to_task(default_time_limit_s) for p in problems]
+
+
+def read(path: str, *, style: str = "env", options: dict[str, Any] | None = None, seed: int = 0) -> list[Task]:
+    """``kattis:PATH``: every well-formed package's Task (the same prompt in every style); a malformed one is
+    skipped with one logged line naming its file, a folder without any is an AssetError. options.time_limit_s:
+    for packages that state no time limit."""
+    try:
+        problems, errors = load_packages(path)
+    except ConfigError as exc:  # no such folder, or no package in it
+        raise AssetError(str(exc)) from None
+    if not problems:
+        raise AssetError(f"{path}: no well-formed Kattis problem package ({len(errors)} malformed: "
+                         f"{errors[0] if errors else 'none found'})")
+    default = (options or {}).get("time_limit_s")
+    limit = float(default) if default else None
+    return [p.to_task(limit) for p in problems]
+
+
+register_family(TaskFamily(name="kattis", kind="code", read=read, time_limit_s=2.0,
+                           description="Kattis/ICPC problem packages (kattis:PATH), each judged by its own validator"))

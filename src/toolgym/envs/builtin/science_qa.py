@@ -12,12 +12,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from toolgym.envs.builtin.datasets import build_source
 from toolgym.envs.builtin_tools import python_tool
 from toolgym.envs.core import ToolEnv
 from toolgym.envs.rubric import Rubric
 from toolgym.envs.sources import ListSource
 from toolgym.envs.tasks import multiple_choice
-from toolgym.envs.tasks._common import build_source
 from toolgym.envs.tasks.multiple_choice import format_question as format_question
 from toolgym.envs.tasks.multiple_choice import mc_adapter
 from toolgym.envs.types import Task
