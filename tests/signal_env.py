@@ -23,7 +23,7 @@ def register_signal_arith() -> str:
     """Register ``tests/SignalArith-v0``: Arith's correctness at weight 0.5 plus 0.5 x the episode fingerprint."""
     from toolgym.envs.registry import register
     from toolgym.envs.rubric import Rubric
-    from toolgym.envs.tasks.arith import ArithEnv, arith_correct
+    from toolgym.envs.builtin.arith import ArithEnv, arith_correct
 
     class SignalArith(ArithEnv):
         def __init__(self, **kwargs: Any) -> None:

@@ -32,7 +32,7 @@ def arith_demonstrations(n: int, seed: int = 0, tool_fraction: float = 0.5, dire
     coincide with the RL prompts (which start at 0).
     """
     from toolgym.envs.registry import make_env
-    from toolgym.envs.tasks.arith import PART_SEPARATOR, question
+    from toolgym.envs.builtin.arith import PART_SEPARATOR, question
 
     kw = {k: v for k, v in (env_kwargs or {}).items() if k != "sandbox"}
     env = make_env(env_id, kw, sandbox=None, partition="train")
