@@ -45,14 +45,16 @@ def main() -> None:
                     help="one SFT warm start (first seed) for every seed: seeds then differ in RL sampling only")
     a = ap.parse_args()
     out = Path(a.out)
-    for k in a.staleness:
-        sets = [*a.sets, f"rollout.max_staleness={k}", f"rollout.workers={1 if k else 0}",
-                f"loss.mismatch_weight={'true' if k else 'false'}"]  # on at K >= 1 (the default there)
-        subprocess.run([sys.executable, str(HERE / "algorithms.py"), "--config", a.config, "--algorithms",
-                        *a.algorithms, "--seeds", *map(str, a.seeds), "--steps", str(a.steps), "--out",
-                        str(out / f"k{k}"), "--warm-from", str(out), "--reuse", "--title",
-                        f"max_staleness {k}", *(["--one-warm-start"] if a.one_warm_start else []), "--set", *sets],
-                       check=True, stdout=subprocess.DEVNULL)
+    for i, seed in enumerate(a.seeds):  # seed by seed, so an interrupted sweep still covers every staleness
+        for k in a.staleness:
+            sets = [*a.sets, f"rollout.max_staleness={k}", f"rollout.workers={1 if k else 0}",
+                    f"loss.mismatch_weight={'true' if k else 'false'}"]  # as the default sets it at each K
+            warm = ["--one-warm-start", "--seeds", str(a.seeds[0]), *map(str, a.seeds[1 : i + 1])] \
+                if a.one_warm_start else ["--seeds", str(seed)]
+            subprocess.run([sys.executable, str(HERE / "algorithms.py"), "--config", a.config, "--algorithms",
+                            *a.algorithms, *warm, "--steps", str(a.steps), "--out", str(out / f"k{k}"),
+                            "--warm-from", str(out), "--reuse", "--title", f"max_staleness {k}", "--set", *sets],
+                           check=True, stdout=subprocess.DEVNULL)
     lines = ["| staleness | algorithm | held-out reward after | mean held-out reward after step 0 | clip frac | "
              "mismatch weight | groups dropped |", "|---|---|---|---|---|---|---|"]
     curves: dict[int, dict[str, list[tuple[list[int], list[float]]]]] = {}
