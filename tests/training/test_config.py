@@ -97,7 +97,8 @@ def test_defaults_follow_the_spec() -> None:
     assert cfg.optimizer.lr == 1e-6 and cfg.optimizer.weight_decay == 0.01 and cfg.optimizer.grad_clip == 1.0
     assert cfg.optimizer.warmup_steps == 0 and cfg.optimizer.schedule == "constant"
     assert cfg.advantage.estimator == "grpo" and cfg.advantage.eps == 1e-6
-    assert cfg.loss.mismatch_weight is False and cfg.loss.mismatch_cap == 5.0
+    # null: on exactly with stale rollouts (rollout.max_staleness >= 1); off at the default 0
+    assert cfg.loss.mismatch_weight is None and not cfg.mismatch_weight_on and cfg.loss.mismatch_cap == 5.0
 
 
 def test_clip_config_bridge() -> None:
