@@ -396,3 +396,73 @@ def test_on_policy_shortcut_never_applies_at_staleness_k(tmp_path: Path) -> None
     cfg = _cfg(tmp_path, "ctpo", 0)
     cfg = dataclasses.replace(cfg, rollout=dataclasses.replace(cfg.rollout, max_staleness=2))
     assert cfg.mismatch_weight_on and on_policy_rows(_ctx(cfg, model, tmp_path), _groups()) == frozenset()
+
+
+# ------------------------------------------------------------------ MOPD through the trainer's objective
+
+MOPD_GAP = [0.4, -0.7, 2.5, 0.1, 1.9, -0.2]  # per row, spread over its policy tokens; rows 2 and 4 over the cap
+
+
+def _mopd_trainer(tmp_path: Path):
+    from toolgym.training.trainer import Trainer
+
+    from .trainer_util import tiny_config
+
+    data = tiny_config(tmp_path / "run", algorithm="mopd", sft__enabled=False, rollout__sandbox=None,
+                       model={"name_or_path": "demo", "model_kwargs": {"layers": 1, "hidden": 32, "heads": 2,
+                              "intermediate": 64, "max_positions": 1024, "vocab_size": 300}},
+                       options={"k": 20, "max_teacher_tokens": 512})
+    data.pop("mini_batches")  # the algorithm's: one on-policy mini-batch
+    tr = Trainer(load_config(data), console=False)
+    tr.build()
+    return tr
+
+
+def _mopd_groups(tr) -> list[list[Trajectory]]:
+    g = torch.Generator().manual_seed(0)
+    out = []
+    for gi, rewards in enumerate([[1.0, 0.0, 1.0], [0.0, 1.0, 0.0]]):
+        msgs = [{"role": "user", "content": f"What is {gi} + 1?"}]
+        prompt = tr.template.prompt_ids(msgs)
+        out.append([Trajectory(task_id=f"t{gi}", group_id=f"g{gi}", prompt_ids=prompt,
+                               response_ids=torch.randint(3, 300, (6,), generator=g).tolist(),
+                               loss_mask=[1, 1, 0, 0, 1, 1], behavior_logprobs=[0.0] * 6, reward=r,
+                               turns=msgs + [{"role": "assistant", "content": "x"}]) for r in rewards])
+    trajs = [t for grp in out for t in grp]
+    # the sampler's log-probs: the trainer's at the step's starting weights minus a known gap per row
+    for t, old, gap in zip(trajs, tr.old_logprobs(trajs), MOPD_GAP, strict=True):
+        n = sum(t.loss_mask)
+        t.behavior_logprobs = [float(o) - gap / n if m else 0.0 for o, m in zip(old.tolist(), t.loss_mask, strict=True)]
+    return out
+
+
+def _mopd_row_losses(tr, cfg, groups) -> tuple[list[float], object]:
+    obj = get_algorithm("mopd").objective(cfg)
+    batch, _ = obj.prepare(tr.ctx, groups)
+    g = torch.Generator().manual_seed(1)  # a teacher away from the student: divergences well above float32 noise
+    with torch.no_grad():
+        for p in obj.teacher.model.parameters():
+            p.add_(0.2 * torch.randn(p.shape, generator=g))
+    return [float(obj.loss(tr.ctx, batch, [i], 4.0, 1.0)[0].detach()) for i in range(6)], batch
+
+
+def test_mopd_objective_at_staleness_k_weighs_each_sequence(tmp_path: Path) -> None:
+    """K >= 1: each sequence's distillation loss is W_i times its loss without the weight (rho = 1: one mini-batch
+    at the step's starting weights); K = 0 is today's loss bit for bit."""
+    tr = _mopd_trainer(tmp_path)
+    groups = _mopd_groups(tr)
+    base = tr.cfg
+    assert base.rollout.max_staleness == 0 and base.loss.mismatch_weight is None
+    today, batch0 = _mopd_row_losses(tr, base, groups)
+    off, _ = _mopd_row_losses(tr, dataclasses.replace(base, loss=dataclasses.replace(base.loss, mismatch_weight=False)),
+                              groups)
+    assert batch0.seq_weight is None and today == off
+    assert all(v > 1e-4 for v in today), today
+    stale = dataclasses.replace(base, rollout=dataclasses.replace(base.rollout, max_staleness=2))
+    weighted, batch2 = _mopd_row_losses(tr, stale, groups)
+    want = [min(math.exp(g), CAP) for g in MOPD_GAP]
+    assert want[2] == want[4] == CAP
+    assert batch2.seq_weight is not None
+    for i in range(6):
+        assert float(batch2.seq_weight[i]) == pytest.approx(want[i], rel=1e-5)
+        assert weighted[i] == pytest.approx(want[i] * today[i], rel=1e-5), i
