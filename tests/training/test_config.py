@@ -97,7 +97,8 @@ def test_defaults_follow_the_spec() -> None:
     assert cfg.optimizer.lr == 1e-6 and cfg.optimizer.weight_decay == 0.01 and cfg.optimizer.grad_clip == 1.0
     assert cfg.optimizer.warmup_steps == 0 and cfg.optimizer.schedule == "constant"
     assert cfg.advantage.estimator == "grpo" and cfg.advantage.eps == 1e-6
-    assert cfg.loss.mismatch_weight is False and cfg.loss.mismatch_cap == 5.0
+    # null: on exactly with stale rollouts (rollout.max_staleness >= 1); off at the default 0
+    assert cfg.loss.mismatch_weight is None and not cfg.mismatch_weight_on and cfg.loss.mismatch_cap == 5.0
 
 
 def test_clip_config_bridge() -> None:
@@ -288,3 +289,55 @@ def test_every_loss_name_the_config_accepts_runs_in_policy_loss() -> None:
 def test_diagnostics_every_is_gone() -> None:
     with pytest.raises(ConfigError, match="unknown logging key 'diagnostics_every'"):
         load_config({"model": {"name_or_path": "m"}, "logging": {"diagnostics_every": 5}})
+
+
+def test_mismatch_weight_null_is_on_exactly_with_stale_rollouts() -> None:
+    """loss.mismatch_weight: null follows rollout.max_staleness; true and false are honoured (docs/algorithms/ctpo.md,
+    "Training on stale rollouts")."""
+    def cfg(k: int, **loss):
+        return load_config({**MODEL, "rollout": {"max_staleness": k}, "loss": loss})
+
+    assert not cfg(0).mismatch_weight_on and cfg(1).mismatch_weight_on and cfg(3).mismatch_weight_on
+    assert cfg(0, mismatch_weight=True).mismatch_weight_on and not cfg(2, mismatch_weight=False).mismatch_weight_on
+    assert cfg(1).uncorrected_staleness() is None and cfg(0, mismatch_weight=False).uncorrected_staleness() is None
+    line = cfg(2, mismatch_weight=False).uncorrected_staleness()
+    assert line is not None and line.startswith("loss.mismatch_weight: false with rollout.max_staleness 2:")
+    # the dumped config keeps null (its meaning follows max_staleness) and loads back equal
+    c = cfg(2)
+    assert config_to_dict(c)["loss"]["mismatch_weight"] is None and load_config(config_to_dict(c)) == c
+
+
+def test_mopd_token_mismatch_weight_is_refused_where_the_sequence_weight_corrects() -> None:
+    def cfg(k: int, loss: dict, token: bool):
+        return load_config({**MODEL, "algorithm": "mopd", "rollout": {"max_staleness": k}, "loss": loss,
+                            "options": {"token_mismatch_weight": token}})
+
+    assert cfg(0, {}, True).options.token_mismatch_weight  # K = 0, sequence weight off: allowed as before
+    with pytest.raises(ConfigError, match=r"^options\.token_mismatch_weight: must be false when loss\.mismatch_weight "
+                                          r"is on \(null, with rollout\.max_staleness 2\)"):
+        cfg(2, {}, True)
+    with pytest.raises(ConfigError, match=r"^options\.token_mismatch_weight: must be false when loss\.mismatch_weight is on:"):
+        cfg(0, {"mismatch_weight": True}, True)
+    with pytest.raises(ConfigError, match=r"^options\.token_mismatch_weight: must be false with rollout\.max_staleness 1"):
+        cfg(1, {"mismatch_weight": False}, True)
+    assert cfg(2, {}, False).mismatch_weight_on
+
+
+def test_stale_rollouts_need_a_sampler_with_log_probs() -> None:
+    from toolgym.agents.samplers import SAMPLERS, register_sampler
+
+    register_sampler("no_logprobs_test", "toolgym.agents.hf_sampler:HFSampler", in_process=True, logprobs=False)
+    try:
+        def cfg(k: int, **loss):
+            return load_config({**MODEL, "rollout": {"sampler": "no_logprobs_test", "max_staleness": k}, "loss": loss})
+
+        assert not cfg(0).mismatch_weight_on
+        with pytest.raises(ConfigError, match=r"^loss\.mismatch_weight: must be false with sampler 'no_logprobs_test' "
+                                              r"\(it returns no behaviour log-probs\) \(null turns it on with "
+                                              r"rollout\.max_staleness 1\); got None$"):
+            cfg(1)
+        with pytest.raises(ConfigError, match=r"returns no behaviour log-probs\); got True$"):
+            cfg(0, mismatch_weight=True)
+        assert cfg(1, mismatch_weight=False).uncorrected_staleness() is not None
+    finally:
+        SAMPLERS.pop("no_logprobs_test", None)

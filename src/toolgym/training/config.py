@@ -88,6 +88,9 @@ def load_config(source: str | Path | dict[str, Any], overrides: list[str] | None
             raise ConfigError(f"options: algorithm {spec.name!r} takes no options section; got {options!r}")
     else:
         cfg.options = build(spec.options, options, "options")
+        check_run = getattr(cfg.options, "_check_run", None)  # rules that read other sections too
+        if check_run is not None:
+            check_run(cfg, "options")
     return cfg
 
 

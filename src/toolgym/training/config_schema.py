@@ -63,9 +63,11 @@ class LossConfig:
     """How token losses become one number: token-mean (over every policy token of the mini-batch),
     seq-mean-token-mean (mean per response, then over responses) or seq-mean-token-sum (sum per
     response, then mean over responses)."""
-    mismatch_weight: bool = False
+    mismatch_weight: bool | None = None
     """Multiply each response's loss by the truncated rollout-vs-trainer weight exp(trainer log-prob -
-    sampler log-prob), per sequence (docs/algorithms/ctpo.md); needs a sampler that returns log-probs."""
+    sampler log-prob), per sequence (docs/algorithms/ctpo.md); needs a sampler that returns log-probs.
+    null: on exactly when rollout.max_staleness >= 1 (the correction of stale rollouts); true/false
+    force it."""
     mismatch_cap: float = 5.0
     """Upper truncation of that weight (used with mismatch_weight)."""
 
@@ -503,6 +505,25 @@ class TrainConfig:
     options: Any = field(default=None, metadata={"typed_by": "algorithm"})
     """The algorithm's own section, when it registered one: typed by that dataclass, built by the loader."""
 
+    @property
+    def mismatch_weight_on(self) -> bool:
+        """Whether each response's loss carries the sequence-level mismatch weight: ``loss.mismatch_weight``
+        when set, else on exactly when ``rollout.max_staleness >= 1``. The one reader of that field, so a
+        config built or ``dataclasses.replace``-d without the loader resolves null the same way."""
+        if self.loss.mismatch_weight is None:
+            return self.rollout.max_staleness >= 1
+        return bool(self.loss.mismatch_weight)
+
+    def uncorrected_staleness(self) -> str | None:
+        """The warning line of a run that trains on stale rollouts without the mismatch weight (an explicit
+        ``loss.mismatch_weight: false`` with ``rollout.max_staleness >= 1``: allowed, e.g. as an ablation);
+        None otherwise."""
+        if self.rollout.max_staleness >= 1 and not self.mismatch_weight_on:
+            return (f"loss.mismatch_weight: false with rollout.max_staleness {self.rollout.max_staleness}: rollouts "
+                    "up to that many updates old train without the correction of their sampler's gap "
+                    "(docs/algorithms/ctpo.md, 'Training on stale rollouts'); leave it null to correct them")
+        return None
+
     def _check(self, p: str) -> None:
         for name in ("mini_batches", "update_epochs", "grad_accum", "steps"):
             require(getattr(self, name) >= 1, name, "an integer >= 1", getattr(self, name))
@@ -518,8 +539,10 @@ class TrainConfig:
         require(self.distributed != "ray" or spec.in_process, "rollout.sampler",
                 "an in-process sampler ('hf') with distributed: ray (Ray workers run transformers replicas)",
                 self.rollout.sampler)
-        require(not self.loss.mismatch_weight or spec.logprobs, "loss.mismatch_weight",
-                f"false with sampler {self.rollout.sampler!r} (it returns no behaviour log-probs)", True)
+        if self.mismatch_weight_on and not spec.logprobs:
+            why = "" if self.loss.mismatch_weight else f" (null turns it on with rollout.max_staleness {self.rollout.max_staleness})"
+            raise ConfigError(f"loss.mismatch_weight: must be false with sampler {self.rollout.sampler!r} (it returns no "
+                              f"behaviour log-probs){why}; got {self.loss.mismatch_weight!r}")
         if self.rollout.max_staleness or self.rollout.workers:  # workers run a transformers replica
             require(spec.in_process, "rollout.sampler",
                     "an in-process sampler ('hf') with rollout.workers or rollout.max_staleness >= 1 (each worker "

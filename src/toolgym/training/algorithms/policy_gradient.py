@@ -53,11 +53,14 @@ def group_batch(ctx: StepContext, groups: list[list[Trajectory]], estimator: str
 
 def on_policy_rows(ctx: StepContext, groups: list[list[Trajectory]]) -> frozenset[int]:
     """Rows of the first mini-batch when it is exactly on-policy: sampled by the trainer's current weights
-    (the ``hf`` sampler on this module), one epoch, no mismatch weight, no dropout in the update. Their old
-    log-probs are the detached log-probs of the update's own forward (what the no-grad pass would give), so
-    that pass runs only for the later mini-batches, whose ratio needs the pre-update weights."""
+    (the ``hf`` sampler on this module, ``rollout.max_staleness: 0``), one epoch, no mismatch weight, no
+    dropout in the update. Their old log-probs are the detached log-probs of the update's own forward (what
+    the no-grad pass would give), so that pass runs only for the later mini-batches, whose ratio needs the
+    pre-update weights. Stale rollouts (``max_staleness >= 1``) never take it: their weight and the logged
+    behaviour gap need every row's log-probs at the step's starting weights before the first update."""
     cfg = ctx.cfg
-    if cfg.update_epochs != 1 or cfg.loss.mismatch_weight or ctx.separate_sampler or cfg.model.update_dropout:
+    if (cfg.update_epochs != 1 or cfg.mismatch_weight_on or cfg.rollout.max_staleness >= 1 or ctx.separate_sampler
+            or cfg.model.update_dropout):
         return frozenset()
     per_mini = len(groups) // cfg.mini_batches
     rows, i = [], 0
@@ -69,6 +72,34 @@ def on_policy_rows(ctx: StepContext, groups: list[list[Trajectory]]) -> frozense
     return frozenset(rows)
 
 
+def add_sequence_weights(batch: RolloutBatch, cap: float) -> dict[str, float]:
+    """Set ``batch.seq_weight`` to each row's truncated mismatch weight ``min(exp(sum_t m_t (old_t - sampler_t)),
+    cap)`` (:func:`~toolgym.training.losses.mismatch_weight`; old: the trainer's log-probs at the step's starting
+    weights, sampler: the trajectory's behaviour log-probs) and leave rows with a non-finite weight out; returns
+    the step's metrics. The one place the sampler's own log-probs enter a loss (docs/algorithms/ctpo.md,
+    "Training on stale rollouts")."""
+    ws = []
+    for t, lp in zip(batch.trajectories, batch.old_logp, strict=True):
+        m = torch.tensor(t.loss_mask, dtype=torch.float32)
+        r = torch.tensor(t.behavior_logprobs, dtype=torch.float32)
+        ws.append(mismatch_weight(lp.unsqueeze(0), r.unsqueeze(0), m.unsqueeze(0), cap)[0]
+                  if len(t.loss_mask) else torch.tensor(1.0))
+    batch.seq_weight = torch.stack(ws).float()
+    batch.keep &= torch.isfinite(batch.seq_weight)
+    return {"rows_skipped_prepare": int((~batch.keep).sum()),
+            "mismatch_weight_mean": float(torch.nan_to_num(batch.seq_weight).mean()),
+            "mismatch_weight_capped_frac": float((batch.seq_weight >= cap).float().mean())}
+
+
+def warn_uncorrected_staleness(cfg: TrainConfig) -> None:
+    """One warning when stale rollouts train without the mismatch weight (an explicit false: allowed)."""
+    line = cfg.uncorrected_staleness()
+    if line is not None:
+        import warnings
+
+        warnings.warn(line, stacklevel=3)
+
+
 class PolicyGradient(Objective):
     """The clipped importance-sampled policy gradient, one registered name per ratio/clip preset."""
 
@@ -76,21 +107,13 @@ class PolicyGradient(Objective):
         self.cfg = cfg
         self.clip = ClipConfig.from_loss(cfg.loss)
         self.reuse_update_logp = reuse_update_logp  # False: every row's old log-probs from the no-grad pass
+        warn_uncorrected_staleness(cfg)
 
     def prepare(self, ctx: StepContext, groups: list[list[Trajectory]]) -> tuple[RolloutBatch, dict[str, float]]:
         own = on_policy_rows(ctx, groups) if self.reuse_update_logp else frozenset()
         batch, metrics = group_batch(ctx, groups, self.cfg.advantage.estimator, self.cfg.advantage.eps, own_old=own)
-        if self.cfg.loss.mismatch_weight:
-            ws = []
-            for t, lp in zip(batch.trajectories, batch.old_logp, strict=True):
-                m = torch.tensor(t.loss_mask, dtype=torch.float32)
-                r = torch.tensor(t.behavior_logprobs, dtype=torch.float32)
-                ws.append(mismatch_weight(lp.unsqueeze(0), r.unsqueeze(0), m.unsqueeze(0), self.cfg.loss.mismatch_cap)[0]
-                          if len(t.loss_mask) else torch.tensor(1.0))
-            batch.seq_weight = torch.stack(ws).float()
-            batch.keep &= torch.isfinite(batch.seq_weight)
-            metrics["rows_skipped_prepare"] = int((~batch.keep).sum())
-            metrics["mismatch_weight_mean"] = float(torch.nan_to_num(batch.seq_weight).mean())
+        if self.cfg.mismatch_weight_on:
+            metrics.update(add_sequence_weights(batch, self.cfg.loss.mismatch_cap))
         return batch, metrics
 
     def loss(self, ctx: StepContext, batch: RolloutBatch, rows: list[int], token_count: float,

@@ -1,9 +1,10 @@
 """The MOPD loss (docs/algorithms/mopd.md, "Weights, masks and aggregation"): a pure function over
 padded [B, T] tensors.
 
-``loss = mean_i ( sum_t m_it * rho_t * w_t * D_it / max(sum_t m_it, 1) )`` with
+``loss = mean_i ( sum_t m_it * rho_t * w_t * W_i * D_it / max(sum_t m_it, 1) )`` with
 ``m = loss_mask * seq_mask``; sequences with an empty teacher context contribute 0 but still
-count in the number of sequences. There is no RL term: the reward only labelled the peers.
+count in the number of sequences. ``W_i``: the optional sequence-level mismatch weight (stale rollouts,
+docs/algorithms/mopd.md). There is no RL term: the reward only labelled the peers.
 """
 
 from __future__ import annotations
@@ -68,11 +69,14 @@ def mopd_loss(
     weight_cap: float = 2.0,
     agg: Agg = "seq-mean-token-mean",
     metrics_on_device: bool = False,
+    seq_weight: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, dict[str, float]] | tuple[torch.Tensor, dict[str, torch.Tensor]]:
     """Aggregate per-token divergences [B, T] into the scalar MOPD loss.
 
     ``logp``/``old_logp`` give the IS ratio (omit both for the on-policy case, rho = 1);
-    ``trainer_old_logp``/``rollout_logp`` give the optional rollout weight.
+    ``trainer_old_logp``/``rollout_logp`` give the optional token-level rollout weight; ``seq_weight`` [B]
+    the optional sequence-level mismatch weight (``loss.mismatch_weight``, detached), which multiplies every
+    token term of its sequence and no normaliser (the two rollout weights are never on together).
     ``agg``: per-sequence token-mean then mean over all sequences (default, the reference
     behaviour), or one global token-mean. ``metrics_on_device``: metrics as 0-dim device tensors (no host read).
     """
@@ -94,6 +98,10 @@ def mopd_loss(
         rw = token_mismatch_weight(trainer_old_logp, rollout_logp, weight_cap)
         w = w * rw
         metrics["mopd/token_mismatch_weight_mean"] = _masked_mean(rw, m)
+    if seq_weight is not None:
+        if tuple(seq_weight.shape) != (divergence.shape[0],):
+            raise ValueError(f"seq_weight must have shape [B]={divergence.shape[0]}; got {tuple(seq_weight.shape)}")
+        w = w * seq_weight.detach().to(w.dtype).unsqueeze(-1)
     # Masked positions may hold garbage (padding); keep them out of the graph's values.
     per_tok = torch.where(m > 0, w * divergence, torch.zeros_like(divergence))
     if agg == "seq-mean-token-mean":

@@ -29,7 +29,12 @@ from toolgym.training.algorithms.distillation.batch import mopd_step_inputs
 from toolgym.training.algorithms.distillation.ema import EMATeacher
 from toolgym.training.algorithms.distillation.options import MOPDOptions
 from toolgym.training.algorithms.distillation.step import MOPDBatch, build_mopd_batch, mopd_forward_loss
-from toolgym.training.algorithms.policy_gradient import PolicyGradient, group_batch
+from toolgym.training.algorithms.policy_gradient import (
+    PolicyGradient,
+    add_sequence_weights,
+    group_batch,
+    warn_uncorrected_staleness,
+)
 from toolgym.training.config_schema import TrainConfig
 from toolgym.training.shared_prompt import plan_of
 
@@ -40,7 +45,10 @@ class DistillationObjective(Objective):
     def __init__(self, cfg: TrainConfig) -> None:
         self.cfg = cfg
         self.opt: MOPDOptions = cfg.options if cfg.options is not None else MOPDOptions()
+        self.opt._check_run(cfg, "options")  # a config built without the loader: the same rules
         self.pg = PolicyGradient(cfg, reuse_update_logp=False) if self.opt.rl_coef > 0 else None
+        if self.pg is None:  # (the policy-gradient term warns itself)
+            warn_uncorrected_staleness(cfg)
         self.teacher: EMATeacher | None = None
         self.steps = 0  # prepared steps: seeds the peer choice (restored on resume)
         self._pending: dict[str, Any] | None = None
@@ -93,8 +101,13 @@ class DistillationObjective(Objective):
         else:  # the advantages are unused by the distillation loss (docs/algorithms/mopd.md)
             # Rollouts from other weights (an engine, a server, Ray workers): the trainer's log-probs are then
             # computed anyway, one no-grad pass, so the behaviour gap can show a push that did not happen.
-            batch, metrics = group_batch(ctx, groups, "grpo", 1e-6,
-                                         need_old=self.off_policy or o.token_mismatch_weight or ctx.separate_sampler)
+            # Stale rollouts (rollout.max_staleness >= 1) need them for the sequence-level mismatch weight and the
+            # logged gap.
+            stale = self.cfg.mismatch_weight_on or self.cfg.rollout.max_staleness >= 1
+            batch, metrics = group_batch(ctx, groups, "grpo", 1e-6, need_old=self.off_policy or o.token_mismatch_weight
+                                         or ctx.separate_sampler or stale)
+            if self.cfg.mismatch_weight_on:  # the distillation term takes the same weight as the RL term would
+                metrics.update(add_sequence_weights(batch, self.cfg.loss.mismatch_cap))
         trajs = batch.trajectories
         feedbacks = [t.metadata.get("feedback") for t in trajs] if o.use_feedback else None
         mb = build_mopd_batch(trajs, ctx.tokenizer, rewards=scored_rewards(trajs)[0], mode=o.mode, threshold=o.threshold, seed=self.cfg.seed,
@@ -132,6 +145,7 @@ class DistillationObjective(Objective):
             rollout_logp=None if behaviour is None else behaviour.to(device),
             ratio_cap=o.ratio_cap, weight_cap=o.weight_cap, agg=o.agg,
             teacher_micro_batch=o.teacher_micro_batch or None, metrics_on_device=True, student_plan=plan,
+            seq_weight=_finite(batch.seq_weight[run]) if batch.seq_weight is not None else None,
         )
         if o.agg == "seq-mean-token-mean":
             loss = loss * (len(run) / max(seq_count, 1.0))
@@ -172,3 +186,8 @@ class DistillationObjective(Objective):
 
 def _pad(rows: list[torch.Tensor], width: int) -> torch.Tensor:
     return torch.stack([torch.nn.functional.pad(r.float(), (0, width - len(r))) for r in rows])
+
+
+def _finite(w: torch.Tensor) -> torch.Tensor:
+    """Trained rows have finite weights (``keep``); the weight-0 stand-in row of an empty micro-batch may not."""
+    return torch.where(torch.isfinite(w), w, torch.zeros_like(w))

@@ -8,9 +8,12 @@ distillation (no peer context, sampled-token reverse KL, a frozen separate teach
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from toolgym.errors import ConfigError
+
+if TYPE_CHECKING:
+    from toolgym.training.config_schema import TrainConfig
 
 
 @dataclass
@@ -46,7 +49,8 @@ class MOPDOptions:
     """Cap of the importance ratio on off-policy mini-batches (the ratio is 1 on-policy)."""
     token_mismatch_weight: bool = False
     """Weight each token by min(exp(trainer log-prob - sampler log-prob), weight_cap) (engine/trainer
-    mismatch)."""
+    mismatch); not with loss.mismatch_weight on or rollout.max_staleness >= 1, where the sequence-level
+    weight is the one correction (docs/algorithms/mopd.md)."""
     weight_cap: float = 2.0
     """Cap of that token mismatch weight (used with token_mismatch_weight)."""
     agg: Literal["seq-mean-token-mean", "token-mean"] = "seq-mean-token-mean"
@@ -73,6 +77,22 @@ class MOPDOptions:
         need(not (self.context == "none" and self.teacher is None), "teacher",
              "a separate teacher model with context 'none' (an unconditioned copy of the student "
              "has nothing to distil)")
+
+    def _check_run(self, cfg: TrainConfig, p: str) -> None:
+        """Rules against the rest of the run's config: the sampler-vs-trainer gap is corrected once. With the
+        sequence-level ``loss.mismatch_weight`` on, or rollouts up to ``rollout.max_staleness`` updates old,
+        that weight is the only place the sampler's log-probs enter (docs/algorithms/mopd.md)."""
+        if not self.token_mismatch_weight:
+            return
+        if cfg.mismatch_weight_on:
+            why = "loss.mismatch_weight is on" if cfg.loss.mismatch_weight else \
+                f"loss.mismatch_weight is on (null, with rollout.max_staleness {cfg.rollout.max_staleness})"
+            raise ConfigError(f"{p}.token_mismatch_weight: must be false when {why}: both correct the gap between "
+                              "the sampler and the trainer, so it would count twice; keep the sequence-level weight")
+        if cfg.rollout.max_staleness >= 1:
+            raise ConfigError(f"{p}.token_mismatch_weight: must be false with rollout.max_staleness "
+                              f"{cfg.rollout.max_staleness}: stale rollouts are corrected by the sequence-level "
+                              "loss.mismatch_weight only (leave it null, or false for no correction)")
 
 
 @dataclass

@@ -129,6 +129,7 @@ def mopd_forward_loss(
     teacher_micro_batch: int | None = None,
     metrics_on_device: bool = False,
     student_plan: SharedPlan | None = None,
+    seq_weight: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, dict[str, Any]]:
     """Student pass (grad) -> teacher pass at the student's top-k ids (no grad) -> divergence -> loss.
 
@@ -140,7 +141,8 @@ def mopd_forward_loss(
     ``rollout_logp``: the inference engine's log-probs, for the optional rollout weight (needs
     ``old_logp`` or uses the current, detached log-probs as the trainer side). ``metrics_on_device``: tensor
     metrics stay 0-dim device tensors (the trainer reads them once per step). ``student_plan``: the student's
-    prompts, each forwarded once for its completions (``model.share_prompt``).
+    prompts, each forwarded once for its completions (``model.share_prompt``). ``seq_weight``: [B] the
+    sequence-level mismatch weight (``loss.mismatch_weight``), multiplying each row's terms.
     """
     inputs = inputs.to(next(student.parameters()).device)
     s_batch, t_batch = inputs.student, inputs.teacher
@@ -166,7 +168,7 @@ def mopd_forward_loss(
         div, inputs.loss_mask, inputs.seq_mask,
         logp=behaviour_logp if old_logp is not None else None, old_logp=old_logp, ratio_cap=ratio_cap,
         trainer_old_logp=trainer_old, rollout_logp=rollout_logp, weight_cap=weight_cap, agg=agg,
-        metrics_on_device=True,
+        metrics_on_device=True, seq_weight=None if seq_weight is None else seq_weight.to(div.device),
     )
     if student_plan is not None:  # the saving of model.share_prompt (totals over the update)
         metrics["prompt_tokens"] = float(student_plan.prompt_tokens)
