@@ -21,9 +21,9 @@ def sample_fingerprint(messages: list[dict[str, Any]]) -> float:
 
 def register_signal_arith() -> str:
     """Register ``tests/SignalArith-v0``: Arith's correctness at weight 0.5 plus 0.5 x the episode fingerprint."""
+    from toolgym.envs.builtin.arith import ArithEnv, arith_correct
     from toolgym.envs.registry import register
     from toolgym.envs.rubric import Rubric
-    from toolgym.envs.builtin.arith import ArithEnv, arith_correct
 
     class SignalArith(ArithEnv):
         def __init__(self, **kwargs: Any) -> None:

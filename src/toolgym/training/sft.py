@@ -31,8 +31,8 @@ def arith_demonstrations(n: int, seed: int = 0, tool_fraction: float = 0.5, dire
     ``print(expr)`` prints, i.e. the exact value. Indices start at ``first_index`` so that they do not
     coincide with the RL prompts (which start at 0).
     """
-    from toolgym.envs.registry import make_env
     from toolgym.envs.builtin.arith import PART_SEPARATOR, question
+    from toolgym.envs.registry import make_env
 
     kw = {k: v for k, v in (env_kwargs or {}).items() if k != "sandbox"}
     env = make_env(env_id, kw, sandbox=None, partition="train")
