@@ -3,8 +3,8 @@
 One step (docs/algorithms/ctpo.md): pick ``rollout.prompts_per_step`` prompts at the data cursor, sample
 ``group_size`` episodes per prompt with the RolloutRunner (sandboxed tools), compute group-relative
 advantages, recompute the behaviour log-probs with the trainer (no grad, pre-update weights; the
-sampler's own log-probs only enter the optional mismatch weight; an exactly on-policy first mini-batch takes
-them from the update's own forward instead, detached), then ``mini_batches`` optimizer
+sampler's own log-probs only enter the mismatch weight, on by default when the rollouts are stale; an exactly
+on-policy, never stale first mini-batch takes them from the update's own forward instead, detached), then ``mini_batches`` optimizer
 steps over consecutive slices of the batch (the first is on-policy, later ones are off-policy: that
 is where the ratio and the clip matter). Micro-batches (``grad_accum``, ``max_tokens_per_micro_batch``:
 docs/memory.md) accumulate gradients; the token-mean divides by the mini-batch's global policy-token
@@ -131,6 +131,9 @@ class Trainer:
         self._demos = demos
         if self.dist.main:
             dump_config(cfg, self.out / "config.yaml")
+        uncorrected = cfg.uncorrected_staleness()
+        if uncorrected:
+            self.logger.say(f"warning: {uncorrected}")
         slow = fp32_on_cuda(self.dist.device, cfg.model.dtype)
         if slow:
             self.logger.say(slow)
