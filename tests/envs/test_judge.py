@@ -101,6 +101,7 @@ def test_an_unparseable_verdict_scores_zero_is_counted_and_not_cached():
     for r in results[:4]:
         assert r.errors["judge"].startswith("JudgeVerdictError: judge ") and "\n" not in r.errors["judge"]
     assert [s["info"]["llm_judge"]["failures"] for s in states] == [1, 1, 1, 1, 0]
+    assert all(s["info"]["llm_judge"]["prompt_tokens"] > 0 for s in states)  # a failed verdict cost tokens too
     assert judge.stats().failures == 4
     _score_all(judge, bad[:1])
     assert backend.batches == [5, 1]  # a failed verdict is asked again, not replayed from the cache

@@ -184,8 +184,11 @@ class LLMJudge:
             cost["calls"] = 1
             try:
                 score, reply = await asyncio.shield(fut)
-            except JudgeVerdictError:
+            except JudgeVerdictError as exc:  # its tokens were spent all the same
                 cost["failures"] = 1
+                reply = getattr(exc, "reply", None)
+                if isinstance(reply, JudgeReply):
+                    cost["prompt_tokens"], cost["completion_tokens"] = reply.prompt_tokens, reply.completion_tokens
                 raise
             finally:
                 queue.inflight.pop(key, None)
@@ -262,6 +265,7 @@ class LLMJudge:
                 fut.set_result((parse_verdict(reply.text, nonce, self.max_score), reply))
             except JudgeVerdictError as exc:
                 failures += 1
+                exc.reply = reply  # type: ignore[attr-defined]
                 fut.set_exception(exc)
         self._count(batches=1, calls=len(batch), failures=failures, seconds=time.perf_counter() - t0,
                     prompt_tokens=sum(r.prompt_tokens for r in replies),
