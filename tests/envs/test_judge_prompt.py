@@ -111,7 +111,7 @@ def test_a_long_answer_is_cut_and_marked():
 
 def test_a_prefilled_chat_ends_with_the_verdicts_start():
     chat = judge_messages("t", "r", "a", N, prefill=True)
-    assert chat[-1] == {"role": "assistant", "content": f"SCORE {N}:"}
+    assert chat[-1] == {"role": "assistant", "content": f"SCORE {N}: "}
 
 
 def test_escape_and_task_text():

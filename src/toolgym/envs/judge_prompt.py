@@ -57,7 +57,7 @@ def judge_messages(task: str, reference: str, answer: str, nonce: str, *, criter
                    max_score: int = 10, max_chars: int = 16_000, prefill: bool = False) -> list[dict[str, str]]:
     """The judge's chat: instructions, the three fenced fields, the instructions again. Each field is cut to
     ``max_chars`` characters (marked) so one long answer cannot overflow the judge's context. ``prefill``
-    ends the chat with the start of the judge's reply, ``SCORE NONCE:``, as an assistant turn: the judge
+    ends the chat with the start of the judge's reply, ``SCORE NONCE: ``, as an assistant turn: the judge
     writes only the number (for small judges that do not keep a reply format; a backend continues that
     turn and returns the whole line)."""
     rule = criteria.format(max=max_score)
@@ -78,7 +78,7 @@ def judge_messages(task: str, reference: str, answer: str, nonce: str, *, criter
     ])
     chat = [{"role": "system", "content": system}, {"role": "user", "content": user}]
     if prefill:
-        chat.append({"role": "assistant", "content": f"SCORE {nonce}:"})
+        chat.append({"role": "assistant", "content": f"SCORE {nonce}: "})
     return chat
 
 
