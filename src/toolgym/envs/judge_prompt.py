@@ -3,8 +3,9 @@
 The task, the reference and the answer are untrusted text (the answer is the policy's own output,
 written to maximise the reward). They go into the judge's prompt as data:
 
-- escaped: ``&``, ``<`` and ``>`` become ``&amp;``, ``&lt;`` and ``&gt;``, so no untrusted text contains
-  a tag, a fence delimiter or a ``<|role|>`` marker of a chat template (the sampler adapter also breaks
+- escaped: ``&``, ``<`` and ``>`` become ``&amp;``, ``&lt;`` and ``&gt;``, and their look-alikes (fullwidth
+  and small forms, angle brackets) numeric references, so no untrusted text contains a tag, a fence
+  delimiter or a ``<|role|>`` marker of a chat template, real or imitated (the sampler adapter also breaks
   the tokenizer's own special-token strings, ``[INST]`` and the like);
 - fenced: each sits between ``<answer-NONCE>`` and ``</answer-NONCE>`` tags whose nonce is drawn per call
   (after the answer exists), so the answer cannot close its fence;
@@ -41,9 +42,17 @@ def new_nonce() -> str:
     return secrets.token_hex(8)
 
 
+#: characters a reader takes for ``<``, ``>`` or ``&``: those NFKC folds into them (small and fullwidth forms)
+#: and the angle brackets and quotes that look like them; each becomes a numeric reference
+LOOK_ALIKES = "\ufe60\ufe64\ufe65\uff06\uff1c\uff1e\u2039\u203a\u2329\u232a\u3008\u3009\u27e8\u27e9" \
+              "\u02c2\u02c3\u1438\u1433\u276e\u276f"
+_ESCAPES = str.maketrans({"&": "&amp;", "<": "&lt;", ">": "&gt;", **{c: f"&#x{ord(c):x};" for c in LOOK_ALIKES}})
+
+
 def escape(text: str) -> str:
-    """Untrusted text as data: no ``<``, ``>`` or bare ``&`` is left (so no tag or role marker)."""
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    """Untrusted text as data: no ``<``, ``>``, bare ``&`` or look-alike of them is left (so no tag, fence or
+    role marker, real or imitated). One pass over the text."""
+    return text.translate(_ESCAPES)
 
 
 def _fenced(label: str, text: str, nonce: str, limit: int) -> str:
