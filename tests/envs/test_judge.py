@@ -173,3 +173,27 @@ def test_bad_settings_are_one_clear_line(kwargs):
         LLMJudge(RuleJudge(), **kwargs)
     with pytest.raises(ConfigError, match="ajudge"):
         LLMJudge(object())
+
+
+def test_the_wait_for_a_verdict_is_not_the_episodes_own_time():
+    """The runner leaves waits out of `max_wall_s`: a judge's batch is the judge's time, not the episode's."""
+    from toolgym.sandbox import waiting
+
+    clock = waiting.WaitClock()
+
+    async def main():
+        with waiting.measuring(clock):
+            return await asyncio.ensure_future(LLMJudge(RuleJudge(delay_s=0.3))(completion="Paris", task=TASK))
+
+    assert asyncio.run(main()) == 1.0
+    assert clock.seconds >= 0.3
+
+
+def test_a_judge_that_never_answers_is_a_backend_fault_at_its_bound():
+    class Silent(RuleJudge):
+        async def ajudge(self, chats):
+            await asyncio.Event().wait()
+
+    judge = LLMJudge(Silent(), timeout_s=0.2)
+    with pytest.raises(InfrastructureError, match="no verdict in 0.2 s"):
+        _score_all(judge, ["Paris"])

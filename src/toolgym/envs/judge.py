@@ -44,6 +44,7 @@ from toolgym.envs.judge_prompt import (
     task_text,
 )
 from toolgym.errors import ConfigError, InfrastructureError
+from toolgym.sandbox import waiting
 
 __all__ = ["JudgeBackend", "JudgeReply", "JudgeStats", "JudgeVerdictError", "LLMJudge", "take_metrics"]
 
@@ -116,12 +117,14 @@ class LLMJudge:
     backend: a :class:`JudgeBackend`. criteria: what the judge grades (``{max}`` is max_score).
     field: "completion" (the final message) or "answer" (the detected answer; None grades as empty).
     reference: ``task -> str`` (default: ``str(task.ground_truth)``). name: the component's name.
-    prefill: the judge's reply starts with ``SCORE NONCE:`` and it writes only the number (small judges)."""
+    prefill: the judge's reply starts with ``SCORE NONCE:`` and it writes only the number (small judges).
+    timeout_s: no verdict by then is a backend fault (InfrastructureError). The wait for a verdict is not the
+    episode's own time (``EpisodeLimits.max_wall_s`` leaves it out): it depends on the judge and the batch."""
 
     def __init__(self, backend: JudgeBackend, *, criteria: str = DEFAULT_CRITERIA, max_score: int = 10,
                  field: str = "completion", reference: Callable[[Any], str] | None = None, name: str = "judge",
                  batch_size: int = 32, batch_window_s: float = 0.01, cache_size: int = 4096,
-                 max_chars: int = 16_000, prefill: bool = False) -> None:
+                 max_chars: int = 16_000, prefill: bool = False, timeout_s: float = 600.0) -> None:
         if not callable(getattr(backend, "ajudge", None)):
             raise ConfigError(f"LLMJudge needs a backend with an async ajudge(chats) method; got {backend!r} "
                               "(toolgym.agents.judge.SamplerJudge wraps any sampler)")
@@ -137,7 +140,7 @@ class LLMJudge:
         self.__name__ = name
         self.batch_size, self.batch_window_s, self.cache_size, self.max_chars = (
             batch_size, batch_window_s, cache_size, max_chars)
-        self.prefill = prefill
+        self.prefill, self.timeout_s = prefill, float(timeout_s)
         self._cache: OrderedDict[str, int] = OrderedDict()
         self._lock = threading.Lock()
         self._stats = JudgeStats()
@@ -164,18 +167,20 @@ class LLMJudge:
             if score is not None:
                 cost["cache_hits"] = 1
                 return score / self.max_score
-            queue = self._queues.setdefault(asyncio.get_running_loop(), _Queue())
+            with self._lock:
+                queue = self._queues.setdefault(asyncio.get_running_loop(), _Queue())
             shared = queue.inflight.get(key)
             if shared is not None:  # the same content is being judged for another episode right now
                 cost["cache_hits"] = 1
                 self._count(cache_hits=1)
                 try:
-                    score, _ = await asyncio.shield(shared)
+                    score, _ = await self._await(shared)
                 except JudgeVerdictError:
                     cost["failures"] = 1
                     raise
                 return score / self.max_score
             fut = asyncio.get_running_loop().create_future()
+            fut.add_done_callback(_retrieve)
             queue.inflight[key] = fut
             nonce = new_nonce()
             queue.pending.append((judge_messages(*fields, nonce, criteria=self.criteria, max_score=self.max_score,
@@ -183,7 +188,7 @@ class LLMJudge:
             self._schedule(queue)
             cost["calls"] = 1
             try:
-                score, reply = await asyncio.shield(fut)
+                score, reply = await self._await(fut)
             except JudgeVerdictError as exc:  # its tokens were spent all the same
                 cost["failures"] = 1
                 reply = getattr(exc, "reply", None)
@@ -198,6 +203,13 @@ class LLMJudge:
         finally:
             cost["wait_s"] = round(time.perf_counter() - t0, 6)
             _record(state, cost)
+
+    async def _await(self, fut: asyncio.Future) -> tuple[int, JudgeReply]:
+        with waiting.waiting():
+            try:
+                return await asyncio.wait_for(asyncio.shield(fut), self.timeout_s)
+            except TimeoutError:
+                raise InfrastructureError(f"judge gave no verdict in {self.timeout_s:g} s") from None
 
     # -- cache ---------------------------------------------------------------------------------------
 
@@ -287,6 +299,12 @@ def _record(state: dict[str, Any] | None, cost: dict[str, float]) -> None:
     mine = info.setdefault("llm_judge", {})
     for k, v in cost.items():
         mine[k] = mine.get(k, 0) + v
+
+
+def _retrieve(fut: asyncio.Future) -> None:
+    """Mark a verdict's exception seen: its episode may have gone (cancelled) before reading it."""
+    if not fut.cancelled():
+        fut.exception()
 
 
 def _one_line(exc: BaseException) -> str:
