@@ -29,6 +29,7 @@ import pytest
 import toolgym._text
 import toolgym.envs.answers
 import toolgym.envs.builtin
+import toolgym.envs.judge_prompt
 import toolgym.envs.parsing.base
 import toolgym.envs.tasks
 import toolgym.envs.verifiers
@@ -83,7 +84,7 @@ def _generators() -> dict[str, Callable[[int], str]]:
 
 # Extractors: every public function of these modules, called as fn(text) unless said here.
 EXTRACTOR_MODULES = (toolgym._text, toolgym.envs.answers, toolgym.envs.verifiers, toolgym.envs.parsing.base,
-                     toolgym.suites.grading)
+                     toolgym.suites.grading, toolgym.envs.judge_prompt)
 _TASK = Task("t", [], ground_truth="B", metadata={"labels": ["A", "B", "C", "D"],
                                                   "choices": ["one", "two", "three", "four"]})
 CALLS: dict[str, Callable[[Callable[..., Any], str], Any]] = {
@@ -94,6 +95,8 @@ CALLS: dict[str, Callable[[Callable[..., Any], str], Any]] = {
     "toolgym.envs.verifiers.math_equal": lambda f, s: f(s, "5"),
     "toolgym.suites.grading.answer_key": lambda f, s: (f("mc", _TASK, s, None), f("mc", _TASK, s, s)),
     "toolgym.envs.parsing.base.json_at": lambda f, s: f(s, 0),
+    "toolgym.envs.judge_prompt.judge_messages": lambda f, s: f(s, s, s, "0" * 16),
+    "toolgym.envs.judge_prompt.parse_verdict": lambda f, s: _verdict(f, s),
 }
 NOT_TEXT = {  # public functions of those modules that read no model text, or read it elsewhere
     "toolgym.envs.verifiers.rg_score": "a reasoning-gym scorer, run only in the scorer worker (killed past its deadline)",
@@ -102,8 +105,17 @@ NOT_TEXT = {  # public functions of those modules that read no model text, or re
     "toolgym.suites.grading.grade_all": "runs an environment's rubric (its reward functions are covered below)",
     "toolgym.suites.grading.agrade": "runs an environment's rubric (its reward functions are covered below)",
     "toolgym.suites.grading.records": "builds records from grades",
+    "toolgym.envs.judge_prompt.new_nonce": "draws a nonce, reads no text",
 }
 _ARGS = ("completion", "answer", "task", "messages", "state")
+
+
+def _verdict(parse: Callable[..., Any], reply: str) -> Any:
+    """A judge's reply: a verdict, or the one-line failure most adversarial replies are."""
+    try:
+        return parse(reply, "0" * 16)
+    except toolgym.envs.judge_prompt.JudgeVerdictError:
+        return None
 
 
 def _extractors() -> dict[str, Callable[[str], Any]]:
@@ -236,7 +248,8 @@ def test_every_text_function_is_enumerated() -> None:
     # the enumeration itself can fail silently: these must be in it
     for key in ("toolgym.envs.verifiers.extract_choice", "toolgym._text.iter_fences", "toolgym.envs.answers.answer_line",
                 "parser hermes+python", "parser qwen3_coder", "toolgym.envs.builtin.science_qa.choice_correct",
-                "toolgym.envs.builtin.math_tir.correct", "toolgym.envs.core.exact_match", "toolgym.envs.rubric.format_reward"):
+                "toolgym.envs.builtin.math_tir.correct", "toolgym.envs.core.exact_match", "toolgym.envs.rubric.format_reward",
+                "toolgym.envs.judge_prompt.parse_verdict"):
         assert key in FUNCTIONS
 
 

@@ -29,7 +29,7 @@ from toolgym.agents.sampling import ContextOverflow, Sample, Sampler, SamplingPa
 from toolgym.agents.trajectory import Trajectory
 from toolgym.sandbox import tenancy, waiting
 
-_KEEP_INFO = ("answer", "reward_components", "reward_errors", "tool_calls_total", "finish_reason")
+_KEEP_INFO = ("answer", "reward_components", "reward_errors", "tool_calls_total", "finish_reason", "llm_judge")
 
 
 @dataclass

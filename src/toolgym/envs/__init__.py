@@ -21,6 +21,7 @@ _LAZY = {
     "tool": "toolgym.envs.tools",
     "Rubric": "toolgym.envs.rubric",
     "RubricResult": "toolgym.envs.rubric",
+    "LLMJudge": "toolgym.envs.judge",
     "make": "toolgym.envs.registry",
     "make_env": "toolgym.envs.registry",
     "register": "toolgym.envs.registry",

@@ -120,8 +120,9 @@ class Rubric:
 
 def _is_async(fn: RewardFn) -> bool:
     """fn is a coroutine function. Anything else runs off the loop; what it returns is awaited if it
-    is awaitable (an object whose __call__ is async only creates its coroutine there)."""
-    return inspect.iscoroutinefunction(fn)
+    is awaitable. An object whose __call__ is async (a judge term) is awaited on the loop too."""
+    return inspect.iscoroutinefunction(fn) or (
+        not inspect.isroutine(fn) and inspect.iscoroutinefunction(type(fn).__call__))  # noqa: B004
 
 
 def _child_ref(fn: RewardFn, params: set[str] | None) -> str | None:
