@@ -445,6 +445,9 @@ class Trainer:
         m.update(prep)
         m.update(upd)
         m.update(flow)  # the pipeline's staleness, dropped groups and idle times (max_staleness >= 1)
+        from toolgym.agents.judge import step_metrics as judge_metrics
+
+        m.update(judge_metrics(batch.trajectories))  # a model judge's calls, cache hits, failures, tokens
         m.update(episodes=n, rollout_s=t1 - t0, update_s=t2 - t1, step_s=t2 - t0, weight_pushes=self.orchestrator.pushes,
                  tokens_per_s=model_tokens * self.cfg.update_epochs / max(t2 - t1, 1e-9),
                  errors=sum(s["errors"] for s in allstats), peak_memory_gb=max(s["peak_memory_gb"] for s in allstats))
