@@ -113,8 +113,20 @@ def _check_runtime(client, runtime: str | None) -> str | None:
 RUNSC_PIDS_PER_PROC, RUNSC_OWN_PIDS = 4, 512
 
 
+def _gvisor(runtime: str | None) -> bool:
+    return runtime is not None and runtime.startswith("runsc")
+
+
 def _pids_limit(pids: int, runtime: str | None) -> int:
-    return pids if runtime is None or not runtime.startswith("runsc") else pids * RUNSC_PIDS_PER_PROC + RUNSC_OWN_PIDS
+    return pids * RUNSC_PIDS_PER_PROC + RUNSC_OWN_PIDS if _gvisor(runtime) else pids
+
+
+def executor_args(pids: int, runtime: str | None) -> list[str]:
+    """The executor's options for a runtime. Under gVisor the container's pids cgroup bounds gVisor, not the
+    sandbox's processes: the executor bounds each uid's with RLIMIT_NPROC (a program that filled the cgroup
+    took the whole sandbox down), and it refuses mq_open (gVisor mounts no /dev/mqueue, so no wipe sees a
+    queue)."""
+    return ["--nproc", str(pids), "--no-mqueue"] if _gvisor(runtime) else []
 
 
 class DockerWorker:
@@ -146,7 +158,8 @@ class DockerWorker:
         )
         created = client.api.create_container(
             image,
-            command=["python3", "-I", "-c", executor_source(), "--workroot", "/work", "--wipe-tmp"],
+            command=["python3", "-I", "-c", executor_source(), "--workroot", "/work", "--wipe-tmp",
+                     *executor_args(limits.pids + OWN_PIDS, runtime)],
             name=f"toolgym-sbx-{os.getpid()}-{uuid.uuid4().hex[:8]}",
             user="0:0",  # the executor's; untrusted code runs as uids of this sandbox's own (sandbox.uids)
             working_dir="/work",

@@ -70,11 +70,15 @@ from common import (
     live,
     oom_count,
     other_pids,
+    pidfd_open,
     prctl,
     print_exc,
+    proc_identity,
     protector,
     reap,
+    refuse_mq_open,
     run_as_main,
+    scrub_environ,
     tasks,
     uid_of,
     wipe,
@@ -155,6 +159,20 @@ def _harden():
                     "SETUID, SETGID, KILL, CHOWN, DAC_OVERRIDE, FOWNER)")
     except (OSError, ValueError) as exc:
         return f"hardening failed: {exc}"
+    return None
+
+
+def _bound(nproc, no_mqueue):
+    """Where the sandbox's kernel is gVisor's (the host says so: --nproc, --no-mqueue): every uid may have
+    at most `nproc` processes (inherited by all; the container's pids cgroup holds gVisor itself too, and
+    a program that filled it took the whole sandbox down), and mq_open is refused. None, else why not."""
+    try:
+        if nproc is not None:
+            resource.setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))
+        if no_mqueue:
+            refuse_mq_open()
+    except (OSError, ValueError, KeyError) as exc:
+        return f"the process bound or the message-queue filter did not hold: {exc!r}"
     return None
 
 
@@ -648,7 +666,9 @@ def op_run(req):
             p = _safe_path(cwd, name)
             _write_file(p, base64.b64decode(b64, validate=False), uid, cwd)
         stdin_path = os.path.join(cwd, ".stdin")
-        with open(stdin_path, "wb") as fh:
+        # root's, 0600: under gVisor every uid may list /proc/1/fd and reopen what it names (Linux: only
+        # root, the executor being non-dumpable), and a trusted call's stdin holds the judge's hidden tests
+        with os.fdopen(os.open(stdin_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600), "wb") as fh:
             fh.write(str(req.get("stdin") or "").encode("utf-8", "surrogateescape"))
         fd = os.open(stdin_path, os.O_RDONLY)  # kept open, unlinked: the program cannot see it
         os.unlink(stdin_path)
@@ -825,15 +845,27 @@ def _session_start(lim):
         for fd in (null, out_w, err_w):
             os.close(fd)
     parent.setblocking(False)  # written and read only within a cell's deadline (see _supervise)
-    # the interpreter is the template's child, reaped only by _session_kill: its pidfd names it alone
-    return {"pid": pid, "pidfd": os.pidfd_open(pid), "ctl": parent.detach(), "out": out_r, "err": err_r,
+    # the interpreter is the template's child: its pidfd names it alone; where the kernel has no pidfds
+    # (gVisor), its pid and start time do (the template may reap it once it ends, and the pid be reused)
+    pidfd = pidfd_open(pid)
+    start = None
+    if pidfd is None:
+        try:
+            start = proc_identity(pid)[0]
+        except OSError:
+            pass  # it ended already: nothing is signalled by its pid, and its cell reports that
+    return {"pid": pid, "pidfd": pidfd, "start": start, "ctl": parent.detach(), "out": out_r, "err": err_r,
             "lim": lim}
 
 
 def _signal_session(s, sig):
     """SIGSTOP (freeze) or SIGCONT (thaw) the session's interpreter, all its threads at once."""
     try:
-        signal.pidfd_send_signal(s["pidfd"], sig)
+        if s["pidfd"] is None:
+            if proc_identity(s["pid"])[0] == s["start"]:
+                os.kill(s["pid"], sig)
+        else:
+            signal.pidfd_send_signal(s["pidfd"], sig)
     except OSError:
         pass  # it died: its cell reports that
 
@@ -870,6 +902,8 @@ def _session_kill():
         pass
     _TEMPLATE.wait(s["pid"])
     for fd in (s["ctl"], s["out"], s["err"], s["pidfd"]):
+        if fd is None:
+            continue
         try:
             os.close(fd)
         except OSError:
@@ -955,6 +989,7 @@ def handle(req):
 def main(argv):
     global _IN, _OUT, WORKROOT, WIPE_TMP, _REFUSED, _TEMPLATE
     args = list(argv)
+    nproc, no_mqueue = None, False
     while args:
         a = args.pop(0)
         if a == "--workroot":
@@ -965,6 +1000,10 @@ def main(argv):
             OOM_FILES[:] = [args.pop(0)]
         elif a == "--site":  # the packages programs may import beyond the standard library
             sys.path.append(args.pop(0))
+        elif a == "--nproc":  # processes per uid, where no pids cgroup of the sandbox's own bounds them
+            nproc = int(args.pop(0))
+        elif a == "--no-mqueue":  # where the wipe cannot see POSIX message queues, none may be made
+            no_mqueue = True
     resource.setrlimit(resource.RLIMIT_NOFILE, (1024, 1024))
     import atexit  # noqa: F401 - preload what forked children need, so they share it
     import ctypes  # noqa: F401
@@ -979,6 +1018,9 @@ def main(argv):
                  "string", "typing"):
         __import__(name)
     _REFUSED = _harden()
+    if _REFUSED is None:
+        _REFUSED = _bound(nproc, no_mqueue)
+    scrub_environ()  # its variables stay in os.environ; /proc/1/environ shows zeros (gVisor lets anyone read it)
     _IN, _OUT = os.dup(0), os.dup(1)
     null = os.open(os.devnull, os.O_RDWR)
     for fd in (0, 1, 2):
