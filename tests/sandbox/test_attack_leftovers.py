@@ -476,13 +476,15 @@ def _plant():
 
 
 def _room():
-    """Bytes the sandbox has left: its memory cgroup's; under gVisor (no cgroup files) its /proc/meminfo's,
-    which counts the sandbox's memory against the container's limit."""
+    """Bytes the sandbox has left: its memory cgroup's; under gVisor (no cgroup files) its executor's memory
+    budget (its command line) less what gVisor's kernel holds (/proc/meminfo)."""
     cg = "/sys/fs/cgroup/memory/"
     try:
         return int(open(cg + "memory.limit_in_bytes").read()) - int(open(cg + "memory.usage_in_bytes").read())
     except OSError:
-        return [int(line.split()[1]) << 10 for line in open("/proc/meminfo") if line.startswith("MemAvailable:")][0]
+        argv = open("/proc/1/cmdline").read().split("\0")
+        info = {line.split(":")[0]: int(line.split()[1]) << 10 for line in open("/proc/meminfo")}
+        return int(argv[argv.index("--memory-budget") + 1]) - (info["MemTotal"] - info["MemAvailable"])
 
 
 def _fill(headroom_mb):

@@ -121,12 +121,22 @@ def _pids_limit(pids: int, runtime: str | None) -> int:
     return pids * RUNSC_PIDS_PER_PROC + RUNSC_OWN_PIDS if _gvisor(runtime) else pids
 
 
-def executor_args(pids: int, runtime: str | None) -> list[str]:
-    """The executor's options for a runtime. Under gVisor the container's pids cgroup bounds gVisor, not the
-    sandbox's processes: the executor bounds each uid's with RLIMIT_NPROC (a program that filled the cgroup
-    took the whole sandbox down), and it refuses mq_open (gVisor mounts no /dev/mqueue, so no wipe sees a
-    queue)."""
-    return ["--nproc", str(pids), "--no-mqueue"] if _gvisor(runtime) else []
+# Under gVisor the container's memory cgroup holds gVisor's kernel too (its own heap, page tables): room
+# beyond the sandbox's memory, which the executor's memory guard bounds inside (injected/memguard.py).
+RUNSC_OWN_MEMORY = 256 << 20
+
+
+def _memory_limit(mem: int, runtime: str | None) -> int:
+    return mem + RUNSC_OWN_MEMORY if _gvisor(runtime) else mem
+
+
+def executor_args(pids: int, mem: int, runtime: str | None) -> list[str]:
+    """The executor's options for a runtime. Under gVisor the container's cgroups bound gVisor, not the
+    sandbox's processes, and at their limits the host took the whole sandbox down (every batch-mate with
+    it): the executor bounds each call's processes with RLIMIT_NPROC and the sandbox's memory with its guard.
+    Its filter refuses mq_open (gVisor mounts no /dev/mqueue, so no wipe sees a queue) and answers clone3
+    with ENOSYS (Docker's profile under gVisor says EPERM, and then no thread starts)."""
+    return ["--nproc", str(pids), "--gvisor-filter", "--memory-budget", str(mem)] if _gvisor(runtime) else []
 
 
 class DockerWorker:
@@ -148,8 +158,8 @@ class DockerWorker:
             read_only=True,
             tmpfs={"/work": f"rw,exec,size={work_mb}m,mode=755,nosuid,nodev",
                    "/tmp": f"rw,size={tmp_mb}m,mode=1777,nosuid,nodev"},
-            mem_limit=mem,
-            memswap_limit=mem,
+            mem_limit=_memory_limit(mem, runtime),
+            memswap_limit=_memory_limit(mem, runtime),
             pids_limit=_pids_limit(limits.pids + OWN_PIDS, runtime),
             nano_cpus=int(cpus * 1e9),
             ipc_mode="none",
@@ -159,7 +169,7 @@ class DockerWorker:
         created = client.api.create_container(
             image,
             command=["python3", "-I", "-c", executor_source(), "--workroot", "/work", "--wipe-tmp",
-                     *executor_args(limits.pids + OWN_PIDS, runtime)],
+                     *executor_args(limits.pids + OWN_PIDS, mem, runtime)],
             name=f"toolgym-sbx-{os.getpid()}-{uuid.uuid4().hex[:8]}",
             user="0:0",  # the executor's; untrusted code runs as uids of this sandbox's own (sandbox.uids)
             working_dir="/work",

@@ -48,23 +48,26 @@ def prctl(option, value):
     return rc
 
 
-# mq_open, and the seccomp filter that refuses it (`refuse_mq_open`)
-_MQ_OPEN = {"x86_64": (0xC000003E, 240), "aarch64": (0xC00000B7, 180)}
+# (audit arch, mq_open, clone3) of each architecture, for `gvisor_filter`
+_GVISOR_NRS = {"x86_64": (0xC000003E, 240, 435), "aarch64": (0xC00000B7, 180, 435)}
 PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 22, 2
 
 
-def refuse_mq_open():
-    """Install a seccomp filter (on top of the sandbox's) under which mq_open fails with ENOSYS, for this
-    process and all it forks. Where the sandbox cannot list its POSIX message queues (gVisor mounts no
-    /dev/mqueue, and a queue is named only by its maker), none may be made: a queue would outlive the
-    call that made it. Needs no_new_privs; raises OSError when the kernel refuses the filter."""
+def gvisor_filter():
+    """Install a seccomp filter (on top of the sandbox's) under which mq_open and clone3 fail with ENOSYS,
+    for this process and all it forks. Under gVisor: the sandbox cannot list its POSIX message queues
+    (gVisor mounts no /dev/mqueue, and a queue is named only by its maker), so none may be made, or one
+    would outlive the call that made it; and Docker's profile as gVisor applies it answers clone3 with
+    EPERM, not ENOSYS, so glibc never falls back to clone and no thread starts (of a program or ours);
+    for the same errno action the newest filter's value wins. Needs no_new_privs; raises OSError when the
+    kernel refuses the filter."""
     import ctypes
     import struct
 
-    arch, nr = _MQ_OPEN[os.uname().machine]
+    arch, mq_open, clone3 = _GVISOR_NRS[os.uname().machine]
     ld, jeq, ret = 0x20, 0x15, 0x06  # BPF_LD|BPF_W|BPF_ABS, BPF_JMP|BPF_JEQ|BPF_K, BPF_RET|BPF_K
-    prog = [(ld, 0, 0, 4), (jeq, 0, 3, arch), (ld, 0, 0, 0), (jeq, 0, 1, nr),
-            (ret, 0, 0, 0x00050000 | errno.ENOSYS), (ret, 0, 0, 0x7FFF0000)]
+    prog = [(ld, 0, 0, 4), (jeq, 0, 3, arch), (ld, 0, 0, 0), (jeq, 2, 0, mq_open), (jeq, 1, 0, clone3),
+            (ret, 0, 0, 0x7FFF0000), (ret, 0, 0, 0x00050000 | errno.ENOSYS)]
     code = b"".join(struct.pack("HBBI", *ins) for ins in prog)
     buf = ctypes.create_string_buffer(code, len(code))
 
@@ -74,7 +77,7 @@ def refuse_mq_open():
     fprog = FProg(len(prog), ctypes.cast(buf, ctypes.c_void_p))
     if libc().prctl(PR_SET_SECCOMP, ctypes.c_ulong(SECCOMP_MODE_FILTER), ctypes.byref(fprog), 0, 0) != 0:
         err = ctypes.get_errno()
-        raise OSError(err, f"the mq_open filter was refused: {os.strerror(err)}")
+        raise OSError(err, f"the gVisor filter was refused: {os.strerror(err)}")
 
 
 def scrub_environ():

@@ -50,6 +50,7 @@ import time
 
 import frames
 import limits
+import memguard
 from common import (
     OOM_FILES,
     PR_GET_DUMPABLE,
@@ -65,6 +66,7 @@ from common import (
     drop_to,
     exit_code,
     flush,
+    gvisor_filter,
     ipc_objects,
     listing,
     live,
@@ -76,7 +78,6 @@ from common import (
     proc_identity,
     protector,
     reap,
-    refuse_mq_open,
     run_as_main,
     scrub_environ,
     tasks,
@@ -97,6 +98,8 @@ _TEMPLATE = None  # the call template: a forkserver.ForkServer
 _CLEANERS = {}  # untrusted uid -> its standing Cleaner
 _BASE_TASKS = [None]  # tasks in the sandbox's pids cgroup when no call runs
 _REFUSED = None  # why this sandbox refuses to run anything (a hardening step failed)
+_NPROC = [None]  # RLIMIT_NPROC of every call, where the host asks for one (--nproc: gVisor)
+_GUARD = [None]  # the memory guard, where the sandbox's kernel is gVisor's (memguard.py)
 
 
 # ----------------------------------------------------------------------------- framing
@@ -162,17 +165,18 @@ def _harden():
     return None
 
 
-def _bound(nproc, no_mqueue):
-    """Where the sandbox's kernel is gVisor's (the host says so: --nproc, --no-mqueue): every uid may have
-    at most `nproc` processes (inherited by all; the container's pids cgroup holds gVisor itself too, and
-    a program that filled it took the whole sandbox down), and mq_open is refused. None, else why not."""
+def _bound(nproc, gvisor_rules):
+    """Where the sandbox's kernel is gVisor's (the host says so: --nproc, --gvisor-filter): every call's uid
+    may have at most `nproc` processes (the container's pids cgroup holds gVisor itself too, and a program
+    that filled it took the whole sandbox down), mq_open is refused and clone3 is ENOSYS (gvisor_filter).
+    None, else why not."""
     try:
         if nproc is not None:
-            resource.setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))
-        if no_mqueue:
-            refuse_mq_open()
+            _NPROC[0] = int(nproc)  # every call's processes (_set_rlimits), not the executor's own threads
+        if gvisor_rules:
+            gvisor_filter()
     except (OSError, ValueError, KeyError) as exc:
-        return f"the process bound or the message-queue filter did not hold: {exc!r}"
+        return f"the process bound or the gVisor filter did not hold: {exc!r}"
     return None
 
 
@@ -269,7 +273,7 @@ def _limits(req):
         "memory_mb": int(lim.get("memory_mb", limits.MEMORY_MB)),
         "output_bytes": int(lim.get("output_bytes", limits.OUTPUT_BYTES)),
         "file_bytes": int(lim.get("file_bytes", limits.FILE_BYTES)),
-        "nproc": int(lim["nproc"]) if lim.get("nproc") else None,
+        "nproc": int(lim["nproc"]) if lim.get("nproc") else _NPROC[0],
     }
 
 
@@ -989,7 +993,7 @@ def handle(req):
 def main(argv):
     global _IN, _OUT, WORKROOT, WIPE_TMP, _REFUSED, _TEMPLATE
     args = list(argv)
-    nproc, no_mqueue = None, False
+    nproc, gvisor_rules, budget = None, False, None
     while args:
         a = args.pop(0)
         if a == "--workroot":
@@ -1002,8 +1006,11 @@ def main(argv):
             sys.path.append(args.pop(0))
         elif a == "--nproc":  # processes per uid, where no pids cgroup of the sandbox's own bounds them
             nproc = int(args.pop(0))
-        elif a == "--no-mqueue":  # where the wipe cannot see POSIX message queues, none may be made
-            no_mqueue = True
+        elif a == "--gvisor-filter":  # no mq_open (no wipe sees a queue there), clone3 ENOSYS (common.py)
+            gvisor_rules = True
+        elif a == "--memory-budget":  # where no memory cgroup of the sandbox's own bounds it (memguard.py)
+            budget = int(args.pop(0))
+            OOM_FILES[:] = [memguard.COUNT_FILE]
     resource.setrlimit(resource.RLIMIT_NOFILE, (1024, 1024))
     import atexit  # noqa: F401 - preload what forked children need, so they share it
     import ctypes  # noqa: F401
@@ -1019,7 +1026,7 @@ def main(argv):
         __import__(name)
     _REFUSED = _harden()
     if _REFUSED is None:
-        _REFUSED = _bound(nproc, no_mqueue)
+        _REFUSED = _bound(nproc, gvisor_rules)
     scrub_environ()  # its variables stay in os.environ; /proc/1/environ shows zeros (gVisor lets anyone read it)
     _IN, _OUT = os.dup(0), os.dup(1)
     null = os.open(os.devnull, os.O_RDWR)
@@ -1041,6 +1048,11 @@ def main(argv):
             _TEMPLATE = ForkServer(_call_child, "the call template")
         except (OSError, RuntimeError) as exc:
             _REFUSED = f"the call template did not start: {exc}"
+    if _REFUSED is None and budget is not None:
+        try:  # a thread: started after the last fork of the executor itself (the template forks calls)
+            _GUARD[0] = memguard.MemoryGuard(budget, UNTRUSTED_UIDS)
+        except (OSError, ValueError, KeyError, RuntimeError) as exc:
+            _REFUSED = f"the memory guard did not start: {exc!r}"
     if _REFUSED is None:
         _BASE_TASKS[0] = tasks()  # this sandbox's tasks when nothing runs (helpers outside it included)
         _protected(WORKROOT)  # the interpreter's prefixes resolved before any program runs
@@ -1050,11 +1062,16 @@ def main(argv):
             break
         if req.get("op") == "exit":
             break
+        guard = _GUARD[0]
+        if guard is not None:
+            guard.busy.set()
         try:
             resp = handle(req)
         except Exception as exc:  # a bug or a sandbox fault: report it, keep serving
             resp = {"ok": False, "error": f"executor error: {type(exc).__name__}: {exc}", "fault": True,
                     "health": {"healthy": False, "reason": "executor error"}}
+        if guard is not None:
+            guard.busy.clear()
         resp["id"] = req.get("id")
         write_frame(_OUT, resp)
     if _REFUSED is None:
