@@ -130,13 +130,27 @@ def _memory_limit(mem: int, runtime: str | None) -> int:
     return mem + RUNSC_OWN_MEMORY if _gvisor(runtime) else mem
 
 
+# Under gVisor a forked process costs its sandbox ~10 MiB of memory (a Python interpreter forked from
+# another: 9.5 MiB each, measured; copy-on-write breaks in larger units than Linux's pages), and a fork bomb
+# starves the memory guard's thread of CPU: the process bound is what the sandbox's memory holds.
+RUNSC_BASE_MEMORY, RUNSC_PROC_MEMORY, RUNSC_MIN_PROCS = 96 << 20, 12 << 20, 16
+
+
+def runsc_nproc(pids: int, mem: int) -> int:
+    """Processes a call's uid may have under gVisor: `pids`, or fewer where the sandbox's memory `mem`
+    cannot hold that many."""
+    return max(RUNSC_MIN_PROCS, min(pids, (mem - RUNSC_BASE_MEMORY) // RUNSC_PROC_MEMORY))
+
+
 def executor_args(pids: int, mem: int, runtime: str | None) -> list[str]:
     """The executor's options for a runtime. Under gVisor the container's cgroups bound gVisor, not the
     sandbox's processes, and at their limits the host took the whole sandbox down (every batch-mate with
     it): the executor bounds each call's processes with RLIMIT_NPROC and the sandbox's memory with its guard.
     Its filter refuses mq_open (gVisor mounts no /dev/mqueue, so no wipe sees a queue) and answers clone3
     with ENOSYS (Docker's profile under gVisor says EPERM, and then no thread starts)."""
-    return ["--nproc", str(pids), "--gvisor-filter", "--memory-budget", str(mem)] if _gvisor(runtime) else []
+    if not _gvisor(runtime):
+        return []
+    return ["--nproc", str(runsc_nproc(pids, mem)), "--gvisor-filter", "--memory-budget", str(mem)]
 
 
 class DockerWorker:
