@@ -109,8 +109,10 @@ def _check_runtime(client, runtime: str | None) -> str | None:
 # Under gVisor the container's pids cgroup holds the runtime too: its Go threads and, on the ptrace
 # platform, a host stub process (and threads) per sandboxed process; at runc's limit the runtime's own
 # clone failed (EAGAIN) and the whole sandbox died on the first judge call. The sandbox's processes are
-# still bounded by the executor's RLIMIT_NPROC per call.
-RUNSC_PIDS_PER_PROC, RUNSC_OWN_PIDS = 4, 512
+# still bounded by the executor's RLIMIT_NPROC per call (for each of the two untrusted uids). gVisor keeps
+# the host threads it made (a fork bomb of 74 processes left 633 of them for good): at 4 per process a
+# second fill of the process table took the sandbox down; 8 per process of both uids holds it.
+RUNSC_PIDS_PER_PROC, RUNSC_OWN_PIDS = 16, 512
 
 
 def _gvisor(runtime: str | None) -> bool:
@@ -121,25 +123,17 @@ def _pids_limit(pids: int, runtime: str | None) -> int:
     return pids * RUNSC_PIDS_PER_PROC + RUNSC_OWN_PIDS if _gvisor(runtime) else pids
 
 
-# Under gVisor the container's memory cgroup holds gVisor's kernel too (its own heap, page tables): room
-# beyond the sandbox's memory, which the executor's memory guard bounds inside (injected/memguard.py).
-RUNSC_OWN_MEMORY = 256 << 20
+# Under gVisor the container's memory cgroup holds gVisor's kernel too (its own heap, page tables), and
+# gVisor charges each process more than Linux does: a Python interpreter forked from another costs it
+# ~9.5 MiB (measured: 10 more sleeping children, +95 MiB of MemTotal - MemAvailable, the host's cgroup
+# alike), copy-on-write breaking in larger units than Linux's pages. The executor's memory guard
+# (injected/memguard.py) holds the sandbox to its memory less RUNSC_PROC_MEMORY per live process, so what
+# fits on runc fits on runsc; the container gets room for that, and for gVisor and the guard's lag beyond.
+RUNSC_PROC_MEMORY, RUNSC_OWN_MEMORY = 8 << 20, 256 << 20
 
 
-def _memory_limit(mem: int, runtime: str | None) -> int:
-    return mem + RUNSC_OWN_MEMORY if _gvisor(runtime) else mem
-
-
-# Under gVisor a forked process costs its sandbox ~10 MiB of memory (a Python interpreter forked from
-# another: 9.5 MiB each, measured; copy-on-write breaks in larger units than Linux's pages), and a fork bomb
-# starves the memory guard's thread of CPU: the process bound is what the sandbox's memory holds.
-RUNSC_BASE_MEMORY, RUNSC_PROC_MEMORY, RUNSC_MIN_PROCS = 96 << 20, 12 << 20, 16
-
-
-def runsc_nproc(pids: int, mem: int) -> int:
-    """Processes a call's uid may have under gVisor: `pids`, or fewer where the sandbox's memory `mem`
-    cannot hold that many."""
-    return max(RUNSC_MIN_PROCS, min(pids, (mem - RUNSC_BASE_MEMORY) // RUNSC_PROC_MEMORY))
+def _memory_limit(mem: int, pids: int, runtime: str | None) -> int:
+    return mem + pids * RUNSC_PROC_MEMORY + RUNSC_OWN_MEMORY if _gvisor(runtime) else mem
 
 
 def executor_args(pids: int, mem: int, runtime: str | None) -> list[str]:
@@ -150,7 +144,8 @@ def executor_args(pids: int, mem: int, runtime: str | None) -> list[str]:
     with ENOSYS (Docker's profile under gVisor says EPERM, and then no thread starts)."""
     if not _gvisor(runtime):
         return []
-    return ["--nproc", str(runsc_nproc(pids, mem)), "--gvisor-filter", "--memory-budget", str(mem)]
+    return ["--nproc", str(pids), "--gvisor-filter", "--memory-budget", str(mem),
+            "--process-memory", str(RUNSC_PROC_MEMORY)]
 
 
 class DockerWorker:
@@ -172,8 +167,8 @@ class DockerWorker:
             read_only=True,
             tmpfs={"/work": f"rw,exec,size={work_mb}m,mode=755,nosuid,nodev",
                    "/tmp": f"rw,size={tmp_mb}m,mode=1777,nosuid,nodev"},
-            mem_limit=_memory_limit(mem, runtime),
-            memswap_limit=_memory_limit(mem, runtime),
+            mem_limit=_memory_limit(mem, limits.pids + OWN_PIDS, runtime),
+            memswap_limit=_memory_limit(mem, limits.pids + OWN_PIDS, runtime),
             pids_limit=_pids_limit(limits.pids + OWN_PIDS, runtime),
             nano_cpus=int(cpus * 1e9),
             ipc_mode="none",

@@ -98,6 +98,7 @@ _TEMPLATE = None  # the call template: a forkserver.ForkServer
 _CLEANERS = {}  # untrusted uid -> its standing Cleaner
 _BASE_TASKS = [None]  # tasks in the sandbox's pids cgroup when no call runs
 _REFUSED = None  # why this sandbox refuses to run anything (a hardening step failed)
+_ORPHANS = [False]  # whether orphans of a call come to us during it (no subreaper below us): reaped as it runs
 _NPROC = [None]  # RLIMIT_NPROC of every call, where the host asks for one (--nproc: gVisor)
 _GUARD = [None]  # the memory guard, where the sandbox's kernel is gVisor's (memguard.py)
 
@@ -150,6 +151,7 @@ def _harden():
         except OSError:
             if os.getpid() != 1:
                 raise
+            _ORPHANS[0] = True  # gVisor: no subreapers, so a judge harness's orphans come to us
         if prctl(PR_GET_NO_NEW_PRIVS, 0) != 1:  # asked of the kernel: gVisor's /proc has no NoNewPrivs line
             return "no_new_privs is not set"
         st = _status_fields()
@@ -396,6 +398,7 @@ def _ctl_answer(buf):
     return {"rc": rc}
 
 
+REAP_TICK_S = 0.05  # how often orphans are reaped during a call, where they come to us (gVisor)
 CPU_TICK_S = 0.25  # how often a session's cell has its CPU time read against its limit
 
 
@@ -437,6 +440,9 @@ def _supervise(pid, fds, deadline, cap, ctl=None, send=b"", over_cpu=None):
                 break
             next_tick = now + CPU_TICK_S
         wait_ms = (min(left, next_tick - now) if over_cpu is not None else left) * 1000
+        if _ORPHANS[0]:  # a zombie counts against its uid's RLIMIT_NPROC until it is reaped
+            reap()
+            wait_ms = min(wait_ms, REAP_TICK_S * 1000)
         events = poller.poll(max(1, int(wait_ms)))
         for fd, ev in events:
             if fd == server:
@@ -993,7 +999,7 @@ def handle(req):
 def main(argv):
     global _IN, _OUT, WORKROOT, WIPE_TMP, _REFUSED, _TEMPLATE
     args = list(argv)
-    nproc, gvisor_rules, budget = None, False, None
+    nproc, gvisor_rules, budget, per_process = None, False, None, 0
     while args:
         a = args.pop(0)
         if a == "--workroot":
@@ -1011,6 +1017,8 @@ def main(argv):
         elif a == "--memory-budget":  # where no memory cgroup of the sandbox's own bounds it (memguard.py)
             budget = int(args.pop(0))
             OOM_FILES[:] = [memguard.COUNT_FILE]
+        elif a == "--process-memory":  # what gVisor charges a process beyond Linux (memguard.py)
+            per_process = int(args.pop(0))
     resource.setrlimit(resource.RLIMIT_NOFILE, (1024, 1024))
     import atexit  # noqa: F401 - preload what forked children need, so they share it
     import ctypes  # noqa: F401
@@ -1050,7 +1058,7 @@ def main(argv):
             _REFUSED = f"the call template did not start: {exc}"
     if _REFUSED is None and budget is not None:
         try:  # a thread: started after the last fork of the executor itself (the template forks calls)
-            _GUARD[0] = memguard.MemoryGuard(budget, UNTRUSTED_UIDS)
+            _GUARD[0] = memguard.MemoryGuard(budget, per_process, UNTRUSTED_UIDS)
         except (OSError, ValueError, KeyError, RuntimeError) as exc:
             _REFUSED = f"the memory guard did not start: {exc!r}"
     if _REFUSED is None:

@@ -7,9 +7,10 @@ host's cgroup holds gVisor's own kernel, one process: at the limit the host kill
 sandbox dies with every batch-mate's call in it. So the host gives the container room beyond the
 sandbox's memory for gVisor itself, and this guard, a thread of the executor, does the OOM killer's
 work inside: while a call runs it reads how much memory gVisor's kernel holds (/proc/meminfo) every
-TICK_S, and past the sandbox's budget it kills the untrusted process with the largest resident set and
-counts the kill in a file of the same form as memory.oom_control, which the executor and the judge
-harness read as they read that one.
+TICK_S, less what gVisor charges each live process beyond what Linux would (`per_process`: it copies on
+write in larger units), and past the sandbox's budget it kills the untrusted process with the largest
+resident set and counts the kill in a file of the same form as memory.oom_control, which the executor
+and the judge harness read as they read that one.
 """
 
 import os
@@ -43,8 +44,8 @@ def _rss_pages(pid):
 
 
 class MemoryGuard:
-    def __init__(self, budget, uids):
-        self.budget, self.uids, self.kills = budget, frozenset(uids), 0
+    def __init__(self, budget, per_process, uids):
+        self.budget, self.per_process, self.uids, self.kills = budget, per_process, frozenset(uids), 0
         self.busy = threading.Event()  # set while a call runs: no reads between calls
         self._write()
         threading.Thread(target=self._loop, name="memory guard", daemon=True).start()
@@ -55,6 +56,13 @@ class MemoryGuard:
         with os.fdopen(fd, "w") as fh:
             fh.write(f"oom_kill {self.kills}\n")
         os.replace(tmp, COUNT_FILE)
+
+    def _over(self):
+        used = used_bytes()
+        if used <= self.budget:
+            return False
+        procs = sum(1 for name in os.listdir("/proc") if name.isdigit())
+        return used - procs * self.per_process > self.budget
 
     def _victim(self):
         best, best_rss = None, 0
@@ -69,7 +77,7 @@ class MemoryGuard:
         while True:
             self.busy.wait()
             try:
-                if used_bytes() > self.budget:
+                if self._over():
                     victim = self._victim()
                     if victim is not None:
                         os.kill(victim, signal.SIGKILL)
