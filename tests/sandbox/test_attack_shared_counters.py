@@ -117,10 +117,11 @@ async def test_two_episodes_of_one_task_never_share_a_sandbox_through_tool_calls
 
 
 @backends(slow_on=("docker",))
-async def test_a_third_episode_cannot_relay_a_counter_between_two_episodes_of_one_task(sb):
+async def test_a_third_episode_cannot_relay_a_counter_between_two_episodes_of_one_task(sb, monkeypatch):
     """round 6, y01: R, an episode of another task, shares a sandbox with solver A and then with copier C (both
-    of one task) and would move C's counter after reading A's. R carries A's task from their shared sandbox
-    on (sandbox.tenancy), so it never enters C's sandbox."""
+    of one task) and would move C's counter after reading A's. With TOOLGYM_TENANCY=transitive R carries A's
+    task from their shared sandbox on (sandbox.tenancy), so it never enters C's sandbox."""
+    monkeypatch.setenv("TOOLGYM_TENANCY", "transitive")
     a, r, c = (tenancy.new_episode({"task": t}) for t in ("counters", "relay", "counters"))
 
     async def call(ep, code: str) -> str:

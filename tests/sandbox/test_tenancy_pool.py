@@ -109,10 +109,13 @@ def _in(task: str, ep):
         return tenancy.occupants_now()
 
 
-def test_a_third_episode_carries_a_key_it_met_to_every_sandbox_it_enters():
+def test_a_third_episode_carries_a_key_it_met_to_every_sandbox_it_enters(monkeypatch):
     """round 6, y01: R (task U) shares a sandbox with A (task T), then would enter the sandbox where C (task T)
-    runs, and relay what A left. R carries T for A from then on: it never enters C's sandbox, nor C R's."""
+    runs, and relay what A left. With TOOLGYM_TENANCY=transitive, R carries T for A from then on: it never
+    enters C's sandbox, nor C R's."""
     from toolgym.sandbox import tenancy
+
+    monkeypatch.setenv("TOOLGYM_TENANCY", "transitive")
 
     with tenancy.episode("T") as a, tenancy.episode("U") as r, tenancy.episode("T") as c:
         pool = Pool(Idle, size=1)
@@ -133,8 +136,10 @@ def test_a_third_episode_carries_a_key_it_met_to_every_sandbox_it_enters():
         pool.close()
 
 
-def test_what_an_episode_carries_ends_with_it():
+def test_what_an_episode_carries_ends_with_it(monkeypatch):
     from toolgym.sandbox import tenancy
+
+    monkeypatch.setenv("TOOLGYM_TENANCY", "transitive")
 
     with tenancy.episode("T") as a:
         pool = Pool(Idle, size=1)
@@ -145,3 +150,16 @@ def test_what_an_episode_carries_ends_with_it():
             assert ("task:" + tenancy.digest("T"), a.tenant) in tenancy.with_carried(_in("U", r))
         assert r.tenant not in tenancy._CARRIED
         pool.close()
+
+
+def test_episodes_carry_nothing_by_default_and_a_bad_mode_is_one_clear_line(monkeypatch):
+    import pytest
+
+    from toolgym.sandbox import tenancy
+
+    monkeypatch.delenv("TOOLGYM_TENANCY", raising=False)
+    with tenancy.episode("U") as r:
+        assert r.tenant not in tenancy._CARRIED
+    monkeypatch.setenv("TOOLGYM_TENANCY", "sometimes")
+    with pytest.raises(ValueError, match="TOOLGYM_TENANCY='sometimes'"), tenancy.episode("U"):
+        pass

@@ -21,7 +21,10 @@ it to the episode's occupants at every call (`with_carried`) and adds the sandbo
 (`absorb`). So R, having shared a sandbox with A, holds T for A wherever it goes next, and no sandbox that
 R has entered serves T for C: whatever moves from one tenant of a key to another crosses a sandbox that
 served the key for both, which the rule forbids. Only episodes carry (`within` registers one); a call
-outside an episode is its own tenant, once.
+outside an episode is its own tenant, once. Carrying is an option, `TOOLGYM_TENANCY=transitive`: on a
+GRPO-shaped workload it more than doubles the sandboxes started and the wall time
+(benchmarks/tenancy.py; docs/results/sandbox-speed.md), over the 10% a guard may cost; the default is
+the rule per key.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ import contextlib
 import contextvars
 import hashlib
 import json
+import os
 import threading
 import uuid
 from collections.abc import Iterable, Iterator, Mapping
@@ -53,6 +57,14 @@ _CARRIED: dict[str, set[tuple[str, str]]] = {}  # an episode's tenant -> the (ke
 _CARRIED_LOCK = threading.Lock()
 
 
+def transitive() -> bool:
+    """Whether episodes carry the keys of the sandboxes they entered (env TOOLGYM_TENANCY=transitive)."""
+    mode = os.environ.get("TOOLGYM_TENANCY", "per-key")
+    if mode not in ("per-key", "transitive"):
+        raise ValueError(f"TOOLGYM_TENANCY={mode!r}: use 'per-key' (the default) or 'transitive'")
+    return mode == "transitive"
+
+
 def current() -> Episode | None:
     return _EPISODE.get()
 
@@ -68,7 +80,7 @@ def within(ep: Episode | None) -> Iterator[Episode | None]:
     """Calls made inside (tasks and threads started from it inherit the context) belong to `ep`: for a
     caller whose episode spans several entries (an adapter called once per tool call)."""
     token = _EPISODE.set(ep)
-    if ep is not None:
+    if ep is not None and transitive():
         with _CARRIED_LOCK:
             _CARRIED.setdefault(ep.tenant, set())
     try:
