@@ -101,6 +101,12 @@ def backend(request) -> str:
     return request.param
 
 
+def under_gvisor(sb) -> bool:
+    """Whether `sb` runs its programs under gVisor's runsc (TOOLGYM_SANDBOX_RUNTIME=runsc): a kernel of the
+    sandbox's own, where a few things a test reads on Linux do not exist (said where a test asks)."""
+    return str(getattr(sb.backend_impl, "runtime", None) or "").startswith("runsc")
+
+
 def open_for(backend: str, limits: Limits = LIMITS, pool_size: int = 1):
     """open_sandbox for one backend of SB_BACKENDS."""
     return open_sandbox(backend, limits, pool_size=pool_size)

@@ -13,6 +13,7 @@ import asyncio
 import os
 import re
 import signal
+import subprocess
 import threading
 import time
 from pathlib import Path
@@ -21,6 +22,7 @@ import toolgym
 from tests.sandbox.conftest import our_containers
 from toolgym._assets.leetcode import SUPPORT
 from toolgym.sandbox import Limits
+from toolgym.sandbox.docker_backend import runtime_choice
 from toolgym.sandbox.judging import TestCase, ajudge, judge
 
 TL = 2.0
@@ -316,7 +318,10 @@ class SandboxKiller:
     PID 1 (the executor). With a `marker`, the sandbox in which a process of that name (of its program uid)
     runs: it stands for a program that finds some way to make its sandbox fail, which no known route does
     any more. With marker=None, every sandbox of this process, all the time: an engine or host fault,
-    which a control run sees too."""
+    which a control run sees too. Under gVisor (runsc) the executor and the programs live inside the
+    sandbox's own kernel, which is no process of the host's: the killer reads each sandbox's processes with
+    `runsc ps` and kills its kernel (the host's runsc-sandbox process), which ends the sandbox as a
+    killed PID 1 does under runc."""
 
     def __init__(self, marker: str | None) -> None:
         self.marker, self.kills = marker, 0
@@ -378,8 +383,54 @@ class SandboxKiller:
             pid = int(st.get("PPid", "0"))
         return None
 
+    def _gvisor_sandboxes(self) -> dict[str, tuple[int, str]]:
+        """container id -> (host pid of its runsc-sandbox, runsc's --root), for this process's containers."""
+        found = {}
+        for name in os.listdir("/proc"):
+            if not name.isdigit():
+                continue
+            try:
+                with open(f"/proc/{name}/cmdline", "rb") as fh:
+                    argv = fh.read().decode(errors="replace").split("\0")
+            except OSError:
+                continue
+            if not argv or argv[0] != "runsc-sandbox":
+                continue
+            root = next((a.split("=", 1)[1] for a in argv if a.startswith("--root=")), "")
+            ids = re.findall(r"/([0-9a-f]{64})(?:/|$)", " ".join(argv).replace(" ", "/ "))
+            for cid in ids:
+                if cid not in self._mine and cid not in self._foreign:
+                    self._mine = set(our_containers())
+                    if cid not in self._mine:
+                        self._foreign.add(cid)
+                if cid in self._mine:
+                    found[cid] = (int(name), root)
+        return found
+
+    def _gvisor_marked(self, cid: str, root: str) -> bool:
+        """Whether a process named `marker`, of a program's uid, runs in that sandbox (its own `ps`)."""
+        out = subprocess.run(["runsc", "--root", root, "ps", cid], capture_output=True, text=True, timeout=10).stdout
+        for row in out.splitlines()[1:]:
+            cols = row.split()
+            if len(cols) >= 8 and cols[-1] == self.marker and cols[0].isdigit() and int(cols[0]) >= 65534:
+                return True
+        return False
+
+    def _watch_gvisor(self) -> None:
+        for cid, (pid, root) in self._gvisor_sandboxes().items():
+            if self.marker is None or self._gvisor_marked(cid, root):
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                    self.kills += 1
+                    self.killed.set()
+                except OSError:
+                    pass
+
     def _watch(self) -> None:
+        gvisor = (runtime_choice() or "").startswith("runsc")
         while not self._stop.is_set():
+            if gvisor:
+                self._watch_gvisor()
             for name in os.listdir("/proc"):
                 if not name.isdigit():
                     continue

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.sandbox.conftest import LIMITS
+from tests.sandbox.conftest import LIMITS, under_gvisor
 from tests.sandbox.judging import (
     AB,
     AB_TESTS,
@@ -108,14 +108,17 @@ for pid in kids:
     os.waitpid(pid, 0)
 print("done")
 '''
-OOM_LOOK = "print(open('/sys/fs/cgroup/memory/memory.oom_control').read().split('oom_kill ')[1].split()[0])\n"
+# the sandbox's count of OOM kills: its memory cgroup's; under gVisor the executor's memory guard's
+OOM_LOOK = "print(open({!r}).read().split('oom_kill ')[1].split()[0])\n"
+OOM_COUNT = {False: "/sys/fs/cgroup/memory/memory.oom_control", True: "/dev/.toolgym-oom"}
 
 
 @pytest.mark.slow
 async def test_a_job_that_runs_its_sandbox_out_of_memory_is_the_last_there(sb):
     """round 5, OOM in a job."""
     hog, look = await gather_batch(sb, stdio_job(sb, OOM_HOG, [TestCase(input="", output="done\n")]),
-                                   stdio_job(sb, OOM_LOOK, [TestCase(input="", output="0\n")]))
+                                   stdio_job(sb, OOM_LOOK.format(OOM_COUNT[under_gvisor(sb)]),
+                                             [TestCase(input="", output="0\n")]))
     assert statuses(hog) == ["MLE"], (hog.verdicts, hog.notes)
     # the job after it ran on a sandbox where no OOM kill ever happened (before: the same one)
     assert_all_ac(look, "the batch-mate after an OOM kill")

@@ -116,6 +116,26 @@ async def test_two_episodes_of_one_task_never_share_a_sandbox_through_tool_calls
     assert second > first + 10 and sb.stats()["retired"] == retired, "one episode's calls share their sandbox"
 
 
+@backends(slow_on=("docker",))
+async def test_a_third_episode_cannot_relay_a_counter_between_two_episodes_of_one_task(sb, monkeypatch):
+    """round 6, y01: R, an episode of another task, shares a sandbox with solver A and then with copier C (both
+    of one task) and would move C's counter after reading A's. With TOOLGYM_TENANCY=transitive R carries A's
+    task from their shared sandbox on (sandbox.tenancy), so it never enters C's sandbox."""
+    monkeypatch.setenv("TOOLGYM_TENANCY", "transitive")
+    a, r, c = (tenancy.new_episode({"task": t}) for t in ("counters", "relay", "counters"))
+
+    async def call(ep, code: str) -> str:
+        with tenancy.within(ep):
+            return (await sb.arun(code)).stdout
+
+    await call(a, _solver("pid", N))
+    await call(r, READ["pid"])  # R reads, in A's sandbox, what A moved
+    before = int(await call(c, READ["pid"]))  # C, in a sandbox of its own
+    await call(r, _solver("pid", N))  # R moves it again: in C's sandbox, before the fix
+    after = int(await call(c, READ["pid"]))
+    assert after - before < N // 2, f"C's counter moved by {after - before} after R's {N} moves: R relayed"
+
+
 @pytest.mark.slow
 async def test_jobs_of_one_task_from_many_episodes_are_all_judged(sb):
     """round 7, B06-B08.

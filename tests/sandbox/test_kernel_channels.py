@@ -19,10 +19,10 @@ PIPES = 20000
 OWN_PIPES = 1100
 AIO_EVENTS = 256
 
-# B's view of the counts: its next pipe's inode number (one counter of the whole kernel on Linux, round-8
-# r04) and the host-wide counts under /proc/sys (aio contexts y03, ptys y08); "-" where there is no file
+# B's view of the counts: its next pipe's and socket's inode numbers (one counter of the whole kernel on
+# Linux, round-8 r04) and the host-wide counts under /proc/sys (aio contexts y03, ptys y08); "-" where there is no file
 READ = f"""
-import os
+import os, socket
 OWN_PIPES = {OWN_PIPES}
 def count(path):
     try:
@@ -35,7 +35,8 @@ for _ in range(OWN_PIPES):
     os.close(r)
     os.close(w)
 r, w = os.pipe()
-print(os.fstat(r).st_ino, count("/proc/sys/fs/aio-nr"), count("/proc/sys/kernel/pty/nr"))
+s1, s2 = socket.socketpair()
+print(os.fstat(r).st_ino, count("/proc/sys/fs/aio-nr"), count("/proc/sys/kernel/pty/nr"), os.fstat(s1.fileno()).st_ino)
 """
 MAKE_PIPES = f"import os\nfor _ in range({PIPES}):\n    r, w = os.pipe(); os.close(r); os.close(w)\nprint('made')"
 # held in a session's interpreter between cells: an aio context (io_setup) and an open pty
@@ -78,25 +79,28 @@ def _counts(sb) -> list[str]:
     return res.stdout.split()
 
 
-def test_pipe_inode_numbers_carry_another_sandboxs_pipes_only_on_runc(pair):
+def test_pipe_and_socket_inode_numbers_carry_another_sandboxs_pipes_only_on_runc(pair):
     runtime, a, b = pair
-    before = int(_counts(b)[0])
+    first = _counts(b)
     assert a.run(MAKE_PIPES, language="python").stdout == "made\n"
-    moved = int(_counts(b)[0]) - before
+    then = _counts(b)
+    pipe, sock = int(then[0]) - int(first[0]), int(then[3]) - int(first[3])
     if runtime == "runc":
-        assert moved > OWN_PIPES + PIPES // 2  # r04 open: B's numbers moved by A's pipes
+        assert pipe > OWN_PIPES + PIPES // 2  # r04 open: B's numbers moved by A's pipes
+        assert sock > OWN_PIPES + PIPES // 2  # sockets draw from the same counter
     else:
-        assert OWN_PIPES <= moved < OWN_PIPES + 100  # B's own pipes only: A's kernel is not B's
+        assert OWN_PIPES <= pipe < OWN_PIPES + 100  # B's own pipes only: A's kernel is not B's
+        assert sock < OWN_PIPES + 100, (first, then)  # no pipe of A's moved B's socket numbers
 
 
 def test_host_wide_counts_under_proc_sys_reach_another_sandbox_only_on_runc(pair):
     runtime, a, b = pair
-    before = _counts(b)[1:]
+    before = _counts(b)[1:3]
     if runtime != "runc":
         assert before == ["-", "-"]  # no host-wide count to read at all
     with a.session() as s:
         held = s.run(HOLD)
-        during = _counts(b)[1:]
+        during = _counts(b)[1:3]
     if runtime == "runc":
         assert held.stdout == "0 True\n", held
         assert int(during[0]) - int(before[0]) >= AIO_EVENTS  # y03 open

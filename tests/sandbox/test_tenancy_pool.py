@@ -99,3 +99,67 @@ def test_a_call_is_formed_for_an_idle_worker_that_can_take_some_queued_job():
     assert _fitted([served_b, served_a], queued) is served_a  # takes the job after the first one
     assert _fitted([served_b, {}], queued) == {}  # a fresh worker takes the first job
     assert _fitted([served_a], [occ("k", "T3")]) is None  # nothing it can take: the call waits or retires
+
+
+def _in(task: str, ep):
+    """The occupants of a call made now in episode `ep` (of `task`)."""
+    from toolgym.sandbox import tenancy
+
+    with tenancy.within(ep):
+        return tenancy.occupants_now()
+
+
+def test_a_third_episode_carries_a_key_it_met_to_every_sandbox_it_enters(monkeypatch):
+    """round 6, y01: R (task U) shares a sandbox with A (task T), then would enter the sandbox where C (task T)
+    runs, and relay what A left. With TOOLGYM_TENANCY=transitive, R carries T for A from then on: it never
+    enters C's sandbox, nor C R's."""
+    from toolgym.sandbox import tenancy
+
+    monkeypatch.setenv("TOOLGYM_TENANCY", "transitive")
+
+    with tenancy.episode("T") as a, tenancy.episode("U") as r, tenancy.episode("T") as c:
+        pool = Pool(Idle, size=1)
+        pool.wait_ready(10)
+        first = pool.acquire(occupants=_in("T", a))
+        pool.release(first)
+        assert pool.acquire(occupants=_in("U", r)) is first  # U and T may share: R reads what A left
+        pool.release(first)
+        cs = pool.acquire(occupants=_in("T", c))  # C gets a fresh sandbox (the rule for one key)
+        assert cs is not first
+        pool.release(cs)
+        again = pool.acquire(occupants=_in("U", r))  # R would now write it where C reads
+        assert again is not cs, "R relayed A's sandbox to C's"
+        pool.release(again)
+        later = pool.acquire(occupants=_in("T", c))  # and C never comes into a sandbox R has entered since
+        assert later not in (first, again)
+        pool.release(later)
+        pool.close()
+
+
+def test_what_an_episode_carries_ends_with_it(monkeypatch):
+    from toolgym.sandbox import tenancy
+
+    monkeypatch.setenv("TOOLGYM_TENANCY", "transitive")
+
+    with tenancy.episode("T") as a:
+        pool = Pool(Idle, size=1)
+        pool.wait_ready(10)
+        pool.release(pool.acquire(occupants=_in("T", a)))
+        with tenancy.episode("U") as r:
+            pool.release(pool.acquire(occupants=_in("U", r)))
+            assert ("task:" + tenancy.digest("T"), a.tenant) in tenancy.with_carried(_in("U", r))
+        assert r.tenant not in tenancy._CARRIED
+        pool.close()
+
+
+def test_episodes_carry_nothing_by_default_and_a_bad_mode_is_one_clear_line(monkeypatch):
+    import pytest
+
+    from toolgym.sandbox import tenancy
+
+    monkeypatch.delenv("TOOLGYM_TENANCY", raising=False)
+    with tenancy.episode("U") as r:
+        assert r.tenant not in tenancy._CARRIED
+    monkeypatch.setenv("TOOLGYM_TENANCY", "sometimes")
+    with pytest.raises(ValueError, match="TOOLGYM_TENANCY='sometimes'"), tenancy.episode("U"):
+        pass

@@ -108,6 +108,8 @@ class Session:
             req = {"op": "session_run", "code": code, "stdin": stdin, "limits": _limits_dict(lim)}
             if self._reset:
                 req["reset"], self._reset = True, False
+            # the episode may have entered other sandboxes since this one: it serves what the episode carries now
+            self.sandbox._pool.serve(self._worker, self._occupants)
             lost = False
             for _attempt in range(2):  # a sandbox that fails: the cell once more, on a fresh one (its state is lost)
                 try:

@@ -109,12 +109,43 @@ def _check_runtime(client, runtime: str | None) -> str | None:
 # Under gVisor the container's pids cgroup holds the runtime too: its Go threads and, on the ptrace
 # platform, a host stub process (and threads) per sandboxed process; at runc's limit the runtime's own
 # clone failed (EAGAIN) and the whole sandbox died on the first judge call. The sandbox's processes are
-# still bounded by the executor's RLIMIT_NPROC per call.
-RUNSC_PIDS_PER_PROC, RUNSC_OWN_PIDS = 4, 512
+# still bounded by the executor's RLIMIT_NPROC per call (for each of the two untrusted uids). gVisor keeps
+# the host threads it made (a fork bomb of 74 processes left 633 of them for good): at 4 per process a
+# second fill of the process table took the sandbox down; 8 per process of both uids holds it.
+RUNSC_PIDS_PER_PROC, RUNSC_OWN_PIDS = 16, 512
+
+
+def _gvisor(runtime: str | None) -> bool:
+    return runtime is not None and runtime.startswith("runsc")
 
 
 def _pids_limit(pids: int, runtime: str | None) -> int:
-    return pids if runtime is None or not runtime.startswith("runsc") else pids * RUNSC_PIDS_PER_PROC + RUNSC_OWN_PIDS
+    return pids * RUNSC_PIDS_PER_PROC + RUNSC_OWN_PIDS if _gvisor(runtime) else pids
+
+
+# Under gVisor the container's memory cgroup holds gVisor's kernel too (its own heap, page tables), and
+# gVisor charges each process more than Linux does: a Python interpreter forked from another costs it
+# ~9.5 MiB (measured: 10 more sleeping children, +95 MiB of MemTotal - MemAvailable, the host's cgroup
+# alike), copy-on-write breaking in larger units than Linux's pages. The executor's memory guard
+# (injected/memguard.py) holds the sandbox to its memory less RUNSC_PROC_MEMORY per live process, so what
+# fits on runc fits on runsc; the container gets room for that, and for gVisor and the guard's lag beyond.
+RUNSC_PROC_MEMORY, RUNSC_OWN_MEMORY = 8 << 20, 256 << 20
+
+
+def _memory_limit(mem: int, pids: int, runtime: str | None) -> int:
+    return mem + pids * RUNSC_PROC_MEMORY + RUNSC_OWN_MEMORY if _gvisor(runtime) else mem
+
+
+def executor_args(pids: int, mem: int, runtime: str | None) -> list[str]:
+    """The executor's options for a runtime. Under gVisor the container's cgroups bound gVisor, not the
+    sandbox's processes, and at their limits the host took the whole sandbox down (every batch-mate with
+    it): the executor bounds each call's processes with RLIMIT_NPROC and the sandbox's memory with its guard.
+    Its filter refuses mq_open (gVisor mounts no /dev/mqueue, so no wipe sees a queue) and answers clone3
+    with ENOSYS (Docker's profile under gVisor says EPERM, and then no thread starts)."""
+    if not _gvisor(runtime):
+        return []
+    return ["--nproc", str(pids), "--gvisor-filter", "--memory-budget", str(mem),
+            "--process-memory", str(RUNSC_PROC_MEMORY)]
 
 
 class DockerWorker:
@@ -136,8 +167,8 @@ class DockerWorker:
             read_only=True,
             tmpfs={"/work": f"rw,exec,size={work_mb}m,mode=755,nosuid,nodev",
                    "/tmp": f"rw,size={tmp_mb}m,mode=1777,nosuid,nodev"},
-            mem_limit=mem,
-            memswap_limit=mem,
+            mem_limit=_memory_limit(mem, limits.pids + OWN_PIDS, runtime),
+            memswap_limit=_memory_limit(mem, limits.pids + OWN_PIDS, runtime),
             pids_limit=_pids_limit(limits.pids + OWN_PIDS, runtime),
             nano_cpus=int(cpus * 1e9),
             ipc_mode="none",
@@ -146,7 +177,8 @@ class DockerWorker:
         )
         created = client.api.create_container(
             image,
-            command=["python3", "-I", "-c", executor_source(), "--workroot", "/work", "--wipe-tmp"],
+            command=["python3", "-I", "-c", executor_source(), "--workroot", "/work", "--wipe-tmp",
+                     *executor_args(limits.pids + OWN_PIDS, mem, runtime)],
             name=f"toolgym-sbx-{os.getpid()}-{uuid.uuid4().hex[:8]}",
             user="0:0",  # the executor's; untrusted code runs as uids of this sandbox's own (sandbox.uids)
             working_dir="/work",

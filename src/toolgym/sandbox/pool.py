@@ -28,7 +28,7 @@ from typing import Any, Protocol
 
 from toolgym.errors import SandboxUnavailable
 from toolgym.sandbox.protocol import ChannelClosed
-from toolgym.sandbox.tenancy import NONE, Occupants, conflict
+from toolgym.sandbox.tenancy import NONE, Occupants, absorb, conflict, with_carried
 from toolgym.sandbox.waiting import WaitClock, waiting
 
 
@@ -147,14 +147,28 @@ class Pool:
         held for sessions (`hold=True`: a session keeps its worker until it closes; the pool then starts
         another, see the module docstring). The worker fits `occupants` (see sandbox.tenancy)."""
         deadline = time.monotonic() + timeout
+        occupants = with_carried(occupants)
         with self._cond:
             self._waiting += 1
             try:
                 w = self._acquire(deadline, timeout, hold, occupants)
-                self._served.setdefault(id(w), {}).update(occupants)
+                self._serve(w, occupants)
                 return w
             finally:
                 self._waiting -= 1
+
+    def _serve(self, w: Worker, occupants: Occupants) -> None:
+        served = self._served.setdefault(id(w), {})
+        served.update(occupants)
+        absorb(occupants, served)
+
+    def serve(self, w: Worker, occupants: Occupants) -> None:
+        """A held worker (a session's) serves `occupants` again, with what they carry by now (an episode that
+        entered other sandboxes since it took this one: see sandbox.tenancy). Never in conflict: the worker
+        served no one else meanwhile, and the episode took nothing that conflicts with its own sandbox."""
+        occupants = with_carried(occupants)
+        with self._cond:
+            self._serve(w, occupants)
 
     def _fitting(self, occupants: Occupants) -> Worker | None:
         for w in self._idle:

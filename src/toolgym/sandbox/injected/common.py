@@ -48,6 +48,53 @@ def prctl(option, value):
     return rc
 
 
+# (audit arch, mq_open, clone3) of each architecture, for `gvisor_filter`
+_GVISOR_NRS = {"x86_64": (0xC000003E, 240, 435), "aarch64": (0xC00000B7, 180, 435)}
+PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 22, 2
+
+
+def gvisor_filter():
+    """Install a seccomp filter (on top of the sandbox's) under which mq_open and clone3 fail with ENOSYS,
+    for this process and all it forks. Under gVisor: the sandbox cannot list its POSIX message queues
+    (gVisor mounts no /dev/mqueue, and a queue is named only by its maker), so none may be made, or one
+    would outlive the call that made it; and Docker's profile as gVisor applies it answers clone3 with
+    EPERM, not ENOSYS, so glibc never falls back to clone and no thread starts (of a program or ours);
+    for the same errno action the newest filter's value wins. Needs no_new_privs; raises OSError when the
+    kernel refuses the filter."""
+    import ctypes
+    import struct
+
+    arch, mq_open, clone3 = _GVISOR_NRS[os.uname().machine]
+    ld, jeq, ret = 0x20, 0x15, 0x06  # BPF_LD|BPF_W|BPF_ABS, BPF_JMP|BPF_JEQ|BPF_K, BPF_RET|BPF_K
+    prog = [(ld, 0, 0, 4), (jeq, 0, 3, arch), (ld, 0, 0, 0), (jeq, 2, 0, mq_open), (jeq, 1, 0, clone3),
+            (ret, 0, 0, 0x7FFF0000), (ret, 0, 0, 0x00050000 | errno.ENOSYS)]
+    code = b"".join(struct.pack("HBBI", *ins) for ins in prog)
+    buf = ctypes.create_string_buffer(code, len(code))
+
+    class FProg(ctypes.Structure):
+        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+    fprog = FProg(len(prog), ctypes.cast(buf, ctypes.c_void_p))
+    if libc().prctl(PR_SET_SECCOMP, ctypes.c_ulong(SECCOMP_MODE_FILTER), ctypes.byref(fprog), 0, 0) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"the gVisor filter was refused: {os.strerror(err)}")
+
+
+def scrub_environ():
+    """Zero this process's initial environment strings in its memory (Python keeps its own copy in
+    os.environ). Under gVisor /proc/PID/environ is readable by every uid (mode 0444, whatever the process's
+    dumpability; Linux: 0400 and root's for a non-dumpable one): what it shows of the executor is then
+    zeros, not its variables."""
+    import ctypes
+
+    envp = ctypes.POINTER(ctypes.c_void_p).in_dll(libc(), "environ")
+    i = 0
+    while envp[i]:
+        addr = envp[i]
+        ctypes.memset(addr, 0, len(ctypes.string_at(addr)))
+        i += 1
+
+
 def pidfd_open(pid):
     """A pidfd for `pid`, or None where the kernel has no pidfd_open (gVisor's): callers then tell a
     process by its pid and start time (`proc_identity`)."""
@@ -134,7 +181,10 @@ def tasks():
 def ipc_objects(uid=None):
     """(kind, id) of the SysV IPC objects in this IPC namespace (if `uid` is given: those it owns OR
     created; an owner may hand an object to any uid with IPC_SET, root included, but its creator stays,
-    and the creator may still remove it)."""
+    and the creator may still remove it). Read from /proc/sysvipc; where there is none (gVisor), found
+    by id (`_ipc_scan`)."""
+    if not os.path.isdir("/proc/sysvipc"):
+        return _ipc_scan(uid)
     out = []
     for kind, uid_col, cuid_col in (("shm", 7, 9), ("msg", 7, 9), ("sem", 4, 6)):
         try:
@@ -149,6 +199,106 @@ def ipc_objects(uid=None):
                     out.append((kind, int(cols[1])))
             except (IndexError, ValueError):
                 continue
+    return out
+
+
+# gVisor has no /proc/sysvipc and no working *_STAT/*_INFO, but it hands out the ids of each kind in
+# increasing order (the last one used plus one, wrapping only at 2^31): an object made now gets an id
+# above every object that exists. So every object made since the namespace was last seen empty has an
+# id between that point (the floor) and a probe object's, and each id there is asked with IPC_STAT
+# (EINVAL: none; anything else: one exists). The floor is kept per process, and for root's processes (the
+# executor, the judge harness) in a root-only file, so a scan covers only the ids made since the last one.
+IPC_CREAT, IPC_SET, IPC_STAT = 0o1000, 1, 2
+IPC_KINDS = ("shm", "msg", "sem")
+IPC_FLOOR_FILE = "/dev/.toolgym-ipc-floor"
+_IPC_FLOOR = {}
+
+
+def _ipc_call(kind, op, ident, buf=None):
+    """shmctl/msgctl/semctl(ident, op, buf): 0 or the errno."""
+    import ctypes
+
+    c = libc()
+    if kind == "shm":
+        rc = c.shmctl(ident, op, buf)
+    elif kind == "msg":
+        rc = c.msgctl(ident, op, buf)
+    else:
+        rc = c.semctl(ident, 0, op, buf)
+    return 0 if rc >= 0 else ctypes.get_errno()
+
+
+def _ipc_probe(kind):
+    """The id an object of `kind` made now gets (one is made and removed); None when none can be made."""
+    c = libc()
+    if kind == "shm":
+        ident = c.shmget(0, 1, IPC_CREAT | 0o600)
+    elif kind == "msg":
+        ident = c.msgget(0, IPC_CREAT | 0o600)
+    else:
+        ident = c.semget(0, 1, IPC_CREAT | 0o600)
+    if ident < 0:
+        return None
+    _ipc_call(kind, IPC_RMID, ident)
+    return ident
+
+
+def _ipc_floors():
+    if not _IPC_FLOOR:
+        _IPC_FLOOR.update(dict.fromkeys(IPC_KINDS, 0))
+        if os.geteuid() == 0:
+            try:
+                with open(IPC_FLOOR_FILE) as fh:
+                    values = [int(x) for x in fh.read().split()]
+                if len(values) == len(IPC_KINDS):
+                    _IPC_FLOOR.update({k: values[i] for i, k in enumerate(IPC_KINDS)})
+            except (OSError, ValueError):
+                pass
+    return _IPC_FLOOR
+
+
+def _ipc_raise_floor(kind, top):
+    floors = _ipc_floors()
+    if top <= floors[kind]:
+        return
+    floors[kind] = top
+    if os.geteuid() == 0:
+        try:
+            fd = os.open(IPC_FLOOR_FILE + ".new", os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+            with os.fdopen(fd, "w") as fh:
+                fh.write(" ".join(str(floors[k]) for k in IPC_KINDS))
+            os.replace(IPC_FLOOR_FILE + ".new", IPC_FLOOR_FILE)
+        except OSError:
+            pass  # the next scan starts lower: slower, not wrong
+
+
+def _ipc_scan(uid=None, remove=False):
+    """ipc_objects where there is no /proc/sysvipc (see above); with `remove`, each object found is
+    removed first where this process may (its owner or creator). A kind whose table is full cannot be
+    probed: it is reported as (kind, -1), so the sandbox is never taken for clean."""
+    import ctypes
+
+    buf = ctypes.create_string_buffer(512)
+    out = []
+    for kind in IPC_KINDS:
+        top = _ipc_probe(kind)
+        if top is None:
+            out.append((kind, -1))
+            continue
+        found = False
+        for ident in range(_ipc_floors()[kind] + 1, top):
+            if remove:
+                _ipc_call(kind, IPC_RMID, ident)
+            err = _ipc_call(kind, IPC_STAT, ident, buf)
+            if err in (errno.EINVAL, errno.EIDRM):
+                continue
+            found = True
+            # struct ipc_perm: key, uid, gid, cuid: the owner and the creator; unreadable: anyone's
+            owners = (ctypes.c_uint32.from_buffer(buf, 4).value, ctypes.c_uint32.from_buffer(buf, 12).value)
+            if uid is None or err or uid in owners:
+                out.append((kind, ident))
+        if not found:
+            _ipc_raise_floor(kind, top)
     return out
 
 
@@ -172,14 +322,11 @@ def oom_count():
 
 
 def remove_ipc(uid):
-    c = libc()
+    if not os.path.isdir("/proc/sysvipc"):
+        _ipc_scan(uid, remove=True)
+        return
     for kind, ident in ipc_objects(uid):
-        if kind == "shm":
-            c.shmctl(ident, IPC_RMID, None)
-        elif kind == "msg":
-            c.msgctl(ident, IPC_RMID, None)
-        else:
-            c.semctl(ident, 0, IPC_RMID, 0)
+        _ipc_call(kind, IPC_RMID, ident)
 
 
 # The standing cleaner of each untrusted uid runs with real and saved uid of its own (no program

@@ -50,6 +50,7 @@ import time
 
 import frames
 import limits
+import memguard
 from common import (
     OOM_FILES,
     PR_GET_DUMPABLE,
@@ -65,16 +66,20 @@ from common import (
     drop_to,
     exit_code,
     flush,
+    gvisor_filter,
     ipc_objects,
     listing,
     live,
     oom_count,
     other_pids,
+    pidfd_open,
     prctl,
     print_exc,
+    proc_identity,
     protector,
     reap,
     run_as_main,
+    scrub_environ,
     tasks,
     uid_of,
     wipe,
@@ -93,6 +98,9 @@ _TEMPLATE = None  # the call template: a forkserver.ForkServer
 _CLEANERS = {}  # untrusted uid -> its standing Cleaner
 _BASE_TASKS = [None]  # tasks in the sandbox's pids cgroup when no call runs
 _REFUSED = None  # why this sandbox refuses to run anything (a hardening step failed)
+_ORPHANS = [False]  # whether orphans of a call come to us during it (no subreaper below us): reaped as it runs
+_NPROC = [None]  # RLIMIT_NPROC of every call, where the host asks for one (--nproc: gVisor)
+_GUARD = [None]  # the memory guard, where the sandbox's kernel is gVisor's (memguard.py)
 
 
 # ----------------------------------------------------------------------------- framing
@@ -143,6 +151,7 @@ def _harden():
         except OSError:
             if os.getpid() != 1:
                 raise
+            _ORPHANS[0] = True  # gVisor: no subreapers, so a judge harness's orphans come to us
         if prctl(PR_GET_NO_NEW_PRIVS, 0) != 1:  # asked of the kernel: gVisor's /proc has no NoNewPrivs line
             return "no_new_privs is not set"
         st = _status_fields()
@@ -155,6 +164,21 @@ def _harden():
                     "SETUID, SETGID, KILL, CHOWN, DAC_OVERRIDE, FOWNER)")
     except (OSError, ValueError) as exc:
         return f"hardening failed: {exc}"
+    return None
+
+
+def _bound(nproc, gvisor_rules):
+    """Where the sandbox's kernel is gVisor's (the host says so: --nproc, --gvisor-filter): every call's uid
+    may have at most `nproc` processes (the container's pids cgroup holds gVisor itself too, and a program
+    that filled it took the whole sandbox down), mq_open is refused and clone3 is ENOSYS (gvisor_filter).
+    None, else why not."""
+    try:
+        if nproc is not None:
+            _NPROC[0] = int(nproc)  # every call's processes (_set_rlimits), not the executor's own threads
+        if gvisor_rules:
+            gvisor_filter()
+    except (OSError, ValueError, KeyError) as exc:
+        return f"the process bound or the gVisor filter did not hold: {exc!r}"
     return None
 
 
@@ -251,7 +275,7 @@ def _limits(req):
         "memory_mb": int(lim.get("memory_mb", limits.MEMORY_MB)),
         "output_bytes": int(lim.get("output_bytes", limits.OUTPUT_BYTES)),
         "file_bytes": int(lim.get("file_bytes", limits.FILE_BYTES)),
-        "nproc": int(lim["nproc"]) if lim.get("nproc") else None,
+        "nproc": int(lim["nproc"]) if lim.get("nproc") else _NPROC[0],
     }
 
 
@@ -374,6 +398,7 @@ def _ctl_answer(buf):
     return {"rc": rc}
 
 
+REAP_TICK_S = 0.05  # how often orphans are reaped during a call, where they come to us (gVisor)
 CPU_TICK_S = 0.25  # how often a session's cell has its CPU time read against its limit
 
 
@@ -415,6 +440,9 @@ def _supervise(pid, fds, deadline, cap, ctl=None, send=b"", over_cpu=None):
                 break
             next_tick = now + CPU_TICK_S
         wait_ms = (min(left, next_tick - now) if over_cpu is not None else left) * 1000
+        if _ORPHANS[0]:  # a zombie counts against its uid's RLIMIT_NPROC until it is reaped
+            reap()
+            wait_ms = min(wait_ms, REAP_TICK_S * 1000)
         events = poller.poll(max(1, int(wait_ms)))
         for fd, ev in events:
             if fd == server:
@@ -648,7 +676,9 @@ def op_run(req):
             p = _safe_path(cwd, name)
             _write_file(p, base64.b64decode(b64, validate=False), uid, cwd)
         stdin_path = os.path.join(cwd, ".stdin")
-        with open(stdin_path, "wb") as fh:
+        # root's, 0600: under gVisor every uid may list /proc/1/fd and reopen what it names (Linux: only
+        # root, the executor being non-dumpable), and a trusted call's stdin holds the judge's hidden tests
+        with os.fdopen(os.open(stdin_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600), "wb") as fh:
             fh.write(str(req.get("stdin") or "").encode("utf-8", "surrogateescape"))
         fd = os.open(stdin_path, os.O_RDONLY)  # kept open, unlinked: the program cannot see it
         os.unlink(stdin_path)
@@ -825,15 +855,27 @@ def _session_start(lim):
         for fd in (null, out_w, err_w):
             os.close(fd)
     parent.setblocking(False)  # written and read only within a cell's deadline (see _supervise)
-    # the interpreter is the template's child, reaped only by _session_kill: its pidfd names it alone
-    return {"pid": pid, "pidfd": os.pidfd_open(pid), "ctl": parent.detach(), "out": out_r, "err": err_r,
+    # the interpreter is the template's child: its pidfd names it alone; where the kernel has no pidfds
+    # (gVisor), its pid and start time do (the template may reap it once it ends, and the pid be reused)
+    pidfd = pidfd_open(pid)
+    start = None
+    if pidfd is None:
+        try:
+            start = proc_identity(pid)[0]
+        except OSError:
+            pass  # it ended already: nothing is signalled by its pid, and its cell reports that
+    return {"pid": pid, "pidfd": pidfd, "start": start, "ctl": parent.detach(), "out": out_r, "err": err_r,
             "lim": lim}
 
 
 def _signal_session(s, sig):
     """SIGSTOP (freeze) or SIGCONT (thaw) the session's interpreter, all its threads at once."""
     try:
-        signal.pidfd_send_signal(s["pidfd"], sig)
+        if s["pidfd"] is None:
+            if proc_identity(s["pid"])[0] == s["start"]:
+                os.kill(s["pid"], sig)
+        else:
+            signal.pidfd_send_signal(s["pidfd"], sig)
     except OSError:
         pass  # it died: its cell reports that
 
@@ -870,6 +912,8 @@ def _session_kill():
         pass
     _TEMPLATE.wait(s["pid"])
     for fd in (s["ctl"], s["out"], s["err"], s["pidfd"]):
+        if fd is None:
+            continue
         try:
             os.close(fd)
         except OSError:
@@ -955,6 +999,7 @@ def handle(req):
 def main(argv):
     global _IN, _OUT, WORKROOT, WIPE_TMP, _REFUSED, _TEMPLATE
     args = list(argv)
+    nproc, gvisor_rules, budget, per_process = None, False, None, 0
     while args:
         a = args.pop(0)
         if a == "--workroot":
@@ -965,6 +1010,15 @@ def main(argv):
             OOM_FILES[:] = [args.pop(0)]
         elif a == "--site":  # the packages programs may import beyond the standard library
             sys.path.append(args.pop(0))
+        elif a == "--nproc":  # processes per uid, where no pids cgroup of the sandbox's own bounds them
+            nproc = int(args.pop(0))
+        elif a == "--gvisor-filter":  # no mq_open (no wipe sees a queue there), clone3 ENOSYS (common.py)
+            gvisor_rules = True
+        elif a == "--memory-budget":  # where no memory cgroup of the sandbox's own bounds it (memguard.py)
+            budget = int(args.pop(0))
+            OOM_FILES[:] = [memguard.COUNT_FILE]
+        elif a == "--process-memory":  # what gVisor charges a process beyond Linux (memguard.py)
+            per_process = int(args.pop(0))
     resource.setrlimit(resource.RLIMIT_NOFILE, (1024, 1024))
     import atexit  # noqa: F401 - preload what forked children need, so they share it
     import ctypes  # noqa: F401
@@ -979,6 +1033,9 @@ def main(argv):
                  "string", "typing"):
         __import__(name)
     _REFUSED = _harden()
+    if _REFUSED is None:
+        _REFUSED = _bound(nproc, gvisor_rules)
+    scrub_environ()  # its variables stay in os.environ; /proc/1/environ shows zeros (gVisor lets anyone read it)
     _IN, _OUT = os.dup(0), os.dup(1)
     null = os.open(os.devnull, os.O_RDWR)
     for fd in (0, 1, 2):
@@ -999,6 +1056,11 @@ def main(argv):
             _TEMPLATE = ForkServer(_call_child, "the call template")
         except (OSError, RuntimeError) as exc:
             _REFUSED = f"the call template did not start: {exc}"
+    if _REFUSED is None and budget is not None:
+        try:  # a thread: started after the last fork of the executor itself (the template forks calls)
+            _GUARD[0] = memguard.MemoryGuard(budget, per_process, UNTRUSTED_UIDS)
+        except (OSError, ValueError, KeyError, RuntimeError) as exc:
+            _REFUSED = f"the memory guard did not start: {exc!r}"
     if _REFUSED is None:
         _BASE_TASKS[0] = tasks()  # this sandbox's tasks when nothing runs (helpers outside it included)
         _protected(WORKROOT)  # the interpreter's prefixes resolved before any program runs
@@ -1008,11 +1070,16 @@ def main(argv):
             break
         if req.get("op") == "exit":
             break
+        guard = _GUARD[0]
+        if guard is not None:
+            guard.busy.set()
         try:
             resp = handle(req)
         except Exception as exc:  # a bug or a sandbox fault: report it, keep serving
             resp = {"ok": False, "error": f"executor error: {type(exc).__name__}: {exc}", "fault": True,
                     "health": {"healthy": False, "reason": "executor error"}}
+        if guard is not None:
+            guard.busy.clear()
         resp["id"] = req.get("id")
         write_frame(_OUT, resp)
     if _REFUSED is None:
