@@ -77,8 +77,9 @@ def test_staleness_one_follows_its_schedule_repeats_and_resumes_exactly_after_ki
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
     before = {r["step"]: r for r in read_metrics(out, "train")}
-    for s in (1, 2):
-        assert before[s]["loss"] == a[s]["loss"] and before[s]["reward_mean"] == a[s]["reward_mean"], s
+    for s in (1, 2):  # the same tokens; the sampler's log-probs (in the mismatch weight) vary with its batching
+        assert before[s]["reward_mean"] == a[s]["reward_mean"] and before[s]["response_tokens"] == a[s]["response_tokens"]
+        assert before[s]["loss"] == pytest.approx(a[s]["loss"], rel=1e-5, abs=1e-7), (s, before[s]["loss"], a[s]["loss"])
     resumed = _run(cfg, "--resume")
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert "resumed from" in resumed.stdout + resumed.stderr
@@ -86,7 +87,7 @@ def test_staleness_one_follows_its_schedule_repeats_and_resumes_exactly_after_ki
     assert sorted(b) == [1, 2, 3, 4, 5]
     for s in (3, 4, 5):
         assert a[s]["loss"] == pytest.approx(b[s]["loss"], rel=1e-5, abs=1e-7), (s, a[s]["loss"], b[s]["loss"])
-        assert a[s]["reward_mean"] == b[s]["reward_mean"]
+        assert a[s]["reward_mean"] == b[s]["reward_mean"] and a[s]["response_tokens"] == b[s]["response_tokens"]
         assert b[s]["staleness_1"] == 2
 
 
