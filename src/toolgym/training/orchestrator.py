@@ -381,12 +381,13 @@ class Orchestrator:
         e = self.cfg.eval
         mine = list(range(self.dist.rank, e.tasks, self.dist.world))
         plan = []
-        for name, env, base in self.eval_entries():
+        entries = self.eval_entries()
+        for name, env, base in entries:
             kw = self.env_kwargs(base, e.split)
             runner = self.runner(env, kw, e.temperature, e.top_p, seed=self.cfg.seed * 31 + 17)
             plan += [Planned(runner, TaskSpec(seed=i, options={"index": i}, index=pos), kw, name)
                      for pos, i in enumerate(mine)]
-        names = list(dict.fromkeys(p.name for p in plan))
+        names = [name for name, _, _ in entries]  # every rank's, also one without tasks: they gather together
         where = f" of each of {len(names)} environments" if len(names) > 1 else ""
         self.say(f"eval at step {step}: {e.tasks} held-out tasks{where} x {e.samples}")
         t0 = time.perf_counter()
