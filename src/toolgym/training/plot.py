@@ -39,7 +39,7 @@ def plot_run(metrics: Sequence[dict[str, Any]], path: str | Path, title: str = "
     ax.set_xlabel("step")
     ax.set_ylim(-0.02, 1.02)
     ax.set_title("rollouts")
-    ax.legend(loc="lower right")
+    ax.legend(loc="best" if env_names(train) else "lower right")  # several environments: more lines to keep clear
     ax = axes[1]
     if ev:
         ax.plot([r["step"] for r in ev], [r.get("reward_mean") for r in ev], marker="o", label="eval reward")
@@ -48,7 +48,7 @@ def plot_run(metrics: Sequence[dict[str, Any]], path: str | Path, title: str = "
     ax.set_xlabel("step")
     ax.set_ylim(-0.02, 1.02)
     ax.set_title("held-out evaluation")
-    ax.legend(loc="lower right")
+    ax.legend(loc="best" if env_names(ev) else "lower right")
     if title:
         fig.suptitle(title)
     fig.tight_layout()
