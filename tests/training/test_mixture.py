@@ -132,3 +132,17 @@ def test_a_step_plan_draws_per_env_task_orders_and_runs_each_group_on_one_env(tm
         assert len(set(tasks)) == len(tasks)
     resumed = orchestrator().step_plan(11, 44)  # a new process, step 11 first
     assert [(p.name, p.spec.options) for p in resumed] == [(p.name, p.spec.options) for p in plans[11]]
+
+
+def test_the_documented_mixture_loads_as_the_page_says():
+    """docs/training/index.md's YAML block: three entries, the README's environment named without its module."""
+    import re
+
+    import yaml
+
+    page = (Path(__file__).resolve().parents[2] / "docs" / "training" / "index.md").read_text()
+    section = page.split("## Several environments in one run\n", 1)[1]
+    block = re.search(r"```yaml\n(.*?)```", section, re.S).group(1)
+    cfg = load_config({**yaml.safe_load(block), "model": {"name_or_path": "demo"}, "mini_batches": 4})
+    assert [(e.label, e.weight) for e in cfg.rollout.mixture()] == [("add-sub", 2), ("multiply", 1),
+                                                                      ("myorg/Reverse-v0", 1)]
