@@ -18,10 +18,10 @@ MODELS = "smollm2-135m-instruct, qwen2.5-coder-0.5b-instruct, qwen2.5-coder-1.5b
 MODEL_NOTE = "(a model may also be a local path or a Hugging Face Hub id, owner/name)"
 ENVS = "toolgym/Arith-v0, toolgym/CodeContest-v0, toolgym/MathTIR-v0, toolgym/ReasoningGym-v0, toolgym/ScienceQA-v0"
 FORMATS = "hermes, llama3_json, pythonic, mistral, qwen3_coder, gpt_oss, deepseek_v3"
-EXAMPLES = "arith_ctpo, arith_mopd, arith_parts, qwen_mbpp_mopd, smollm2_arith, smollm2_arith_sft"
-ROLLOUT_KEYS = ("env, env_kwargs, split, group_size, prompts_per_step, max_turns, max_new_tokens, "
+EXAMPLES = "arith_ctpo, arith_mixture, arith_mopd, arith_parts, qwen_mbpp_mopd, smollm2_arith, smollm2_arith_sft"
+ROLLOUT_KEYS = ("env, env_kwargs, envs, split, group_size, prompts_per_step, max_turns, max_new_tokens, "
                 "max_response_tokens, temperature, top_p, sampler, base_url, sampler_kwargs, frozen_policy_ok, "
-                "vllm_sleep, sandbox, sandbox_pool, tool_parser")
+                "vllm_sleep, sandbox, sandbox_pool, tool_parser, max_staleness, workers, group_deadline_s")
 ROLLOUT = ["rollout", "toolgym/Arith-v0", "--tasks", "1", "--group", "2", "--out", "r.jsonl"]
 BENCH = ["bench", "science", "--limit", "1"]
 SMOL = ["--model", "smollm2-135m-instruct"]
@@ -37,6 +37,9 @@ CASES = [
     ("environment", ["envs", "check", "toolgym/Arith-v1"],
      f"unknown environment 'toolgym/Arith-v1'; did you mean 'toolgym/Arith-v0'? known: {ENVS}"),
     ("environment in a config", ["train", "arith_ctpo", "-s", "rollout.env=toolgym/Arith-v9"],
+     f"unknown environment 'toolgym/Arith-v9'; did you mean 'toolgym/Arith-v0'? known: {ENVS}"),
+    ("environment in a mixture", ["train", "arith_ctpo", "-s", "rollout.env=null", "-s", "rollout.env_kwargs={}", "-s",
+                                  "rollout.envs=[{env: toolgym/Arith-v0}, {env: toolgym/Arith-v9, weight: 2}]"],
      f"unknown environment 'toolgym/Arith-v9'; did you mean 'toolgym/Arith-v0'? known: {ENVS}"),
     ("model (rollout)", [*ROLLOUT, "--model", "smollm2-135m-instruc"],
      f"unknown model 'smollm2-135m-instruc'; did you mean 'smollm2-135m-instruct'? known: {MODELS} {MODEL_NOTE}"),

@@ -124,3 +124,11 @@ def test_index_counts_only_clipped_positions_inside_the_response(tmp_path):
     write_jsonl(path, [_traj(0, metadata={"train": train})])
     cols = build_index(path).columns
     assert cols["x"] == [2] and cols["a"] == [1.0]  # per-token advantages: their mean
+
+
+def test_an_episode_of_a_training_mixture_names_its_environment(tmp_path):
+    path = tmp_path / "r.jsonl"
+    write_jsonl(path, [_traj(0, metadata={"env": "myorg/Reverse-v0"}), _traj(1)])
+    index = build_index(path)
+    assert [episode_view(obj, i, with_tokens=False)["env"] for i, obj in enumerate(index.read([0, 1]))] == \
+        ["myorg/Reverse-v0", None]

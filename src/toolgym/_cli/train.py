@@ -83,10 +83,11 @@ def train(
         _check_model_name(cfg)
         from toolgym.envs import registry
 
-        for env_id in {cfg.rollout.env, cfg.eval.env or cfg.rollout.env}:  # every name checked before the first line
+        for env_id in cfg.env_ids():  # every name checked before the first line
             registry.spec(env_id)
         if not as_json and os.environ.get("RANK", "0") == "0":  # before torch loads: the first sign of life
-            typer.echo(f"{'resuming' if resume else 'training'} {cfg.algorithm} on {cfg.rollout.env}, {cfg.steps} steps "
+            on = " + ".join(e.label for e in cfg.rollout.mixture())
+            typer.echo(f"{'resuming' if resume else 'training'} {cfg.algorithm} on {on}, {cfg.steps} steps "
                        f"-> {cfg.output_dir}")
         from toolgym.training import data_parallel as D
         from toolgym.training.trainer import train as run

@@ -41,7 +41,6 @@ class RayRollouts:
                                    max_replacements=rc.max_replacements,
                                    sampler_kwargs=hf_train_options(cfg, owner.dist.device),
                                    tool_parser=cfg.rollout.tool_parser, weights=weights)
-        self._local_sandbox = owner.sandbox
         self._out = owner.out
         self.synced = False
 
@@ -51,21 +50,14 @@ class RayRollouts:
         self.synced = True
         return self.pool.push_weights(weights)
 
-    def run(self, owner: Any, runner: Any, specs: Sequence[Any], group_size: int, step: int,
-            env_kwargs: dict[str, Any]) -> list[list[Any]]:
-        """The step's groups, in task order, sampled on the workers."""
-        from toolgym.distributed.driver import GroupJob
+    def run_jobs(self, owner: Any, jobs: Sequence[Any]) -> list[list[Any]]:
+        """A step's groups, in job order, sampled on the workers (``Orchestrator.jobs``: each job names its
+        environment and kwargs, the trainer's own sandbox left out; each worker gives envs its node's pool)."""
+        from toolgym.agents.runner import flag_mixed_group
 
         if not self.synced:
             owner.publish()
-        # the trainer's own sandbox object stays here; each worker gives envs its node's pool
-        kw = {k: v for k, v in env_kwargs.items() if not (k == "sandbox" and v is self._local_sandbox)}
-        jobs = [GroupJob(key=(step, ti), task_index=ti, spec=spec, group_size=group_size, env=runner.env_id,
-                         env_kwargs=kw, params=runner.params, limits=runner.limits, seed=runner.seed)
-                for ti, spec in enumerate(specs)]
-        from toolgym.agents.runner import flag_mixed_group
-
-        groups = self.pool.run(jobs)
+        groups = self.pool.run(list(jobs))
         for group in groups:
             flag_mixed_group(group)
         return groups

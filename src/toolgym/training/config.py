@@ -27,6 +27,7 @@ from toolgym.training.config_schema import (
     Agg,
     CheckpointConfig,
     ClipMode,
+    EnvEntry,
     EvalConfig,
     LoggingConfig,
     LoraConfig,
@@ -42,7 +43,7 @@ from toolgym.training.config_schema import (
 from toolgym.training.config_types import build
 from toolgym.training.examples import find_config
 
-__all__ = ["AGGS", "CLIP_MODES", "RATIOS", "AdvantageConfig", "Agg", "CheckpointConfig", "ClipMode", "EvalConfig",
+__all__ = ["AGGS", "CLIP_MODES", "RATIOS", "AdvantageConfig", "Agg", "CheckpointConfig", "ClipMode", "EnvEntry", "EvalConfig",
            "LoggingConfig", "LoraConfig", "LossConfig", "ModelConfig", "OptimizerConfig", "Ratio", "RayConfig",
            "RolloutConfig", "SFTConfig", "TrainConfig", "config_to_dict", "dump_config", "load_config"]
 

@@ -148,16 +148,57 @@ class OptimizerConfig:
         require(0 <= self.min_lr_ratio <= 1, f"{p}.min_lr_ratio", "a number in [0, 1]", self.min_lr_ratio)
 
 
+DEFAULT_ENV = "toolgym/Arith-v0"
+
+
+def env_label(env_id: str) -> str:
+    """An environment id as metrics name it: without the ``module:`` prefix that imports a user's module."""
+    module, sep, rest = env_id.partition(":")
+    return rest if sep and module and "/" not in module else env_id
+
+
+@dataclass
+class EnvEntry:
+    """One environment of a mixture (``rollout.envs``): its id, its share of each step's prompts and its
+    constructor arguments."""
+
+    env: str = ""
+    """The environment: an id from `toolgym envs list`, or `module:id` (a .py file in the current folder that
+    registers it). Required."""
+    weight: float = 1.0
+    """Its share of each step's prompts: weight / the sum of the weights (each step gives it that share of
+    rollout.prompts_per_step, rounded down or up at random so the expected count is exact)."""
+    env_kwargs: dict[str, Any] = field(default_factory=dict)
+    """Keyword arguments for its constructor; the trainer adds the split and the shared sandbox."""
+    name: str | None = None
+    """Its label in metrics (reward_mean/NAME, episodes/NAME), evaluations and saved rollouts; null: the id
+    without a module: prefix. Names must differ (give one when an id appears twice)."""
+
+    def _check(self, p: str) -> None:
+        require(bool(self.env), f"{p}.env", "an environment id (`toolgym envs list`)", self.env)
+        require(self.weight > 0, f"{p}.weight", "a number > 0", self.weight)
+        require(self.name is None or bool(self.name.strip()), f"{p}.name", "null or a non-empty string", self.name)
+
+    @property
+    def label(self) -> str:
+        return self.name or env_label(self.env)
+
+
 @dataclass
 class RolloutConfig:
     """How each step's training rollouts are sampled."""
 
-    env: str = "toolgym/Arith-v0"
+    env: str | None = None
     """The environment to train on: an id from `toolgym envs list`, built in or registered (also by a
-    plug-in)."""
+    plug-in); null: toolgym/Arith-v0, unless envs is given."""
     env_kwargs: dict[str, Any] = field(default_factory=dict)
     """Keyword arguments for the environment's constructor; the trainer adds the split and the shared
     sandbox."""
+    envs: list[EnvEntry] = field(default_factory=list)
+    """Several environments in one run, instead of env: a list of {env, weight, env_kwargs, name}. Each
+    step's prompts are split among them by weight (seeded by seed and the step, so a resume repeats it);
+    a group never mixes environments; metrics, evaluation and saved rollouts are per environment
+    (docs/training/index.md, 'Several environments in one run')."""
     split: str = "train"
     """The task split that training prompts are drawn from (evaluation uses eval.split)."""
     group_size: int = 8
@@ -212,6 +253,7 @@ class RolloutConfig:
     replaced, and only that group's episodes fail (counted as infrastructure failures). 0: no limit."""
 
     def _check(self, p: str) -> None:
+        self._check_mixture(p)
         require(self.max_staleness >= 0, f"{p}.max_staleness", "an integer >= 0", self.max_staleness)
         require(self.workers >= 0, f"{p}.workers", "an integer >= 0", self.workers)
         require(self.group_deadline_s >= 0, f"{p}.group_deadline_s", "a number >= 0 (0: no limit)",
@@ -244,6 +286,30 @@ class RolloutConfig:
                               f"stay frozen, so every step would sample the initial policy): use sampler: {others}, "
                               f"evaluate with `toolgym bench --sampler {self.sampler}`, or set "
                               f"{p}.frozen_policy_ok: true to train on the frozen policy knowingly")
+
+    def _check_mixture(self, p: str) -> None:
+        if not self.envs:
+            if self.env is None:
+                self.env = DEFAULT_ENV
+            return
+        if self.env is not None:
+            raise ConfigError(f"{p}.env and {p}.envs: give one (env: ONE_ID, or envs: a list of {{env, weight, "
+                              f"env_kwargs}}); got env {self.env!r} and {len(self.envs)} envs")
+        if self.env_kwargs:
+            raise ConfigError(f"{p}.env_kwargs: with {p}.envs each environment takes its own env_kwargs "
+                              f"({p}.envs[i].env_kwargs); got {self.env_kwargs!r}")
+        seen: dict[str, int] = {}
+        for i, e in enumerate(self.envs):
+            if e.label in seen:
+                raise ConfigError(f"{p}.envs[{i}]: its name {e.label!r} is also envs[{seen[e.label]}]'s; give each "
+                                  f"entry a distinct name (metrics and evaluations are per name)")
+            seen[e.label] = i
+
+    def mixture(self) -> list[EnvEntry]:
+        """The environments this run trains on: ``envs``, or ``env`` as a one-entry mixture."""
+        if self.envs:
+            return list(self.envs)
+        return [EnvEntry(env=self.env or DEFAULT_ENV, weight=1.0, env_kwargs=dict(self.env_kwargs))]
 
     def sampler_spec(self, p: str = "rollout") -> Any:
         """The registry entry of ``sampler`` (:mod:`toolgym.agents.samplers`, plug-ins included); an unknown
@@ -327,9 +393,11 @@ class EvalConfig:
     split: str = "test"
     """The split the evaluation tasks come from."""
     env: str | None = None
-    """The environment to evaluate on; null: rollout.env."""
+    """The environment to evaluate on; null: the training environments (rollout.env, or each of rollout.envs:
+    eval.tasks tasks of each, logged per environment and overall)."""
     env_kwargs: dict[str, Any] = field(default_factory=dict)
-    """Constructor keyword arguments for the evaluation environment; empty: rollout.env_kwargs."""
+    """Constructor keyword arguments for the evaluation environment; empty: rollout.env_kwargs (with
+    rollout.envs, each environment's own)."""
     samples: int = 1
     """Samples per task; the reported reward is their mean (avg@k)."""
     temperature: float = 0.7
@@ -514,6 +582,11 @@ class TrainConfig:
             return self.rollout.max_staleness >= 1
         return bool(self.loss.mismatch_weight)
 
+    def env_ids(self) -> list[str]:
+        """Every environment id the run builds (the training mixture, then eval.env), each once."""
+        ids = [e.env for e in self.rollout.mixture()] + ([self.eval.env] if self.eval.env else [])
+        return list(dict.fromkeys(ids))
+
     def uncorrected_staleness(self) -> str | None:
         """The warning line of a run that trains on stale rollouts without the mismatch weight (an explicit
         ``loss.mismatch_weight: false`` with ``rollout.max_staleness >= 1``: allowed, e.g. as an ablation);
@@ -535,6 +608,9 @@ class TrainConfig:
         require(self.max_tokens_per_micro_batch is None or self.max_tokens_per_micro_batch >= 1,
                  "max_tokens_per_micro_batch", "null or an integer >= 1", self.max_tokens_per_micro_batch)
         require(bool(self.output_dir), "output_dir", "a folder path", self.output_dir)
+        if len(self.rollout.envs) > 1 and self.eval.env is None and self.eval.env_kwargs:
+            raise ConfigError("eval.env_kwargs: with rollout.envs each environment is evaluated with its own "
+                              "env_kwargs; set eval.env to evaluate one environment with these instead")
         spec = self.rollout.sampler_spec()
         require(self.distributed != "ray" or spec.in_process, "rollout.sampler",
                 "an in-process sampler ('hf') with distributed: ray (Ray workers run transformers replicas)",

@@ -15,16 +15,26 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import random
 import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from toolgym.agents.trajectory import Trajectory
 from toolgym.training import data_parallel as D
+from toolgym.training.mixture import Mixture, TaskOrder, env_metrics
 from toolgym.training.rollout_stats import trajectory_stats, warn_infra
+
+
+class Planned(NamedTuple):
+    """One group of a step or an evaluation: the runner of its environment, its task, the environment's kwargs
+    (as the runner got them) and the mixture entry's name (metrics, saved rollouts)."""
+
+    runner: Any
+    spec: Any
+    env_kwargs: dict[str, Any]
+    name: str
 
 
 class Orchestrator:
@@ -48,8 +58,12 @@ class Orchestrator:
         self.policy_sync: Any = None
         self.version = 0  # the policy version of the trainer's current weights (= training steps done)
         self._pool_lock = threading.Lock()  # the pipeline's thread and evaluations share the workers
-        self.source_size = self.probe_source_size()
-        self._perms: dict[int, list[int]] = {}
+        self.entries = cfg.rollout.mixture()  # rollout.env is a one-entry mixture
+        self.names = [e.label for e in self.entries]
+        self.mixture = Mixture([e.weight for e in self.entries], cfg.rollout.prompts_per_step, cfg.seed)
+        self.orders = [TaskOrder(self.probe_source_size(i), str(cfg.seed) if len(self.entries) == 1
+                                 else f"{cfg.seed}:{e.label}") for i, e in enumerate(self.entries)]
+        self.source_size = self.orders[0].size
 
     # -- building -------------------------------------------------------------------------------------------
 
@@ -155,71 +169,107 @@ class Orchestrator:
         limits = EpisodeLimits(max_turns=r.max_turns, max_total_tokens=r.max_response_tokens + 2048)
         return RolloutRunner(self.sampler, self.template, env_id, params, limits, env_kwargs=env_kwargs, seed=seed)
 
-    def probe_source_size(self) -> int:
-        """How many training tasks the source holds (0: unbounded), from an env built the way a run builds it."""
+    def probe_source_size(self, entry: int = 0) -> int:
+        """How many training tasks an environment's source holds (0: unbounded), from an env built the way a run
+        builds it."""
         from toolgym.envs.registry import make_env
 
-        r = self.cfg.rollout
-        kw = {k: v for k, v in self.env_kwargs(r.env_kwargs, r.split).items() if k != "sandbox"}
-        env = make_env(r.env, kw, sandbox=None)
+        e = self.entries[entry]
+        kw = {k: v for k, v in self.env_kwargs(e.env_kwargs, self.cfg.rollout.split).items() if k != "sandbox"}
+        env = make_env(e.env, kw, sandbox=None)
         try:
             src = getattr(env.unwrapped, "source", None)
             return int(getattr(src, "size", 0) or 0)
         finally:
             env.close()
 
-    def task_indices(self, cursor: int, count: int) -> list[int]:
-        """Prompt indices for a step: the stream in order (infinite sources), or a seeded permutation per epoch."""
-        size = self.source_size
-        if not size:
-            return list(range(cursor, cursor + count))
-        out = []
-        for k in range(cursor, cursor + count):
-            epoch, pos = divmod(k, size)
-            if epoch not in self._perms:
-                perm = list(range(size))
-                random.Random(f"{self.cfg.seed}:{epoch}").shuffle(perm)
-                self._perms = {epoch: perm}
-            out.append(self._perms[epoch][pos])
-        return out
+    def task_indices(self, cursor: int, count: int, entry: int = 0) -> list[int]:
+        """Task indices of an environment from its cursor on: its stream in order (infinite sources), or a seeded
+        permutation per epoch."""
+        return [self.orders[entry].index(k) for k in range(cursor, cursor + count)]
 
-    def step_plan(self, step: int, cursor: int) -> tuple[Any, list[Any]]:
-        """The runner (its sampling params, limits and seed) and the task specs of this rank's share of a step."""
+    def step_plan(self, step: int, cursor: int) -> list[Planned]:
+        """This rank's share of a step's groups, in prompt-slot order: each slot's environment drawn by weight
+        (:mod:`toolgym.training.mixture`; one environment: all of them, from ``cursor``), its task next in that
+        environment's order. A slot's position is its task index for the runner (group id, sampling seeds), so
+        the seeds do not depend on which environment a neighbouring slot drew."""
         from toolgym.agents.runner import TaskSpec
 
         r = self.cfg.rollout
         per_rank = r.prompts_per_step // self.dist.world
-        idx = self.task_indices(cursor, r.prompts_per_step)[self.dist.rank * per_rank : (self.dist.rank + 1) * per_rank]
+        slots = [(0, cursor + k) for k in range(r.prompts_per_step)] if len(self.entries) == 1 \
+            else self.mixture.plan(step)
         seed = (self.cfg.seed * 1_000_003 + step * 7_919 + self.dist.rank * 104_729) % (2**31 - 1)
-        runner = self.runner(r.env, self.env_kwargs(r.env_kwargs, r.split), r.temperature, r.top_p, seed)
-        return runner, [TaskSpec(seed=i, options={"index": i}) for i in idx]
+        runners: dict[int, tuple[Any, dict[str, Any]]] = {}
+        plan = []
+        for pos, (e, at) in enumerate(slots[self.dist.rank * per_rank : (self.dist.rank + 1) * per_rank]):
+            if e not in runners:
+                kw = self.env_kwargs(self.entries[e].env_kwargs, r.split)
+                runners[e] = (self.runner(self.entries[e].env, kw, r.temperature, r.top_p, seed), kw)
+            i = self.orders[e].index(at)
+            plan.append(Planned(runners[e][0], TaskSpec(seed=i, options={"index": i}, index=pos), runners[e][1],
+                                self.names[e]))
+        return plan
 
-    def jobs(self, runner: Any, specs: list[Any], group_size: int, key: int, env_kwargs: dict[str, Any]) -> list[Any]:
-        """The groups of a step (or an evaluation) as jobs for rollout workers, with the runner's seeds (each
-        worker gives the environments its own sandbox pool)."""
+    def jobs(self, plan: list[Planned], group_size: int, key: int) -> list[Any]:
+        """The groups of a step (or an evaluation) as jobs for rollout workers, each with its environment, its
+        kwargs and the runner's seeds (each worker gives the environments its own sandbox pool; the trainer's
+        open sandbox stays here)."""
         from toolgym.distributed.driver import GroupJob
 
-        kw = {k: v for k, v in env_kwargs.items() if k != "sandbox"}
-        return [GroupJob(key=(key, ti), task_index=ti, spec=spec, group_size=group_size, env=runner.env_id,
-                         env_kwargs=kw, params=runner.params, limits=runner.limits, seed=runner.seed)
-                for ti, spec in enumerate(specs)]
+        jobs = []
+        for ti, p in enumerate(plan):
+            kw = {k: v for k, v in p.env_kwargs.items() if not (k == "sandbox" and not isinstance(v, str))}
+            jobs.append(GroupJob(key=(key, ti), task_index=ti if p.spec.index is None else p.spec.index, spec=p.spec,
+                                 group_size=group_size, env=p.runner.env_id, env_kwargs=kw, params=p.runner.params,
+                                 limits=p.runner.limits, seed=p.runner.seed))
+        return jobs
+
+    def _run_here(self, plan: list[Planned], group_size: int) -> list[list[Trajectory]]:
+        """The plan's groups in this process: one runner per environment, all at once (the sampler batches
+        their requests together), back in plan order."""
+        by_runner: dict[int, list[int]] = {}
+        for k, p in enumerate(plan):
+            by_runner.setdefault(id(p.runner), []).append(k)
+
+        async def run_all() -> list[list[list[Trajectory]]]:
+            return list(await asyncio.gather(*(plan[ks[0]].runner.arun([plan[k].spec for k in ks], group_size)
+                                               for ks in by_runner.values())))
+
+        groups: list[list[Trajectory]] = [[] for _ in plan]
+        for ks, out in zip(by_runner.values(), asyncio.run(run_all()), strict=True):
+            for k, g in zip(ks, out, strict=True):
+                groups[k] = g
+        return groups
+
+    def _sample(self, plan: list[Planned], group_size: int, key: int, version: int,
+                weights: dict[str, Any] | None = None, *, ray: bool = True) -> list[list[Trajectory]]:
+        """The plan's groups from the rollout workers, the Ray workers (``ray``: training steps; evaluations use
+        the local sampler) or this process, each trajectory tagged with its environment's name
+        (``metadata["env"]``)."""
+        groups: list[list[Trajectory]] = []
+        if self.pool is not None:
+            if plan:
+                with self._pool_lock:
+                    self._pool_at(version, weights)
+                    groups = self._run_pool(self.jobs(plan, group_size, key))
+        elif ray and self.ray_rollouts is not None:
+            if self.module is not None:
+                self.module.eval()
+            groups = self.ray_rollouts.run_jobs(self, self.jobs(plan, group_size, key)) if plan else []
+        else:
+            if self.module is not None:
+                self.module.eval()
+            with self.decoding():  # a collective under FSDP: every rank enters, even one without tasks
+                groups = self._run_here(plan, group_size) if plan else []
+        for p, group in zip(plan, groups, strict=True):
+            for t in group:
+                t.metadata["env"] = p.name
+        return groups
 
     def rollouts(self, step: int, cursor: int) -> list[list[Trajectory]]:
         """One step's groups, sampled now with the current weights (the synchronous path)."""
-        runner, specs = self.step_plan(step, cursor)
-        r = self.cfg.rollout
-        if self.pool is not None:
-            with self._pool_lock:
-                self._pool_at(self.version)
-                return self._run_pool(self.jobs(runner, specs, r.group_size, step,
-                                                self.env_kwargs(r.env_kwargs, r.split)))
-        if self.module is not None:
-            self.module.eval()
-        if self.ray_rollouts is not None:
-            kw = self.env_kwargs(r.env_kwargs, r.split)
-            return self.ray_rollouts.run(self, runner, specs, r.group_size, step, kw)
-        with self.decoding():
-            return asyncio.run(runner.arun(specs, r.group_size))
+        return self._sample(self.step_plan(step, cursor), self.cfg.rollout.group_size, step, self.version)
 
     def groups(self, step: int, cursor: int) -> tuple[list[list[Trajectory]], dict[str, float]]:
         """The groups the trainer updates on at ``step`` and what the pipeline measured getting them."""
@@ -269,10 +319,7 @@ class Orchestrator:
         """Step ``step``'s groups sampled by the workers with the weights of policy ``version`` (the pipeline's
         thread calls this)."""
         r = self.cfg.rollout
-        runner, specs = self.step_plan(step, step * r.prompts_per_step)
-        with self._pool_lock:
-            self._pool_at(version, weights)
-            return self._run_pool(self.jobs(runner, specs, r.group_size, step, self.env_kwargs(r.env_kwargs, r.split)))
+        return self._sample(self.step_plan(step, step * r.prompts_per_step), r.group_size, step, version, weights)
 
     def _snapshot(self) -> dict[str, Any]:
         from toolgym.training.policy_sync import policy_weights
@@ -314,35 +361,56 @@ class Orchestrator:
 
     # -- evaluation -------------------------------------------------------------------------------------------
 
+    def eval_entries(self) -> list[tuple[str, str, dict[str, Any]]]:
+        """(name, env id, env kwargs) of each environment an evaluation covers: eval.env, else every training
+        environment with its own kwargs."""
+        from toolgym.training.config_schema import env_label
+
+        e = self.cfg.eval
+        if e.env:
+            return [(env_label(e.env), e.env, e.env_kwargs or self.cfg.rollout.env_kwargs)]
+        if len(self.entries) == 1:
+            return [(self.names[0], self.entries[0].env, e.env_kwargs or self.entries[0].env_kwargs)]
+        return [(name, entry.env, entry.env_kwargs) for name, entry in zip(self.names, self.entries, strict=True)]
+
     def evaluate(self, step: int) -> dict[str, float]:
-        """Held-out tasks (eval.split) with a fixed seed and the current weights: mean reward and tool-use rate."""
+        """Held-out tasks (eval.split) with a fixed seed and the current weights: mean reward and tool-use rate,
+        over every evaluated environment and (several of them) per environment: eval.tasks tasks of each."""
         from toolgym.agents.runner import TaskSpec
 
         e = self.cfg.eval
-        env = e.env or self.cfg.rollout.env
-        kw = self.env_kwargs(e.env_kwargs or self.cfg.rollout.env_kwargs, e.split)
-        runner = self.runner(env, kw, e.temperature, e.top_p, seed=self.cfg.seed * 31 + 17)
         mine = list(range(self.dist.rank, e.tasks, self.dist.world))
-        specs = [TaskSpec(seed=i, options={"index": i}) for i in mine]
-        self.say(f"eval at step {step}: {e.tasks} held-out tasks x {e.samples}")
+        plan = []
+        entries = self.eval_entries()
+        for name, env, base in entries:
+            kw = self.env_kwargs(base, e.split)
+            runner = self.runner(env, kw, e.temperature, e.top_p, seed=self.cfg.seed * 31 + 17)
+            plan += [Planned(runner, TaskSpec(seed=i, options={"index": i}, index=pos), kw, name)
+                     for pos, i in enumerate(mine)]
+        names = [name for name, _, _ in entries]  # every rank's, also one without tasks: they gather together
+        where = f" of each of {len(names)} environments" if len(names) > 1 else ""
+        self.say(f"eval at step {step}: {e.tasks} held-out tasks{where} x {e.samples}")
         t0 = time.perf_counter()
-        if self.pool is not None:
-            with self._pool_lock:
-                self._pool_at(self.version)
-                groups = self._run_pool(self.jobs(runner, specs, e.samples, -1 - step, kw)) if specs else []
-        else:
-            if self.module is not None:
-                self.module.eval()
-            with self.decoding():  # a collective under FSDP: every rank enters, even one without tasks
-                groups = asyncio.run(runner.arun(specs, e.samples)) if specs else []
+        groups = self._sample(plan, e.samples, -1 - step, self.version, ray=False)
         trajs = [t for g in groups for t in g]
         allstats = D.all_gather_objects(trajectory_stats(trajs), self.dist)
         n = sum(s["n"] for s in allstats)
         res = {k: sum(s[k] * s["n"] for s in allstats) / max(n, 1) for k in ("reward_mean", "tool_rate", "response_tokens")}
         infra = sum(s["infra_failures"] for s in allstats)
         res.update(episodes=n, infra_failures=infra, eval_s=time.perf_counter() - t0)
+        if len(names) > 1:
+            res.update(self.env_metrics(trajs, names))
         warn_infra(self.say, f"eval at step {step}", infra, n, "scored 0")  # the reward then understates the policy
         return res
+
+    def env_metrics(self, trajs: list[Trajectory], names: list[str] | None = None) -> dict[str, float]:
+        """Per-environment episodes, reward and tool-use rate over every process's ``trajs`` (nothing for a
+        one-environment run: its totals say it all)."""
+        names = names or self.names
+        if len(names) < 2:
+            return {}
+        mine = {name: trajectory_stats([t for t in trajs if t.metadata.get("env") == name]) for name in names}
+        return env_metrics(D.all_gather_objects(mine, self.dist), names)
 
     # -- checkpoints and the end ------------------------------------------------------------------------------
 

@@ -7,8 +7,21 @@ from pathlib import Path
 from typing import Any
 
 
+def env_names(records: Sequence[dict[str, Any]]) -> list[str]:
+    """The environments of a several-environment run, from its ``reward_mean/NAME`` keys, in first-seen order."""
+    return list(dict.fromkeys(k.split("/", 1)[1] for r in records for k in r if k.startswith("reward_mean/")))
+
+
+def _per_env(ax: Any, records: Sequence[dict[str, Any]], **style: Any) -> None:
+    for name in env_names(records):
+        rows = [r for r in records if f"reward_mean/{name}" in r]
+        ax.plot([r["step"] for r in rows], [r[f"reward_mean/{name}"] for r in rows], linestyle="--",
+                label=f"reward: {name}", **style)
+
+
 def plot_run(metrics: Sequence[dict[str, Any]], path: str | Path, title: str = "") -> Path:
-    """Train reward per step (and tool-use rate) on the left; eval reward per eval on the right."""
+    """Train reward per step (and tool-use rate) on the left; eval reward per eval on the right; a run on several
+    environments adds each one's reward (dashed) to both."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -22,18 +35,20 @@ def plot_run(metrics: Sequence[dict[str, Any]], path: str | Path, title: str = "
         ax.plot([r["step"] for r in train], [r.get("reward_mean") for r in train], label="train reward")
         if any("tool_rate" in r for r in train):
             ax.plot([r["step"] for r in train], [r.get("tool_rate") for r in train], label="tool-use rate", alpha=0.7)
+        _per_env(ax, train)
     ax.set_xlabel("step")
     ax.set_ylim(-0.02, 1.02)
     ax.set_title("rollouts")
-    ax.legend(loc="lower right")
+    ax.legend(loc="best" if env_names(train) else "lower right")  # several environments: more lines to keep clear
     ax = axes[1]
     if ev:
         ax.plot([r["step"] for r in ev], [r.get("reward_mean") for r in ev], marker="o", label="eval reward")
         ax.plot([r["step"] for r in ev], [r.get("tool_rate") for r in ev], marker=".", alpha=0.7, label="eval tool-use rate")
+        _per_env(ax, ev, marker="o")
     ax.set_xlabel("step")
     ax.set_ylim(-0.02, 1.02)
     ax.set_title("held-out evaluation")
-    ax.legend(loc="lower right")
+    ax.legend(loc="best" if env_names(ev) else "lower right")
     if title:
         fig.suptitle(title)
     fig.tight_layout()

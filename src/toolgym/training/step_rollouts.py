@@ -41,8 +41,11 @@ def save_step_rollouts(cfg: Any, out: Path, step: int, groups: list[list[Traject
     """Write this process's groups of one step, with what the update recorded and the token pieces when
     given; returns the file's path."""
     path = step_rollouts_path(out, step, dist.rank, dist.world)
-    meta = {"step": step, "algorithm": cfg.algorithm, "env_id": cfg.rollout.env, "model": cfg.model.name_or_path,
-            "rank": dist.rank, "world": dist.world, "groups": len(groups)}
+    envs = cfg.rollout.mixture()  # several environments: each trajectory's metadata["env"] says which
+    meta = {"step": step, "algorithm": cfg.algorithm, "env_id": ", ".join(e.env for e in envs),
+            "model": cfg.model.name_or_path, "rank": dist.rank, "world": dist.world, "groups": len(groups)}
+    if len(envs) > 1:
+        meta["envs"] = [{"name": e.label, "env": e.env, "weight": e.weight} for e in envs]
     trajs = [_with_train(t, record) for g in groups for t in g]
     n = write_jsonl(path, trajs, meta)
     if tokenizer is not None:

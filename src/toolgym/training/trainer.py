@@ -73,7 +73,7 @@ class Trainer:
             raise ConfigError(f"mini_batches: must divide the {per // self.dist.world} prompts each process gets per step; "
                               f"got {cfg.mini_batches}")
         self.sampler_spec = get_sampler(cfg.rollout.sampler, "rollout.sampler")
-        for env_id in dict.fromkeys([cfg.rollout.env, cfg.eval.env or cfg.rollout.env]):
+        for env_id in cfg.env_ids():
             env_spec(env_id)  # a typo'd id is one line before output_dir is made or a model loaded
         if self.sampler_spec.needs_weight_push and self.dist.world > 1:
             raise ConfigError(f"rollout.sampler={cfg.rollout.sampler} runs one engine beside a single trainer process; "
@@ -442,6 +442,7 @@ class Trainer:
                              for k in ("reward_mean", "tool_rate", "response_tokens", "answered")}
         model_tokens = sum(s["model_tokens"] for s in allstats)
         m["policy_tokens"] = model_tokens / max(n, 1)  # sampled (trained) tokens per episode, template tokens excluded
+        m.update(self.orchestrator.env_metrics(batch.trajectories))  # several environments: each one's numbers
         m.update(prep)
         m.update(upd)
         m.update(flow)  # the pipeline's staleness, dropped groups and idle times (max_staleness >= 1)

@@ -19,9 +19,9 @@ def demonstrations(cfg: Any, out: Path, main: bool) -> list[dict[str, Any]]:
     s = cfg.sft
     if s.data:
         return S.read_demonstrations(s.data)
+    first = cfg.rollout.mixture()[0]  # with several environments, the first one's tasks
     demos = S.arith_demonstrations(s.demos, seed=cfg.seed, tool_fraction=s.tool_fraction,
-                                   direct_correct=s.direct_correct, env_id=cfg.rollout.env,
-                                   env_kwargs=cfg.rollout.env_kwargs)
+                                   direct_correct=s.direct_correct, env_id=first.env, env_kwargs=first.env_kwargs)
     if main:
         out.mkdir(parents=True, exist_ok=True)
         S.write_demonstrations(demos, out / "demonstrations.jsonl")
@@ -65,6 +65,6 @@ def run_summary(cfg: Any, out: Path, steps: int, *, main: bool) -> dict[str, Any
         from toolgym.training.plot import plot_run
 
         summary["plot"] = str(plot_run(read_metrics(out), out / "curves.png",
-                                       title=f"{cfg.algorithm} on {cfg.rollout.env}"))
+                                       title=f"{cfg.algorithm} on {' + '.join(e.label for e in cfg.rollout.mixture())}"))
     (out / "summary.json").write_text(json.dumps(summary, indent=2))
     return summary

@@ -111,6 +111,7 @@ def episode_view(obj: dict[str, Any], i: int, with_tokens: bool) -> dict[str, An
     ids = obj.get("response_ids") or []
     view: dict[str, Any] = {
         "i": i, "task": _text(obj.get("task_id")), "group": _text(obj.get("group_id")),
+        "env": _text(meta["env"]) if meta.get("env") is not None else None,  # a training run's environment
         "reward": finite(obj.get("reward")), "reward_text": _text(obj.get("reward")),
         "breakdown": [[_text(k), finite(v)] for k, v in (obj.get("reward_breakdown") or {}).items()],
         "finish": _text(obj.get("finish_reason")), "error": _text(obj.get("error")) or None,

@@ -289,6 +289,7 @@
     var body = document.createDocumentFragment();
     if (e.error) body.appendChild(el("pre", "error", "error: " + e.error));
     var facts = [];
+    if (e.env) facts.push("env " + e.env);
     if (e.breakdown.length) facts.push("reward " + e.breakdown.map(function (kv) { return kv[0] + " " + fmt(kv[1]); }).join(", "));
     if (e.tools.length) facts.push("tools offered: " + e.tools.join(", "));
     facts.push("tokens " + e.prompt_tokens + " prompt + " + (e.tokens ? e.tokens.ids.length : "?") + " response");
