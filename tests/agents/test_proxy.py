@@ -1,0 +1,187 @@
+"""The recording proxy: an OpenAI-speaking agent program, run unmodified against it, leaves trajectories whose
+ids are the sampled ids verbatim plus the chat template's own, with the mask and behaviour log-probs the
+trainer reads; a rewritten history splits; hostile requests get one clear error and the server lives on."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.agents.helpers import (
+    CALC_TOOL,
+    RecordingSampler,
+    check_sampled_verbatim,
+    recompute_logprobs,
+    segments,
+)
+from toolgym.agents.chat import ChatTemplate
+from toolgym.agents.hf_sampler import HFSampler
+from toolgym.agents.proxy import RecordingProxy
+from toolgym.agents.proxy_server import ProxyServer, serve_in_thread
+from toolgym.errors import ConfigError
+
+AGENT = Path(__file__).with_name("proxy_agent.py")
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def tiny(tiny_dir):
+    return HFSampler(str(tiny_dir))
+
+
+def run_agent(url: str, seed: int) -> list[dict]:
+    """The agent program in a process of its own, as a user runs it; its final conversation."""
+    out = subprocess.run([sys.executable, str(AGENT), url, str(seed)], capture_output=True, text=True,
+                         timeout=120, cwd=ROOT)
+    assert out.returncode == 0, out.stderr[-2000:]
+    return json.loads(out.stdout)
+
+
+def check_alignment(traj, rec: RecordingSampler, tpl: ChatTemplate, model, assistant: list[dict]) -> list:
+    """The project's token-alignment checks on a proxy trajectory: each sampled run is what the sampler
+    returned for the ids before it (log-probs included), decodes to the turn the program was sent, and the
+    model's own log-probs reproduce the behaviour log-probs."""
+    samples = check_sampled_verbatim(traj, rec)
+    assert len(samples) == len(assistant)
+    for sample, msg in zip(samples, assistant, strict=True):
+        if not msg.get("tool_calls"):
+            assert tpl.decode_turn(sample.token_ids) == msg["content"]
+    got, want = recompute_logprobs(model, traj)
+    assert got == pytest.approx(want, abs=2e-4)
+    return samples
+
+
+def test_agent_program_leaves_a_token_exact_trajectory(tiny):
+    rec = RecordingSampler(tiny)
+    tpl = ChatTemplate(tiny.tokenizer)
+    proxy = RecordingProxy(rec, tpl, max_tokens=12)
+    with serve_in_thread(proxy) as url:
+        assert url.startswith("http://127.0.0.1:")
+        convo = run_agent(url, seed=3)
+        models = httpx.get(url + "/models").json()
+    assert [m["id"] for m in models["data"]] == ["toolgym"]
+    assistant = [m for m in convo if m["role"] == "assistant"]
+    assert len(assistant) >= 2, "the seed should give a multi-turn conversation"
+    (traj,) = proxy.take()
+    assert proxy.take() == []
+    assert "split" not in traj.metadata
+    assert traj.prompt_ids == tpl.prompt_ids([convo[0]], [CALC_TOOL])
+    samples = check_alignment(traj, rec, tpl, tiny.model, assistant)
+    # between sampled turns: only the template's ids for the program's new message and the next header
+    zero_runs = [(s, e) for s, e, m in segments(traj.loss_mask) if m == 0]
+    assert len(zero_runs) == len(assistant) - 1
+    im_end = tiny.tokenizer.convert_tokens_to_ids("<|im_end|>")
+    for k, (s, e) in enumerate(zero_runs):
+        closed = samples[k].token_ids[-1] == im_end
+        want = ("" if closed else "<|im_end|>") + "\n<|im_start|>user\nUse the calc tool.<|im_end|>\n<|im_start|>assistant\n"
+        assert tiny.tokenizer.decode(traj.response_ids[s:e]) == want
+    assert traj.metadata["requests"] == len(assistant)
+    assert traj.behavior_logprobs and all(lp == 0.0 for lp, m in zip(traj.behavior_logprobs, traj.loss_mask, strict=True)
+                                          if m == 0)
+
+
+def test_a_rewritten_history_starts_a_new_trajectory(tiny):
+    rec = RecordingSampler(tiny)
+    tpl = ChatTemplate(tiny.tokenizer)
+    proxy = RecordingProxy(rec, tpl, max_tokens=8)
+    first = [{"role": "user", "content": "What is 2 + 3?"}]
+    with serve_in_thread(proxy) as url, httpx.Client(base_url=url) as client:
+        a = client.post("/chat/completions", json={"messages": first, "seed": 1}).json()["choices"][0]["message"]
+        # the program edits what the model said before asking again: those tokens were never sampled
+        edited = {"role": "assistant", "content": "I think it is 6."}
+        assert edited["content"] != a["content"]
+        client.post("/chat/completions", json={"messages": [*first, edited, {"role": "user", "content": "Sure?"}],
+                                               "seed": 2}).raise_for_status()
+        # the unedited history still continues the first trajectory
+        client.post("/chat/completions", json={"messages": [*first, a, {"role": "user", "content": "Sure?"}],
+                                               "seed": 3}).raise_for_status()
+    one, two = proxy.take()
+    assert "split" not in one.metadata and two.metadata["split"]
+    assert len(check_sampled_verbatim(one, rec)) == 2
+    assert len(check_sampled_verbatim(two, rec)) == 1
+    # the edited turn is in the split's prompt, where nothing trains on it
+    assert "I think it is 6." in tiny.tokenizer.decode(two.prompt_ids)
+    assert "I think it is 6." not in tiny.tokenizer.decode([t for t, m in zip(two.response_ids, two.loss_mask,
+                                                                             strict=True) if m])
+
+
+def test_model_text_becomes_openai_tool_calls_only_when_well_formed(tiny):
+    proxy = RecordingProxy(tiny, ChatTemplate(tiny.tokenizer))
+    msg, calls = proxy._message('Let me add. <tool_call>{"name": "calc", "arguments": {"expr": "2+3"}}</tool_call>',
+                                [CALC_TOOL], 0)
+    assert msg["content"] == "Let me add."
+    assert [(c["function"]["name"], json.loads(c["function"]["arguments"])) for c in calls] == [("calc", {"expr": "2+3"})]
+    assert msg["tool_calls"] == calls and calls[0]["id"]
+    for hostile in ('<tool_call>{"name": "calc", "arguments": </tool_call>', "<tool_call>" * 10_000,
+                    '<tool_call>{"name": "\\u0000rm -rf", "arguments": {}}</tool_call>'):
+        msg, calls = proxy._message(hostile, [CALC_TOOL], 0)
+        assert calls == [] and msg["content"] == hostile and "tool_calls" not in msg
+    msg, calls = proxy._message('<tool_call>{"name": "calc", "arguments": {}}</tool_call>', None, 0)
+    assert calls == []  # a request without tools gets text
+
+
+def test_hostile_requests_get_one_clear_error_and_the_server_lives_on(tiny):
+    proxy = RecordingProxy(tiny, ChatTemplate(tiny.tokenizer), max_tokens=4)
+    ok = {"messages": [{"role": "user", "content": "hi"}]}
+    cases = [
+        (b"{not json", 400, "not valid JSON"),
+        (b"[1, 2]", 400, "JSON object"),
+        (json.dumps({"messages": "hi"}).encode(), 400, "'messages' must be a non-empty list"),
+        (json.dumps({"messages": [{"role": "wizard", "content": "x"}]}).encode(), 400, "role must be one of"),
+        (json.dumps({**ok, "stream": True}).encode(), 400, "streaming is not supported"),
+        (json.dumps({**ok, "n": 3}).encode(), 400, "only n = 1"),
+        (json.dumps({**ok, "temperature": "hot"}).encode(), 400, "temperature must be a number"),
+        (json.dumps({**ok, "temperature": -1}).encode(), 400, "temperature"),
+        (json.dumps({**ok, "max_tokens": 0}).encode(), 400, "max_tokens"),
+        (json.dumps({**ok, "tools": [{"type": "retrieval"}]}).encode(), 400, "function tools"),
+        (json.dumps({"messages": [{"role": "user", "content": [{"type": "image_url"}]}]}).encode(), 400, "text content"),
+        (json.dumps({"messages": [{"role": "assistant", "content": "", "tool_calls": [
+            {"function": {"name": "calc", "arguments": "{oops"}}]}, {"role": "user", "content": "x"}]}).encode(),
+         400, "not valid JSON"),
+        (b"[" * 100_000 + b"]" * 100_000, 400, "not valid JSON"),
+        (json.dumps({"messages": [{"role": "user", "content": "x" * 10_000}]}).encode(), 400, "context_length_exceeded"),
+        (b"x" * 3_000_000, 413, "request body over"),
+    ]
+    with serve_in_thread(proxy, max_body_bytes=2_000_000) as url, httpx.Client(base_url=url, timeout=60) as client:
+        for body, status, words in cases:
+            r = client.post("/chat/completions", content=body, headers={"content-type": "application/json"})
+            assert r.status_code == status, (body[:60], r.text[:200])
+            err = r.json()["error"]
+            assert words in err["message"] and "\n" not in err["message"] and "Traceback" not in err["message"]
+        r = client.post("/chat/completions", json=ok, headers={"X-Toolgym-Episode": "e" * 300})
+        assert r.status_code == 400
+        r = client.post("/chat/completions", json={**ok, "max_tokens": 10**9}, headers={"X-Toolgym-Episode": "ep-7"})
+        assert r.status_code == 200 and r.json()["usage"]["completion_tokens"] <= 4  # capped, not refused
+        assert client.get("/v1/nowhere").status_code == 404
+    (traj,) = proxy.take()
+    assert traj.task_id == "ep-7"
+
+
+def test_the_proxy_listens_on_loopback_only(tiny):
+    proxy = RecordingProxy(tiny, ChatTemplate(tiny.tokenizer))
+    for host in ("0.0.0.0", "::", "192.168.1.10", "localhost", ""):
+        with pytest.raises(ConfigError, match="127.0.0.1 only"):
+            ProxyServer(proxy, host=host)
+        with pytest.raises(ConfigError, match="127.0.0.1 only"), serve_in_thread(proxy, host=host):
+            pass
+
+
+def test_a_failed_request_leaves_nothing_of_itself_in_the_record(tiny):
+    rec = RecordingSampler(tiny)
+    proxy = RecordingProxy(rec, ChatTemplate(tiny.tokenizer), max_tokens=6)
+    first = [{"role": "user", "content": "What is 2 + 3?"}]
+    with serve_in_thread(proxy) as url, httpx.Client(base_url=url, timeout=60) as client:
+        a = client.post("/chat/completions", json={"messages": first, "seed": 1}).json()["choices"][0]["message"]
+        big = client.post("/chat/completions", json={"messages": [*first, a, {"role": "user", "content": "y" * 9000}]})
+        assert big.status_code == 400 and "context_length_exceeded" in big.json()["error"]["message"]
+        client.post("/chat/completions", json={"messages": [*first, a, {"role": "user", "content": "Sure?"}],
+                                               "seed": 2}).raise_for_status()
+    (traj,) = proxy.take()
+    assert len(check_sampled_verbatim(traj, rec)) == 2
+    assert "y" * 50 not in tiny.tokenizer.decode(traj.response_ids)
+    assert [m["role"] for m in traj.turns] == ["user", "assistant", "user", "assistant"]
