@@ -23,7 +23,7 @@ def main(base_url: str, seed: int) -> None:
     with httpx.Client(base_url=base_url, timeout=60) as client:
         for turn in range(3):
             r = client.post("/chat/completions", json={"model": "policy", "messages": messages, "tools": TOOLS,
-                                                       "max_tokens": 12, "seed": seed + turn})
+                                                       "max_tokens": 40, "seed": seed + turn})
             r.raise_for_status()
             message = r.json()["choices"][0]["message"]
             messages.append(message)
@@ -31,7 +31,7 @@ def main(base_url: str, seed: int) -> None:
                 args = json.loads(call["function"]["arguments"])
                 messages.append({"role": "tool", "tool_call_id": call["id"], "content": calc(str(args.get("expr")))})
             if not message.get("tool_calls"):
-                if "5" in (message["content"] or ""):
+                if "answer is 5" in (message["content"] or ""):
                     break
                 messages.append({"role": "user", "content": "Use the calc tool."})
     print(json.dumps(messages))

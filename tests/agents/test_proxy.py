@@ -59,7 +59,7 @@ def check_alignment(traj, rec: RecordingSampler, tpl: ChatTemplate, model, assis
 def test_agent_program_leaves_a_token_exact_trajectory(tiny):
     rec = RecordingSampler(tiny)
     tpl = ChatTemplate(tiny.tokenizer)
-    proxy = RecordingProxy(rec, tpl, max_tokens=12)
+    proxy = RecordingProxy(rec, tpl, max_tokens=40)
     with serve_in_thread(proxy) as url:
         assert url.startswith("http://127.0.0.1:")
         convo = run_agent(url, seed=3)
@@ -185,3 +185,66 @@ def test_a_failed_request_leaves_nothing_of_itself_in_the_record(tiny):
     assert len(check_sampled_verbatim(traj, rec)) == 2
     assert "y" * 50 not in tiny.tokenizer.decode(traj.response_ids)
     assert [m["role"] for m in traj.turns] == ["user", "assistant", "user", "assistant"]
+
+
+CALL = '<tool_call>{"name": "calc", "arguments": {"expr": "2+3"}}</tool_call>'
+
+
+@pytest.fixture(scope="module")
+def caller(tiny_dir, tmp_path_factory):
+    """A tiny model taught (in seconds) to call calc, then answer from its result: a real policy that writes
+    tool calls, trained on exactly the ids the proxy builds for the agent program's conversation."""
+    import torch
+    from transformers import AutoTokenizer, Qwen2Config, Qwen2ForCausalLM
+
+    tok = AutoTokenizer.from_pretrained(str(tiny_dir))
+    tpl = ChatTemplate(tok)
+    im_end = tok.convert_tokens_to_ids("<|im_end|>")
+    turn1 = tpl.encode(CALL) + [im_end]
+    turn2 = tpl.encode("The answer is 5.") + [im_end]
+    tool = [{"role": "tool", "tool_call_id": "call_0_0", "name": "calc", "content": "5"}]
+    prompt = tpl.prompt_ids([{"role": "user", "content": "What is 2 + 3? Use the calc tool."}], [CALC_TOOL])
+    cont = tpl.continuation_ids(turn1, tool)
+    ids = torch.tensor([prompt + turn1 + cont + turn2])
+    labels = torch.tensor([[-100] * len(prompt) + turn1 + [-100] * len(cont) + turn2])  # the model's turns only
+    torch.manual_seed(0)
+    model = Qwen2ForCausalLM(Qwen2Config(vocab_size=len(tok), hidden_size=64, intermediate_size=128,
+                                         num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                                         max_position_embeddings=1024, tie_word_embeddings=True,
+                                         eos_token_id=im_end, pad_token_id=tok.pad_token_id))
+    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # a model this small trains ten times faster on one thread of a shared machine
+    try:
+        for _ in range(300):
+            loss = model(ids, labels=labels).loss
+            if loss.item() < 0.005:
+                break
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+    finally:
+        torch.set_num_threads(threads)
+    out = tmp_path_factory.mktemp("caller")
+    model.save_pretrained(out)
+    tok.save_pretrained(out)
+    return HFSampler(str(out))
+
+
+def test_tool_calls_round_trip_through_an_unmodified_agent_program(caller):
+    rec = RecordingSampler(caller)
+    tpl = ChatTemplate(caller.tokenizer)
+    proxy = RecordingProxy(rec, tpl, max_tokens=40)
+    with serve_in_thread(proxy) as url:
+        convo = run_agent(url, seed=0)
+    roles = [m["role"] for m in convo]
+    assert roles == ["user", "assistant", "tool", "assistant"], json.dumps(convo)
+    (call,) = convo[1]["tool_calls"]
+    assert call["function"]["name"] == "calc" and json.loads(call["function"]["arguments"]) == {"expr": "2+3"}
+    assert convo[2]["content"] == "5" and "5" in convo[3]["content"]
+    (traj,) = proxy.take()
+    samples = check_alignment(traj, rec, tpl, caller.model, [convo[1], convo[3]])
+    assert tpl.decode_turn(samples[0].token_ids) == CALL  # the call's sampled tokens, not a re-rendering
+    (s, e), = [(s, e) for s, e, m in segments(traj.loss_mask) if m == 0]
+    assert caller.tokenizer.decode(traj.response_ids[s:e]).endswith("<|im_start|>tool\n5<|im_end|>\n<|im_start|>assistant\n")
+    assert traj.finish_reason == "stop"
