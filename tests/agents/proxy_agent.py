@@ -4,6 +4,7 @@ unmodified as a separate process with the proxy's URL (the official `openai` cli
 project's environment, so it speaks the same wire format with httpx)."""
 
 import json
+import os
 import sys
 
 import httpx
@@ -37,5 +38,5 @@ def main(base_url: str, seed: int) -> None:
     print(json.dumps(messages))
 
 
-if __name__ == "__main__":
-    main(sys.argv[1], int(sys.argv[2]))
+if __name__ == "__main__":  # the endpoint from the environment, as the openai client reads it
+    main(os.environ["OPENAI_BASE_URL"], int(sys.argv[1]) if len(sys.argv) > 1 else 0)

@@ -5,6 +5,7 @@ trainer reads; a rewritten history splits; hostile requests get one clear error 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -36,8 +37,8 @@ def tiny(tiny_dir):
 
 def run_agent(url: str, seed: int) -> list[dict]:
     """The agent program in a process of its own, as a user runs it; its final conversation."""
-    out = subprocess.run([sys.executable, str(AGENT), url, str(seed)], capture_output=True, text=True,
-                         timeout=120, cwd=ROOT)
+    out = subprocess.run([sys.executable, str(AGENT), str(seed)], capture_output=True, text=True, timeout=120,
+                         cwd=ROOT, env={**os.environ, "OPENAI_BASE_URL": url})
     assert out.returncode == 0, out.stderr[-2000:]
     return json.loads(out.stdout)
 
@@ -248,3 +249,32 @@ def test_tool_calls_round_trip_through_an_unmodified_agent_program(caller):
     (s, e), = [(s, e) for s, e, m in segments(traj.loss_mask) if m == 0]
     assert caller.tokenizer.decode(traj.response_ids[s:e]).endswith("<|im_start|>tool\n5<|im_end|>\n<|im_start|>assistant\n")
     assert traj.finish_reason == "stop"
+
+
+TOOLGYM = str(Path(sys.executable).parent / "toolgym")  # the installed console script
+
+
+@pytest.mark.slow  # a process that loads torch and the model: ~14 s on the shared machine
+def test_toolgym_proxy_runs_a_program_and_writes_its_trajectories(tiny_dir, tmp_path):
+    from toolgym.agents.storage import read_header, read_jsonl
+
+    out = tmp_path / "agent.jsonl"
+    res = subprocess.run([TOOLGYM, "proxy", "--model", str(tiny_dir), "--out", str(out), "--max-tokens", "40", "--device", "cpu",
+                          "--", sys.executable, str(AGENT), "3"], capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert res.returncode == 0, res.stderr[-3000:]
+    convo = json.loads(res.stdout.splitlines()[0])  # the program's own output comes first
+    summary = json.loads(res.stdout.splitlines()[-1])
+    (traj,) = read_jsonl(out)
+    assert summary["trajectories"] == 1 and summary["splits"] == 0 and summary["program_status"] == 0
+    assert summary["sampled_tokens"] == traj.num_model_tokens > 0
+    assert [m["content"] for m in traj.turns if m["role"] == "assistant"] == \
+        [m["content"] for m in convo if m["role"] == "assistant"]
+    assert read_header(out)["meta"]["program_status"] == 0
+
+
+def test_toolgym_proxy_refuses_other_addresses_in_one_line(tiny_dir, tmp_path):
+    res = subprocess.run([TOOLGYM, "proxy", "--model", str(tiny_dir), "--out", str(tmp_path / "x.jsonl"),
+                          "--host", "0.0.0.0"], capture_output=True, text=True, timeout=120)
+    assert res.returncode != 0
+    assert "127.0.0.1 only" in res.stderr and "Traceback" not in res.stderr
+    assert not (tmp_path / "x.jsonl").exists()
