@@ -278,3 +278,32 @@ def test_toolgym_proxy_refuses_other_addresses_in_one_line(tiny_dir, tmp_path):
     assert res.returncode != 0
     assert "127.0.0.1 only" in res.stderr and "Traceback" not in res.stderr
     assert not (tmp_path / "x.jsonl").exists()
+
+
+@pytest.mark.slow  # a process that loads torch and the model
+def test_toolgym_proxy_serves_until_sigterm_and_keeps_what_it_recorded(tiny_dir, tmp_path):
+    import signal
+
+    from toolgym.agents.storage import read_jsonl
+
+    out = tmp_path / "served.jsonl"
+    proc = subprocess.Popen([TOOLGYM, "proxy", "--model", str(tiny_dir), "--out", str(out), "--max-tokens", "6"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        url = None
+        for line in proc.stderr:
+            if line.startswith("serving OpenAI chat completions at "):
+                url = line.split()[-1]
+                break
+        assert url is not None and url.startswith("http://127.0.0.1:")
+        r = httpx.post(url + "/chat/completions", json={"messages": [{"role": "user", "content": "hi"}]}, timeout=60)
+        assert r.status_code == 200
+        proc.send_signal(signal.SIGTERM)
+        stdout, stderr = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 128 + signal.SIGTERM, stderr[-2000:]
+    assert json.loads(stdout.splitlines()[-1])["trajectories"] == 1
+    (traj,) = read_jsonl(out)
+    assert traj.num_model_tokens == r.json()["usage"]["completion_tokens"]
