@@ -134,7 +134,7 @@ def test_hostile_requests_get_one_clear_error_and_the_server_lives_on(tiny):
         (b"[1, 2]", 400, "JSON object"),
         (json.dumps({"messages": "hi"}).encode(), 400, "'messages' must be a non-empty list"),
         (json.dumps({"messages": [{"role": "wizard", "content": "x"}]}).encode(), 400, "role must be one of"),
-        (json.dumps({**ok, "stream": True}).encode(), 400, "streaming is not supported"),
+        (json.dumps({**ok, "stream": True, "n": 2}).encode(), 400, "only n = 1"),  # refused before any event
         (json.dumps({**ok, "n": 3}).encode(), 400, "only n = 1"),
         (json.dumps({**ok, "temperature": "hot"}).encode(), 400, "temperature must be a number"),
         (json.dumps({**ok, "temperature": -1}).encode(), 400, "temperature"),
@@ -257,6 +257,7 @@ TOOLGYM = str(Path(sys.executable).parent / "toolgym")  # the installed console 
 @pytest.mark.slow  # a process that loads torch and the model: ~14 s on the shared machine
 def test_toolgym_proxy_runs_a_program_and_writes_its_trajectories(tiny_dir, tmp_path):
     from toolgym.agents.storage import read_header, read_jsonl
+    from toolgym.agents.token_text import read_token_text
 
     out = tmp_path / "agent.jsonl"
     res = subprocess.run([TOOLGYM, "proxy", "--model", str(tiny_dir), "--out", str(out), "--max-tokens", "40", "--device", "cpu",
@@ -270,6 +271,8 @@ def test_toolgym_proxy_runs_a_program_and_writes_its_trajectories(tiny_dir, tmp_
     assert [m["content"] for m in traj.turns if m["role"] == "assistant"] == \
         [m["content"] for m in convo if m["role"] == "assistant"]
     assert read_header(out)["meta"]["program_status"] == 0
+    pieces = read_token_text(out)  # the viewer's per-token text
+    assert set(traj.prompt_ids + traj.response_ids) <= set(pieces)
 
 
 def test_toolgym_proxy_refuses_other_addresses_in_one_line(tiny_dir, tmp_path):
@@ -307,3 +310,40 @@ def test_toolgym_proxy_serves_until_sigterm_and_keeps_what_it_recorded(tiny_dir,
     assert json.loads(stdout.splitlines()[-1])["trajectories"] == 1
     (traj,) = read_jsonl(out)
     assert traj.num_model_tokens == r.json()["usage"]["completion_tokens"]
+
+
+def sse_events(text: str) -> list:
+    """The JSON payloads of a server-sent event stream, as a streaming OpenAI client reads them."""
+    lines = [ln.removeprefix("data: ") for ln in text.split("\n\n") if ln.strip()]
+    assert lines[-1] == "[DONE]"
+    return [json.loads(ln) for ln in lines[:-1]]
+
+
+def test_streamed_answers_carry_the_same_turn_and_continue_the_trajectory(caller):
+    rec = RecordingSampler(caller)
+    tpl = ChatTemplate(caller.tokenizer)
+    proxy = RecordingProxy(rec, tpl, max_tokens=40)
+    messages = [{"role": "user", "content": "What is 2 + 3? Use the calc tool."}]
+    with serve_in_thread(proxy) as url, httpx.Client(base_url=url, timeout=60) as client:
+        r = client.post("/chat/completions", json={"messages": messages, "tools": [CALC_TOOL], "seed": 0,
+                                                   "stream": True, "stream_options": {"include_usage": True}})
+        assert r.status_code == 200 and r.headers["content-type"].startswith("text/event-stream")
+        events = sse_events(r.text)
+        # what a streaming client assembles from the deltas
+        deltas = [e["choices"][0]["delta"] for e in events if e["choices"]]
+        assert deltas[0]["role"] == "assistant"
+        calls = [c for d in deltas for c in d.get("tool_calls", [])]
+        assert [(c["index"], c["function"]["name"], json.loads(c["function"]["arguments"])) for c in calls] == \
+            [(0, "calc", {"expr": "2+3"})]
+        assert [e["choices"][0]["finish_reason"] for e in events if e["choices"]][-1] == "tool_calls"
+        assert events[-1]["choices"] == [] and events[-1]["usage"]["completion_tokens"] > 0
+        content = "".join(d.get("content") or "" for d in deltas)
+        turn = {"role": "assistant", "content": content or None,
+                "tool_calls": [{k: v for k, v in c.items() if k != "index"} for c in calls]}
+        messages += [turn, {"role": "tool", "tool_call_id": calls[0]["id"], "content": "5"}]
+        r = client.post("/chat/completions", json={"messages": messages, "tools": [CALC_TOOL], "seed": 1, "stream": True})
+        answer = "".join(e["choices"][0]["delta"].get("content") or "" for e in sse_events(r.text))
+    assert "5" in answer
+    (traj,) = proxy.take()  # the streamed turn came back as the proxy sent it: no split
+    samples = check_sampled_verbatim(traj, rec)
+    assert len(samples) == 2 and tpl.decode_turn(samples[1].token_ids) == answer

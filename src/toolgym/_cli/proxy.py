@@ -48,6 +48,7 @@ def proxy(
     from toolgym.agents.proxy_server import check_host, serve_in_thread
     from toolgym.agents.samplers import get_sampler, names_where
     from toolgym.agents.storage import write_jsonl
+    from toolgym.agents.token_text import piece_table, write_token_text
     from toolgym.assets import resolve_model
 
     check_host(host)  # before a model loads
@@ -94,6 +95,9 @@ def proxy(
             raise ConfigError(f"program not found: {program[0]!r}") from None
     trajs = rec.take()
     write_jsonl(out, trajs, {**meta, "complete": True, "program_status": status})
+    # each token's text beside the file, so the viewer colours tokens without a tokenizer
+    write_token_text(out, piece_table(tpl.tokenizer, (i for t in trajs for i in t.prompt_ids + t.response_ids)),
+                     tokenizer=str(tok_ref))
     summary: dict[str, Any] = {"out": str(out), "trajectories": len(trajs),
                                "splits": sum(1 for t in trajs if t.metadata.get("split")),
                                "sampled_tokens": sum(t.num_model_tokens for t in trajs), "program_status": status}

@@ -78,12 +78,11 @@ class RecordingProxy:
     # -- one request --------------------------------------------------------------------------------------------
 
     async def complete(self, body: Any, episode: str | None = None) -> dict[str, Any]:
-        """The OpenAI response to one ``/v1/chat/completions`` body. Raises RequestError (one line for the
-        client) for a request it refuses; a sampler failure is a SamplerError."""
+        """The OpenAI response to one ``/v1/chat/completions`` body (``stream`` is the server's business: it
+        sends this response as chunks). Raises RequestError (one line for the client) for a request it
+        refuses; a sampler failure is a SamplerError."""
         if not isinstance(body, dict):
             raise RequestError("the request body must be a JSON object")
-        if body.get("stream"):
-            raise RequestError("streaming is not supported yet; send stream: false")
         messages = normalize(body.get("messages"))
         tools = tools_of(body.get("tools"))
         params = self._params(body)

@@ -7,6 +7,11 @@ request waiting for tokens never blocks another; the stdlib has no asyncio HTTP 
 Every refusal is one JSON error in the API's shape (``{"error": {"message", "type"}}``) with a 4xx status:
 a body that is not JSON, too large, not a valid request, a prompt over the context. Only a sampler failure
 is a 500, and it never stops the server.
+
+``stream: true`` is answered with server-sent events in the API's chunk format. The turn is sampled whole
+first (the sampler returns whole samples), then sent as chunks: the role, the content, the tool calls, the
+finish reason (and the usage when ``stream_options.include_usage`` asks), then ``[DONE]``; so a refusal is
+still a plain 4xx before any event.
 """
 
 from __future__ import annotations
@@ -73,12 +78,24 @@ def make_app(proxy: RecordingProxy, max_body_bytes: int = MAX_BODY_BYTES) -> Any
         episode = request.headers.get(EPISODE_HEADER)
         if episode is not None and (len(episode) > 200 or not episode.isprintable()):
             return _error(web, 400, f"{EPISODE_HEADER} must be at most 200 printable characters")
+        stream = isinstance(body, dict) and body.get("stream") is True
         try:
-            return web.json_response(await proxy.complete(body, episode))
+            response = await proxy.complete(body, episode)
         except RequestError as exc:
             return _error(web, 400, str(exc))
         except SamplerError as exc:
             return _error(web, 500, f"sampling failed: {exc}", "server_error")
+        if not stream:
+            return web.json_response(response)
+        opts = body.get("stream_options")
+        usage = isinstance(opts, dict) and opts.get("include_usage") is True
+        sse = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
+        await sse.prepare(request)
+        for chunk in chunks(response, usage):
+            await sse.write(b"data: " + json.dumps(chunk, ensure_ascii=False).encode() + b"\n\n")
+        await sse.write(b"data: [DONE]\n\n")
+        await sse.write_eof()
+        return sse
 
     async def models(request: Any) -> Any:
         return web.json_response(proxy.models())
@@ -87,6 +104,27 @@ def make_app(proxy: RecordingProxy, max_body_bytes: int = MAX_BODY_BYTES) -> Any
     app.router.add_post("/v1/chat/completions", chat)
     app.router.add_get("/v1/models", models)
     return app
+
+
+def chunks(response: dict[str, Any], usage: bool = False) -> list[dict[str, Any]]:
+    """A whole chat completion as the stream of ``chat.completion.chunk`` objects a streaming client reads."""
+    choice = response["choices"][0]
+    message = choice["message"]
+    head = {"id": response["id"], "object": "chat.completion.chunk", "created": response["created"],
+            "model": response["model"]}
+
+    def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+        return {**head, "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}]}
+
+    out = [chunk({"role": "assistant", "content": ""})]
+    if message.get("content"):
+        out.append(chunk({"content": message["content"]}))
+    if message.get("tool_calls"):
+        out.append(chunk({"tool_calls": [{"index": i, **c} for i, c in enumerate(message["tool_calls"])]}))
+    out.append(chunk({}, choice["finish_reason"]))
+    if usage:
+        out.append({**head, "choices": [], "usage": response["usage"]})
+    return out
 
 
 class ProxyServer:
