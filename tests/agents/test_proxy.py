@@ -347,3 +347,48 @@ def test_streamed_answers_carry_the_same_turn_and_continue_the_trajectory(caller
     (traj,) = proxy.take()  # the streamed turn came back as the proxy sent it: no split
     samples = check_sampled_verbatim(traj, rec)
     assert len(samples) == 2 and tpl.decode_turn(samples[1].token_ids) == answer
+
+
+def correct(completion: str, task: dict) -> float:
+    """The rubric of the program episodes: the program's last message holds the task's answer."""
+    convo = json.loads(completion)
+    return float(task["answer"] in (convo[-1].get("content") or ""))
+
+
+def test_a_program_runs_as_an_episode_scored_by_a_rubric(caller):
+    import asyncio
+
+    from toolgym.agents.program_episode import run_program_group
+    from toolgym.envs.rubric import Rubric
+
+    rec = RecordingSampler(caller)
+    tpl = ChatTemplate(caller.tokenizer)
+    task = {"question": "What is 2 + 3?", "answer": "5"}
+    episodes = asyncio.run(run_program_group(rec, tpl, [sys.executable, str(AGENT)], task,
+                                             Rubric([correct], isolate=False), 2, task_id="add-2-3",
+                                             max_tokens=40, timeout_s=120))
+    assert len(episodes) == 2
+    for ep in episodes:
+        assert ep.error is None and ep.status == 0 and ep.reward == 1.0 and ep.components == {"correct": 1.0}
+        (traj,) = ep.trajectories
+        assert traj.reward == 1.0 and traj.reward_breakdown == {"correct": 1.0} and traj.task_id == "add-2-3"
+        assert len(check_sampled_verbatim(traj, rec)) == 2
+
+
+def test_a_program_that_fails_scores_zero_with_its_reason(tiny):
+    import asyncio
+
+    from toolgym.agents.program_episode import run_program_episode
+    from toolgym.envs.rubric import Rubric
+
+    tpl = ChatTemplate(tiny.tokenizer)
+    rubric = Rubric([lambda completion: 1.0], isolate=False)  # would pay anything: a failure must still score 0
+    py = sys.executable
+    cases = [
+        ([py, "-c", "import sys; print('answer 5'); sys.exit('the agent crashed')"], 1, "exited with status 1: the agent crashed"),
+        ([py, "-c", "import time; time.sleep(60)"], None, "ran over its limit of 2 s"),
+        (["/nonexistent/agent"], None, "did not start"),
+    ]
+    for command, status, words in cases:
+        ep = asyncio.run(run_program_episode(tiny, tpl, command, {}, rubric, timeout_s=2))
+        assert ep.status == status and ep.reward == 0.0 and words in ep.error and ep.trajectories == []
