@@ -392,3 +392,29 @@ def test_a_program_that_fails_scores_zero_with_its_reason(tiny):
     for command, status, words in cases:
         ep = asyncio.run(run_program_episode(tiny, tpl, command, {}, rubric, timeout_s=2))
         assert ep.status == status and ep.reward == 0.0 and words in ep.error and ep.trajectories == []
+
+
+class EngineCrash(RecordingSampler):
+    """A fault this test cannot cause for real: the engine raising something that is not a SamplerError on its
+    first call (then the real sampler answers)."""
+
+    crashed = False
+
+    async def agenerate(self, prompts, params):
+        if not self.crashed:
+            self.crashed = True
+            raise RuntimeError("CUDA error: an illegal memory access was encountered")
+        return await super().agenerate(prompts, params)
+
+
+def test_an_engine_fault_fails_one_request_and_the_server_goes_on(tiny):
+    proxy = RecordingProxy(EngineCrash(tiny), ChatTemplate(tiny.tokenizer), max_tokens=4)
+    body = {"messages": [{"role": "user", "content": "hi"}]}
+    with serve_in_thread(proxy) as url, httpx.Client(base_url=url, timeout=60) as client:
+        r = client.post("/chat/completions", json=body)
+        assert r.status_code == 500
+        assert r.json()["error"]["message"] == ("the proxy failed: RuntimeError: CUDA error: an illegal memory "
+                                                "access was encountered")
+        assert client.post("/chat/completions", json=body).status_code == 200
+    (traj,) = proxy.take()  # the failed request left nothing
+    assert traj.metadata["requests"] == 1 and traj.metadata["sampling"]["max_tokens"] == 4

@@ -113,6 +113,7 @@ class RecordingProxy:
             traj.turns.append({"role": "assistant", "content": text, "finish_reason": sample.finish_reason})
             traj.timings["generate_s"] = traj.timings.get("generate_s", 0.0) + gen_s
             traj.metadata["requests"] = traj.metadata.get("requests", 0) + 1
+            traj.metadata.setdefault("sampling", params.to_dict())  # the first request's, as the runner records
             if sample.logprob_kind != traj.metadata.get("logprob_kind"):
                 traj.metadata["logprob_kind"] = sample.logprob_kind
             traj.finish_reason = "tool_calls" if calls else ("length" if sample.finish_reason == "length" else "stop")

@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import threading
 from collections.abc import Iterator
 from typing import Any
@@ -27,6 +28,8 @@ from toolgym.agents._openai_messages import RequestError
 from toolgym.agents.proxy import RecordingProxy
 from toolgym.agents.sampling import SamplerError
 from toolgym.errors import ConfigError
+
+log = logging.getLogger(__name__)
 
 #: the only address the proxy listens on
 HOST = "127.0.0.1"
@@ -85,6 +88,9 @@ def make_app(proxy: RecordingProxy, max_body_bytes: int = MAX_BODY_BYTES) -> Any
             return _error(web, 400, str(exc))
         except SamplerError as exc:
             return _error(web, 500, f"sampling failed: {exc}", "server_error")
+        except Exception as exc:  # a fault of the sampler or template: this request fails, the server goes on
+            log.exception("the recording proxy failed a request")
+            return _error(web, 500, f"the proxy failed: {type(exc).__name__}: {exc}", "server_error")
         if not stream:
             return web.json_response(response)
         opts = body.get("stream_options")
