@@ -418,3 +418,26 @@ def test_an_engine_fault_fails_one_request_and_the_server_goes_on(tiny):
         assert client.post("/chat/completions", json=body).status_code == 200
     (traj,) = proxy.take()  # the failed request left nothing
     assert traj.metadata["requests"] == 1 and traj.metadata["sampling"]["max_tokens"] == 4
+
+
+def test_the_trainer_reads_proxy_trajectories_at_ratio_one(caller):
+    """The trainer's own batching and log-prob path (toolgym.training) on what the proxy recorded: at the weights
+    that sampled them, every sampled token's log-prob equals its behaviour log-prob (importance ratio 1), and
+    template/tool tokens are outside the loss."""
+    import torch
+
+    from toolgym.training.batch import collate
+    from toolgym.training.logprobs import response_logprobs
+
+    proxy = RecordingProxy(caller, ChatTemplate(caller.tokenizer), max_tokens=40)
+    with serve_in_thread(proxy) as url:
+        run_agent(url, seed=0)
+        run_agent(url, seed=5)
+    trajs = proxy.take()
+    assert len(trajs) == 2
+    batch = collate(trajs, pad_id=caller.pad_id)
+    with torch.no_grad():
+        logp, _ = response_logprobs(caller.model, batch, head="full")
+    mask = batch.loss_mask.bool()
+    assert int(mask.sum()) == sum(t.num_model_tokens for t in trajs)
+    assert torch.allclose(logp[mask], batch.rollout_logprobs[mask], atol=2e-4)
