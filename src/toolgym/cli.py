@@ -32,6 +32,7 @@ _COMMANDS: list[tuple[str, str]] = [
     ("toolgym._cli.train", "train"),
     ("toolgym._cli.train", "sft"),
     ("toolgym._cli.export", "export"),
+    ("toolgym._cli.proxy", "proxy"),
 ]
 
 

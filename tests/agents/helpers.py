@@ -95,7 +95,9 @@ def check_sampled_verbatim(traj, rec: RecordingSampler) -> list[Sample]:
             # episodes of a group share their first prompt: the run must be one of that context's samples
             match = [c for c in rec.calls[tuple(seq[: P + s])] if c.token_ids == traj.response_ids[s:e]]
             assert match, "a model-token run is not what the sampler returned for its context"
-            sample = match[0]
+            # concurrent episodes with one seed sample the same tokens; batch-mates change their log-probs'
+            # last bits, so the run's own sample is the one whose log-probs it carries
+            sample = next((c for c in match if c.logprobs == traj.behavior_logprobs[s:e]), match[0])
             assert traj.behavior_logprobs[s:e] == sample.logprobs
             used.append(sample)
         else:

@@ -23,6 +23,7 @@ _LAZY = {
     "list_samplers": "toolgym.agents.samplers",
     "ChatTemplate": "toolgym.agents.chat",
     "RolloutRunner": "toolgym.agents.runner",
+    "RecordingProxy": "toolgym.agents.proxy",
     "EpisodeLimits": "toolgym.agents.runner",
     "TaskSpec": "toolgym.agents.runner",
     "write_jsonl": "toolgym.agents.storage",
