@@ -105,7 +105,7 @@ if ! .venv/bin/python -c "import torch" 2>/dev/null; then
   log "installing torch==2.13.0"
   .venv/bin/pip install -q torch==2.13.0
 fi
-EXTRAS=train,cpu,assets,dev,docs,tasks,ray,eval,trl  # docs: mkdocs (the site's build test); cpu: numba (CI tests the fused loss kernel); assets: gguf+accelerate (SmolLM2 build); eval: lm-eval (parity test); trl: TRL integration
+EXTRAS=train,cpu,assets,dev,docs,tasks,ray,eval,trl,proxy  # proxy: aiohttp (the recording proxy); docs: mkdocs (the site's build test); cpu: numba (CI tests the fused loss kernel); assets: gguf+accelerate (SmolLM2 build); eval: lm-eval (parity test); trl: TRL integration
 # the stamp changes with pyproject.toml or the extras, so an existing .venv picks up new dependencies
 stamp=.venv/.toolgym-deps-$( (cat pyproject.toml; echo "$EXTRAS") | sha256sum | cut -c1-16)
 if [ ! -f "$stamp" ]; then
