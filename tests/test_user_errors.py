@@ -60,8 +60,8 @@ CASES = [
      "unknown suite entry key 'sourse'; did you mean 'source'? known: name, env, source, metric, options, optional "
      "(in mine.yaml, entry 1)"),
     ("suite YAML task source", ["bench", "kind.yaml", *SMOL],
-     "unknown task source 'asets'; did you mean 'asset'? known: asset, livecodebench, codecontests, gpqa, aime, "
-     "kattis (in 'asets:gsm8k': a source is KIND:WHAT)"),
+     "unknown task source 'asets'; did you mean 'asset'? known: asset, aime, codecontests, gpqa, kattis, "
+     "livecodebench (in 'asets:gsm8k': a source is KIND:WHAT)"),
     ("suite YAML environment", ["bench", "env.yaml", *SMOL],
      f"unknown environment 'toolgym/MathTIR-v9'; did you mean 'toolgym/MathTIR-v0'? known: {ENVS}"),
     ("bench mode", [*BENCH, *SMOL, "--mode", "tool"],

@@ -54,8 +54,9 @@ class Loaded:
 
 
 def file_kinds() -> list[str]:
-    """The source kinds of local files: every family that reads them."""
-    return [f.name for f in families() if f.read is not None]
+    """The source kinds of local files: every family that reads them (sorted: the order families register in
+    depends on which module was imported first)."""
+    return sorted(f.name for f in families() if f.read is not None)
 
 
 def kinds() -> list[str]:
