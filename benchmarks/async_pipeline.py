@@ -7,7 +7,8 @@ other round so drift on a shared machine falls on every variant alike):
 
 - ``sync``: today's default, ``max_staleness: 0``, sampling in the trainer's process (the baseline);
 - ``sync+workers``: ``max_staleness: 0`` with one rollout worker process (what leaving the process costs);
-- ``K=1`` and ``K=2``: one worker sampling 1 or 2 steps ahead of the update.
+- ``K=1`` and ``K=2``: one worker sampling 1 or 2 steps ahead of the update;
+- ``K=1 2w``: two workers sampling one step ahead (on 2 cores the update then shares theirs).
 
 Workload: the Arith demo (``examples/arith_ctpo.yaml``: the tiny demo model, 8 prompts x 8 rollouts, up to 3
 turns with the Python tool), warm-started once by SFT and shared by every run; with ``--smollm2`` also the
@@ -34,7 +35,7 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 TOOLGYM = str(Path(sys.executable).parent / "toolgym")
-VARIANTS = {"sync": (0, 0), "sync+workers": (0, 1), "K=1": (1, 1), "K=2": (2, 1)}
+VARIANTS = {"sync": (0, 0), "sync+workers": (0, 1), "K=1": (1, 1), "K=2": (2, 1), "K=1 2w": (1, 2)}
 
 
 def _load(name: str) -> dict[str, Any]:
@@ -89,13 +90,13 @@ def run(cfg: dict[str, Any], variant: str, out: Path) -> dict[str, Any]:
             "load_before": load, "load_after": os.getloadavg()[0]}
 
 
-def bench(name: str, steps: int, rounds: int, tmp: Path) -> dict[str, list[dict[str, Any]]]:
+def bench(name: str, steps: int, rounds: int, tmp: Path, variants: list[str]) -> dict[str, list[dict[str, Any]]]:
     cfg = workload(name, steps, tmp)
-    results: dict[str, list[dict[str, Any]]] = {v: [] for v in VARIANTS}
+    results: dict[str, list[dict[str, Any]]] = {v: [] for v in variants}
     for r in range(rounds):
-        order = list(VARIANTS) if r % 2 == 0 else list(reversed(VARIANTS))
+        order = list(variants) if r % 2 == 0 else list(reversed(variants))
         for v in order:
-            res = run(cfg, v, tmp / f"{name}-{v.replace('=', '')}-{r}")
+            res = run(cfg, v, tmp / f"{name}-{v.replace('=', '').replace(' ', '')}-{r}")
             results[v].append(res)
             print(f"{name:12s} round {r} {v:13s} {res['steps_per_hour']:8.1f} steps/h  step {res['step_s']:6.2f}s "
                   f"(rollout wait {res['rollout_s']:.2f}s, update {res['update_s']:.2f}s, sampler idle "
@@ -123,18 +124,25 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--smollm2", action="store_true", help="also the SmolLM2-135M multi-turn config")
     ap.add_argument("--smollm2-steps", type=int, default=4)
+    ap.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=list(VARIANTS))
+    ap.add_argument("--no-arith", action="store_true", help="only the SmolLM2 config (with --smollm2)")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
+    if "sync" not in a.variants:
+        a.variants.insert(0, "sync")  # the baseline of every ratio
     tmp = Path(tempfile.mkdtemp(prefix="toolgym-async-"))
     out: dict[str, Any] = {}
-    arith = bench("arith_ctpo", a.steps, a.rounds, tmp)
-    out["arith_ctpo"] = {"runs": arith, "ratios": summary("arith_ctpo", arith)}
+    if not a.no_arith:
+        arith = bench("arith_ctpo", a.steps, a.rounds, tmp, a.variants)
+        out["arith_ctpo"] = {"runs": arith, "ratios": summary("arith_ctpo", arith)}
     if a.smollm2:
-        smol = bench("smollm2_arith", a.smollm2_steps, a.rounds, tmp)
+        smol = bench("smollm2_arith", a.smollm2_steps, a.rounds, tmp, a.variants)
         out["smollm2_arith"] = {"runs": smol, "ratios": summary("smollm2_arith", smol)}
     if a.json:
         print(json.dumps(out, indent=2))
-    print(f"async/sync steps per hour {out['arith_ctpo']['ratios']['K=1']:.2f}x (K=1)")
+    last = out["arith_ctpo" if "arith_ctpo" in out else "smollm2_arith"]["ratios"]
+    if "K=1" in last:
+        print(f"async/sync steps per hour {last['K=1']:.2f}x (K=1)")
 
 
 if __name__ == "__main__":
