@@ -77,16 +77,21 @@ def test_staleness_one_follows_its_schedule_repeats_and_resumes_exactly_after_ki
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
     before = {r["step"]: r for r in read_metrics(out, "train")}
-    for s in (1, 2):  # the same tokens; the sampler's log-probs (in the mismatch weight) vary with its batching
+    # The same tokens (rewards and lengths equal exactly). The loss agrees to 1e-6, not to the bit: at K=1 the
+    # mismatch weight reads the worker's own log-probs, which its continuous batching moves by ~1e-6 from run
+    # to run; an on-policy loss is a sum of advantages times such weights, ~1e-5 in all, so runs differ by up to
+    # 2e-7 (seen: 9.79e-6 .. 9.97e-6). A wrong batch or lost state moves it by orders of magnitude more.
+    tol = {"rel": 1e-5, "abs": 1e-6}
+    for s in (1, 2):
         assert before[s]["reward_mean"] == a[s]["reward_mean"] and before[s]["response_tokens"] == a[s]["response_tokens"]
-        assert before[s]["loss"] == pytest.approx(a[s]["loss"], rel=1e-5, abs=1e-7), (s, before[s]["loss"], a[s]["loss"])
+        assert before[s]["loss"] == pytest.approx(a[s]["loss"], **tol), (s, before[s]["loss"], a[s]["loss"])
     resumed = _run(cfg, "--resume")
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert "resumed from" in resumed.stdout + resumed.stderr
     b = {r["step"]: r for r in read_metrics(out, "train")}
     assert sorted(b) == [1, 2, 3, 4, 5]
     for s in (3, 4, 5):
-        assert a[s]["loss"] == pytest.approx(b[s]["loss"], rel=1e-5, abs=1e-7), (s, a[s]["loss"], b[s]["loss"])
+        assert a[s]["loss"] == pytest.approx(b[s]["loss"], **tol), (s, a[s]["loss"], b[s]["loss"])
         assert a[s]["reward_mean"] == b[s]["reward_mean"] and a[s]["response_tokens"] == b[s]["response_tokens"]
         assert b[s]["staleness_1"] == 2
 
