@@ -290,11 +290,7 @@ class Orchestrator:
         """The workers on policy ``version`` (the caller holds the pool lock)."""
         if self.pool.version == version:
             return
-        if weights is None:
-            from toolgym.training.policy_sync import policy_weights
-
-            weights = {k: v.detach().cpu() for k, v in policy_weights(self.module).items()}
-        self.pool.push_weights(weights, version=version)
+        self.pool.push_weights(self._weights(copy=False) if weights is None else weights, version=version)
 
     def _run_pool(self, jobs: list[Any]) -> list[list[Trajectory]]:
         from toolgym.agents.runner import flag_mixed_group
@@ -313,7 +309,7 @@ class Orchestrator:
 
         self.ahead = AheadRollouts(self, lag=self.cfg.rollout.max_staleness, first_step=first_step,
                                    last_step=self.cfg.steps, pending=pending)
-        self.ahead.publish(self.version, self._snapshot())
+        self.ahead.publish(self.version, self._weights(copy=True))
 
     def sample_step(self, step: int, version: int, weights: dict[str, Any]) -> list[list[Trajectory]]:
         """Step ``step``'s groups sampled by the workers with the weights of policy ``version`` (the pipeline's
@@ -321,10 +317,12 @@ class Orchestrator:
         r = self.cfg.rollout
         return self._sample(self.step_plan(step, step * r.prompts_per_step), r.group_size, step, version, weights)
 
-    def _snapshot(self) -> dict[str, Any]:
+    def _weights(self, *, copy: bool) -> dict[str, Any]:
+        """The current policy on the CPU. ``copy``: a snapshot that later updates leave alone (the pipeline holds
+        versions); without it, views the pool packs into shared memory at once (one copy, not two)."""
         from toolgym.training.policy_sync import policy_weights
 
-        return {k: v.detach().to("cpu", copy=True) for k, v in policy_weights(self.module).items()}
+        return {k: v.detach().to("cpu", copy=copy) for k, v in policy_weights(self.module).items()}
 
     # -- weights ----------------------------------------------------------------------------------------------
 
@@ -334,10 +332,10 @@ class Orchestrator:
         if version is not None:
             self.version = version
         if self.ahead is not None:
-            self.ahead.publish(self.version, self._snapshot())
+            self.ahead.publish(self.version, self._weights(copy=True))
         elif self.pool is not None:
             with self._pool_lock:
-                self.pool.push_weights(self._snapshot(), version=self.version)
+                self.pool.push_weights(self._weights(copy=False), version=self.version)
         else:
             self.policy_sync.push()
 
