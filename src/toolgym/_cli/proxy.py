@@ -42,31 +42,17 @@ def proxy(
                                     "the chat template)"),
 ) -> None:
     """Serve OpenAI chat completions with a sampler on loopback and record every conversation as trajectories."""
+    from toolgym._cli.sampler_choice import check_sampler_choice
     from toolgym.agents import build_sampler
     from toolgym.agents.chat import ChatTemplate
     from toolgym.agents.proxy import RecordingProxy
     from toolgym.agents.proxy_server import check_host, serve_in_thread
-    from toolgym.agents.samplers import get_sampler, names_where
     from toolgym.agents.storage import write_jsonl
     from toolgym.agents.token_text import piece_table, write_token_text
     from toolgym.assets import resolve_model
 
     check_host(host)  # before a model loads
-    if tool_parser is not None:
-        from toolgym.envs.parsing import get_format
-
-        get_format(tool_parser)
-    spec = get_sampler(sampler)
-    device_kwargs: dict[str, Any] = {}
-    if device is not None:
-        from toolgym.devices import check_device, resolve_device
-
-        device = check_device(device, "--device")
-        if not spec.in_process and device != "auto":
-            raise ConfigError(f"--device applies to --sampler {names_where('in_process')}; {sampler} places the model "
-                              "itself")
-        if spec.in_process:
-            device_kwargs["device"] = resolve_device(device, what="--device", local_rank=None)
+    spec, device_kwargs = check_sampler_choice(sampler, device, tool_parser)
     if spec.remote:
         tok_ref = resolve_model(tokenizer or model, "tokenizer")
         smp = build_sampler(sampler, model, base_url=base_url, max_model_len=max_model_len)

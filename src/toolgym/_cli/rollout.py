@@ -80,30 +80,16 @@ def rollout(
     """Sample G episodes for each of N tasks and write their token-exact trajectories to JSONL."""
     import asyncio
 
+    from toolgym._cli.sampler_choice import check_sampler_choice
     from toolgym.agents import build_sampler
     from toolgym.agents.chat import ChatTemplate
     from toolgym.agents.runner import EpisodeLimits, RolloutRunner, TaskSpec
-    from toolgym.agents.samplers import get_sampler, names_where
     from toolgym.agents.sampling import SamplingParams
     from toolgym.agents.storage import RolloutWriter, write_meta
     from toolgym.envs import registry
 
     registry.spec(env_id)  # unknown ids fail here with the registry's message
-    if tool_parser is not None:
-        from toolgym.envs.parsing import get_format
-
-        get_format(tool_parser)  # an unknown name fails before any model loads
-    spec = get_sampler(sampler)  # a registered sampler (plug-ins included), else one line naming them
-    device_kwargs: dict[str, Any] = {}
-    if device is not None:
-        from toolgym.devices import check_device, resolve_device
-
-        device = check_device(device, "--device")
-        if not spec.in_process and device != "auto":
-            raise ConfigError(f"--device applies to --sampler {names_where('in_process')}; {sampler} places the model "
-                              "itself")
-        if spec.in_process:
-            device_kwargs["device"] = resolve_device(device, what="--device", local_rank=None)
+    spec, device_kwargs = check_sampler_choice(sampler, device, tool_parser)
     try:
         params = SamplingParams(temperature=temperature, top_p=top_p, top_k=top_k, max_tokens=max_tokens, seed=seed)
     except ValueError as exc:
