@@ -96,43 +96,20 @@ def test_staleness_one_follows_its_schedule_repeats_and_resumes_exactly_after_ki
         assert b[s]["staleness_1"] == 2
 
 
-USER_ENV = textwrap.dedent('''
-    """A user's environment, as the README writes one."""
-    import random
-    import toolgym
-    from toolgym.envs import GeneratorSource, Rubric, Task, ToolEnv, tool
-
-    @tool
-    def reverse(text: str) -> str:
-        """Reverse a string.
-
-        Args:
-            text: the string to reverse.
-        """
-        return text[::-1]
-
-    def make_task(i: int) -> Task:
-        word = random.Random(i).choice(["gymnasium", "sandbox", "verifier", "rollout"])
-        return Task(id=f"reverse-{i}", ground_truth=word[::-1],
-                    prompt=[{"role": "user", "content": f"Reverse '{word}'. Reply <answer>...</answer>."}])
-
-    def correct(answer: str | None, task: Task) -> float:
-        import os
-        with open(os.environ["PIPE_REWARD_PIDS"], "a") as f:  # which process scores model text
-            f.write(f"{os.getpid()}\\n")
-        return float(answer == task.ground_truth)
-
-    class ReverseEnv(ToolEnv):
-        def __init__(self, **kwargs):
-            super().__init__(GeneratorSource(make_task), tools=[reverse], rubric=Rubric([correct]), **kwargs)
-
-    toolgym.register("pipe/Reverse-v0", entry_point=ReverseEnv)
-''')
+def user_env() -> str:
+    """The README's environment (examples/register_env.py) as a user's module, its reward noting its pid."""
+    text = (Path(__file__).parents[2] / "examples" / "register_env.py").read_text()
+    text = text.split('if __name__ == "__main__":')[0].replace('"myorg/Reverse-v0"', '"pipe/Reverse-v0"')
+    note = ('    import os\n    with open(os.environ["PIPE_REWARD_PIDS"], "a") as f:  # which process scores model text\n'
+            '        f.write(f"{os.getpid()}\\n")\n')
+    marker = "def correct(answer: str | None, task: Task) -> float:\n"
+    assert marker in text and '"pipe/Reverse-v0"' in text, "examples/register_env.py changed shape"
+    return text.replace(marker, marker + note)
 
 
 @pytest.mark.slow
 def test_with_workers_the_trainer_process_never_runs_a_reward_function(tmp_path):
-    (tmp_path / "pipe_user_env.py").write_text(USER_ENV)
+    (tmp_path / "pipe_user_env.py").write_text(user_env())
     probe = tmp_path / "probe.py"
     probe.write_text(textwrap.dedent(f'''
         import os, yaml
