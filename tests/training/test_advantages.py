@@ -8,7 +8,7 @@ import statistics
 import pytest
 import torch
 
-from toolgym.training.advantages import (
+from toolgym.training.policy_gradient.advantages import (
     drgrpo_advantages,
     group_advantages,
     grpo_advantages,

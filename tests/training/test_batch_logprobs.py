@@ -2,8 +2,8 @@ import torch
 
 from tests.training.tiny import tiny_lm
 from toolgym.agents.trajectory import Trajectory
-from toolgym.training.batch import collate
-from toolgym.training.logprobs import response_logprobs
+from toolgym.training.update.batch import collate
+from toolgym.training.update.logprobs import response_logprobs
 
 
 def _traj(prompt, resp, mask):

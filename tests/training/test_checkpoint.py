@@ -4,7 +4,12 @@ import numpy as np
 import torch
 
 from tests.training.tiny import tiny_lm
-from toolgym.training.checkpoint import TrainerState, latest_checkpoint, load_checkpoint, save_checkpoint
+from toolgym.training.outputs.checkpoint import (
+    TrainerState,
+    latest_checkpoint,
+    load_checkpoint,
+    save_checkpoint,
+)
 
 
 def _step(model, opt):

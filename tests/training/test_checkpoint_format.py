@@ -21,9 +21,9 @@ from transformers import (
     Qwen3MoeForCausalLM,
 )
 
-from toolgym.training.checkpoint_format import checkpoint_weights
-from toolgym.training.lora import apply_lora
-from toolgym.training.policy_sync import PolicySync
+from toolgym.training.model.lora import apply_lora
+from toolgym.training.sampling.checkpoint_format import checkpoint_weights
+from toolgym.training.sampling.policy_sync import PolicySync
 
 
 def tiny_moe(tied: bool, hidden: int = 32, head_dim: int = 8, moe_inner: int = 16, arch: str = "qwen3_moe") -> Any:

@@ -14,7 +14,7 @@ import math
 import pytest
 import torch
 
-from toolgym.training.losses import ClipConfig, clip_flags, per_token_loss, policy_loss
+from toolgym.training.policy_gradient.losses import ClipConfig, clip_flags, per_token_loss, policy_loss
 
 SIGMA = 0.035
 POSITIONS = (1, 10, 100, 400, 1000, 2000)

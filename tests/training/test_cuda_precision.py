@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from toolgym.training.cuda_precision import fp32_on_cuda
+from toolgym.training.update.cuda_precision import fp32_on_cuda
 
 
 @pytest.fixture

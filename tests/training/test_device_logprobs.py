@@ -9,7 +9,7 @@ import copy
 import pytest
 import torch
 
-from toolgym.training.logprobs import response_logprobs
+from toolgym.training.update.logprobs import response_logprobs
 
 from .test_lm_head import _assert_same, _batch, _run, _tied_lm
 
@@ -17,7 +17,7 @@ pytestmark = pytest.mark.device_standin
 
 
 def _lora(model: torch.nn.Module) -> torch.nn.Module:
-    from toolgym.training.lora import apply_lora
+    from toolgym.training.model.lora import apply_lora
 
     model = apply_lora(model, r=4, alpha=8, dropout=0.0, target_modules=["q_proj", "v_proj", "down_proj"])
     with torch.no_grad():

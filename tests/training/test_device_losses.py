@@ -16,8 +16,8 @@ import torch
 from tests.training.test_losses import CTPO, GRPO, GSPO, random_batch, reference_loss
 from toolgym.training.algorithms.distillation.loss import mopd_loss
 from toolgym.training.config import AGGS, RATIOS
-from toolgym.training.loss_metrics import to_floats
-from toolgym.training.losses import finite_rows, mismatch_weight, per_token_loss, policy_loss
+from toolgym.training.policy_gradient.loss_metrics import to_floats
+from toolgym.training.policy_gradient.losses import finite_rows, mismatch_weight, per_token_loss, policy_loss
 
 pytestmark = pytest.mark.device_standin
 

@@ -12,8 +12,8 @@ import itertools
 import pytest
 import torch
 
-from toolgym.training import fused_loss
-from toolgym.training.losses import ClipConfig, NonFiniteInputError, policy_loss
+from toolgym.training.policy_gradient import fused_loss
+from toolgym.training.policy_gradient.losses import ClipConfig, NonFiniteInputError, policy_loss
 
 CLIPS = {
     "none": None,

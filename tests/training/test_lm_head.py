@@ -1,4 +1,4 @@
-"""The chunked LM head (training/lm_head.py) and the log-prob paths of training/logprobs.py.
+"""The chunked LM head (training/update/lm_head.py) and the log-prob paths of training/update/logprobs.py.
 
 The chunked path must give the plain full-logits path's log-probs, entropies and gradients (every parameter:
 a tied head, LoRA adapters, bf16 autocast, a soft-capped head, through DDP), and keep nothing of size V per
@@ -17,9 +17,9 @@ from transformers import Gemma2Config, Gemma2ForCausalLM, LlamaConfig, LlamaForC
 
 from tests.training.tiny import tiny_lm
 from toolgym.agents.trajectory import Trajectory
-from toolgym.training.batch import TokenBatch, collate
-from toolgym.training.lm_head import Head, token_logprobs
-from toolgym.training.logprobs import chunked_route, response_logprobs
+from toolgym.training.update.batch import TokenBatch, collate
+from toolgym.training.update.lm_head import Head, token_logprobs
+from toolgym.training.update.logprobs import chunked_route, response_logprobs
 
 
 def _traj(prompt: list[int], resp: list[int]) -> Trajectory:
@@ -131,7 +131,7 @@ def test_chunked_path_equals_full_logits_with_a_tied_head() -> None:
 
 
 def test_chunked_path_equals_full_logits_with_lora() -> None:
-    from toolgym.training.lora import apply_lora
+    from toolgym.training.model.lora import apply_lora
 
     model = apply_lora(_tied_lm(), r=4, alpha=8, dropout=0.0, target_modules=["q_proj", "v_proj", "down_proj"])
     with torch.no_grad():

@@ -11,7 +11,7 @@ import torch
 from tests.training.tiny import tiny_lm
 from toolgym.errors import ConfigError
 from toolgym.training.config import load_config
-from toolgym.training.lora import AdaptersOff, apply_lora, merged_state_dict
+from toolgym.training.model.lora import AdaptersOff, apply_lora, merged_state_dict
 from toolgym.training.trainer import Trainer
 
 from .trainer_util import tiny_config

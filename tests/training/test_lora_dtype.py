@@ -65,7 +65,7 @@ def test_full_fine_tuning_and_fp32_lora_keep_fp32_weights(tmp_path, dtype: str, 
 
 @pytest.mark.device_standin
 def test_lora_bf16_update_on_the_device(tmp_path, device, monkeypatch) -> None:
-    from toolgym.training import data_parallel as D
+    from toolgym.training.update import data_parallel as D
 
     monkeypatch.setattr(D, "init", lambda spec=None: D.DistInfo(device=device))
     tr = _trainer(tmp_path, "bf16", lora=True)

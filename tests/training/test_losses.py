@@ -13,7 +13,7 @@ import math
 import pytest
 import torch
 
-from toolgym.training.losses import (
+from toolgym.training.policy_gradient.losses import (
     ClipConfig,
     NonFiniteInputError,
     finite_rows,

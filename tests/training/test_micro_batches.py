@@ -12,8 +12,8 @@ import torch
 from toolgym.agents.trajectory import Trajectory
 from toolgym.errors import ConfigError
 from toolgym.training.config import load_config
-from toolgym.training.micro_batches import plan_micro_batches, split_to
 from toolgym.training.trainer import Trainer
+from toolgym.training.update.micro_batches import plan_micro_batches, split_to
 
 from .trainer_util import tiny_config
 

@@ -11,7 +11,7 @@ import pytest
 
 from toolgym.errors import ConfigError
 from toolgym.training.config import config_to_dict, load_config
-from toolgym.training.mixture import Mixture, TaskOrder, draw, env_metrics
+from toolgym.training.sampling.mixture import Mixture, TaskOrder, draw, env_metrics
 
 from .trainer_util import tiny_config
 

@@ -10,8 +10,8 @@ import sys
 import pytest
 import torch
 
-from toolgym.training import fused_loss
-from toolgym.training.losses import policy_loss
+from toolgym.training.policy_gradient import fused_loss
+from toolgym.training.policy_gradient.losses import policy_loss
 
 pytestmark = pytest.mark.slow  # measured over 1 s each (the fast tier leaves them out)
 
@@ -28,8 +28,8 @@ adv = torch.randn(5, generator=g, dtype=torch.float64)
 _WITHOUT_NUMBA = """
 import sys, json
 sys.modules["numba"] = None
-from toolgym.training import fused_loss
-from toolgym.training.losses import policy_loss
+from toolgym.training.policy_gradient import fused_loss
+from toolgym.training.policy_gradient.losses import policy_loss
 """ + _INPUTS + """
 loss, _ = policy_loss(logp, old, adv, mask, ratio="cumulative", fused=True)
 loss.backward()

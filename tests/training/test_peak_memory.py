@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import mmap
 
-from toolgym.training.peak_memory import peak_memory_gb, reset_peak
+from toolgym.training.update.peak_memory import peak_memory_gb, reset_peak
 
 from .test_device_trainer import _trainer
 from .trainer_util import tiny_config

@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from toolgym.training.plot import env_names, mean_band, plot_curves, plot_run
+from toolgym.training.outputs.plot import env_names, mean_band, plot_curves, plot_run
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 

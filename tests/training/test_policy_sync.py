@@ -9,8 +9,13 @@ import torch
 
 from tests.training.tiny import tiny_lm
 from toolgym.training.config import load_config
-from toolgym.training.lora import apply_lora
-from toolgym.training.policy_sync import PolicySync, engine_sleeps, policy_weights, vllm_engine_kwargs
+from toolgym.training.model.lora import apply_lora
+from toolgym.training.sampling.policy_sync import (
+    PolicySync,
+    engine_sleeps,
+    policy_weights,
+    vllm_engine_kwargs,
+)
 
 
 def _cfg(**rollout):

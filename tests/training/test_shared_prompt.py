@@ -12,11 +12,11 @@ import torch
 
 from toolgym.agents.trajectory import Trajectory
 from toolgym.errors import ConfigError
-from toolgym.training import data_parallel as D
-from toolgym.training.batch import collate
 from toolgym.training.config import load_config
-from toolgym.training.logprobs import response_logprobs
 from toolgym.training.trainer import Trainer
+from toolgym.training.update import data_parallel as D
+from toolgym.training.update.batch import collate
+from toolgym.training.update.logprobs import response_logprobs
 
 from .tiny import tiny_lm
 from .trainer_util import tiny_config
@@ -69,8 +69,8 @@ def test_sharing_stays_on_in_bf16_where_its_rounding_differs_from_the_per_row_pa
     """bf16 rounds the shared and per-row paths differently: 0.145 per token apart on SmolLM2-135M, as far as
     bf16 is from fp32 (0.173). A once-per-model check at 0.05 in bf16 switched sharing off there; it now
     compares the paths in fp32 (autocast off), where they agree to 1e-5, and sharing stays on."""
-    from toolgym.training import shared_prompt as S
-    from toolgym.training.logprobs import chunked_route
+    from toolgym.training.update import shared_prompt as S
+    from toolgym.training.update.logprobs import chunked_route
 
     model = tiny_lm(vocab=64).train()
     with torch.no_grad():  # logits ~200x larger: in bf16 the two paths end 0.125 apart per token here

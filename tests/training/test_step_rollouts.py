@@ -9,10 +9,10 @@ import torch
 
 from toolgym.agents.storage import group_by, read_header, read_jsonl
 from toolgym.agents.token_text import read_token_text
-from toolgym.training.advantages import group_advantages
 from toolgym.training.config import load_config
-from toolgym.training.logging import read_metrics
-from toolgym.training.step_rollouts import step_rollouts_path
+from toolgym.training.outputs.logging import read_metrics
+from toolgym.training.outputs.step_rollouts import step_rollouts_path
+from toolgym.training.policy_gradient.advantages import group_advantages
 from toolgym.training.trainer import Trainer
 
 from ..signal_env import register_signal_arith

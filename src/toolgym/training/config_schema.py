@@ -19,8 +19,8 @@ from typing import Any, Literal
 
 from toolgym.errors import ConfigError
 
-# The loss's names, written once: LossConfig's fields are typed with them, toolgym.training.losses (and its
-# fused kernel) take them from here; clip_mode "none" is the config's spelling of ``clip=None``.
+# The loss's names, written once: LossConfig's fields are typed with them, toolgym.training.policy_gradient.losses
+# (and its fused kernel) take them from here; clip_mode "none" is the config's spelling of ``clip=None``.
 Ratio = Literal["cumulative", "token", "sequence", "gspo"]
 Agg = Literal["token-mean", "seq-mean-token-mean", "seq-mean-token-sum"]
 ClipMode = Literal["adaptive", "fixed", "none"]

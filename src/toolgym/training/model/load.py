@@ -22,7 +22,7 @@ def load_policy(cfg: TrainConfig, out_dir: Path, demos: list[dict[str, Any]] | N
 
     mc = cfg.model
     if mc.name_or_path == "demo" or mc.name_or_path.startswith("demo:"):
-        from toolgym.training import demo_model
+        from toolgym.training.model import demo as demo_model
 
         saved = out_dir / "demo-model"
         if (saved / "config.json").exists():

@@ -79,7 +79,7 @@ def save_checkpoint(
     """Save to DIR/step-N atomically and point DIR/latest at it.
 
     ``model_state`` / ``optimizer_state``: full (unsharded) state dicts when the caller gathered them (FSDP:
-    :func:`toolgym.training.data_parallel.full_state_dict`); default ``model.state_dict()`` and
+    :func:`toolgym.training.update.data_parallel.full_state_dict`); default ``model.state_dict()`` and
     ``optimizer.state_dict()``. ``tokenizer`` is saved into ``hf/`` with its chat template. ``extra_dirs``:
     folder name -> a writer called with that folder inside the checkpoint (e.g. LoRA adapters)."""
     directory = Path(directory)
@@ -201,7 +201,7 @@ def load_checkpoint(
     set_optimizer: Callable[[dict[str, Any]], None] | None = None,
 ) -> TrainerState:
     """Restore a checkpoint. ``set_model`` / ``set_optimizer`` take the full state dicts when plain
-    ``load_state_dict`` cannot (FSDP: :func:`toolgym.training.data_parallel.load_full_state_dict`)."""
+    ``load_state_dict`` cannot (FSDP: :func:`toolgym.training.update.data_parallel.load_full_state_dict`)."""
     blob = _load_blob(path)
     sd = blob["model"] if "model" in blob else load_weights(path)
     if set_model is not None:

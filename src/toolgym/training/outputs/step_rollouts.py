@@ -4,7 +4,7 @@ OUT/rollouts/step-0001.jsonl (one process) or step-0001-rank0.jsonl (one per pro
 `.meta.json` sidecar, written by the same writer as `toolgym rollout`, so `toolgym rollouts show`,
 pandas and `datasets` read them. Two things only a training step knows go with them, for
 `toolgym rollouts view`: each trajectory's `metadata["train"]` (the advantage it trained with, the update
-passes, and the response positions the clip cut: training/update_record.py), and `<file>.tokens.json`, the
+passes, and the response positions the clip cut: training/outputs/update_record.py), and `<file>.tokens.json`, the
 text of each token id the file uses (agents/token_text.py), so tokens can be shown without a tokenizer.
 """
 
@@ -18,7 +18,7 @@ from typing import Any
 from toolgym.agents.storage import write_jsonl
 from toolgym.agents.token_text import piece_table, write_token_text
 from toolgym.agents.trajectory import Trajectory
-from toolgym.training.update_record import UpdateRecord
+from toolgym.training.outputs.update_record import UpdateRecord
 
 log = logging.getLogger(__name__)
 

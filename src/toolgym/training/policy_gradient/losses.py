@@ -38,8 +38,8 @@ from torch import Tensor
 
 from toolgym.training.config_schema import AGGS, RATIOS, LossConfig
 from toolgym.training.config_schema import CLIP_MODES as _CONFIG_CLIP_MODES
-from toolgym.training.loss_metrics import finish_metrics, to_floats
-from toolgym.training.loss_presets import CTPO, GRPO, GSPO
+from toolgym.training.policy_gradient.loss_metrics import finish_metrics, to_floats
+from toolgym.training.policy_gradient.loss_presets import CTPO, GRPO, GSPO
 
 # the names the config accepts (toolgym.training.config_schema, torch-free); clip_mode "none" is clip=None here
 CLIP_MODES: tuple[str, ...] = tuple(m for m in _CONFIG_CLIP_MODES if m != "none")
@@ -98,7 +98,7 @@ class ClipConfig:
 
     @classmethod
     def from_loss(cls, loss: LossConfig | dict[str, Any]) -> ClipConfig | None:
-        """The clip of a config's ``loss`` section (or a preset of :mod:`toolgym.training.loss_presets`);
+        """The clip of a config's ``loss`` section (or a preset of :mod:`toolgym.training.policy_gradient.loss_presets`);
         None when ``clip_mode`` is ``none``. Adaptive mode uses ``power``; fixed mode has none."""
         get = loss.get if isinstance(loss, dict) else lambda k: getattr(loss, k)
         mode = get("clip_mode")
@@ -526,7 +526,7 @@ def policy_loss(
 
 
 def _fused_loss_enabled() -> bool:
-    from toolgym.training import fused_loss
+    from toolgym.training.policy_gradient import fused_loss
 
     return fused_loss.enabled()
 
@@ -566,7 +566,7 @@ def _policy_loss_fused(
     global_seq_count: float | int | Tensor | None,
     compute_metrics: bool,
 ) -> tuple[Tensor, dict[str, Tensor]] | None:
-    from toolgym.training.fused_loss import fused_policy_loss
+    from toolgym.training.policy_gradient.fused_loss import fused_policy_loss
 
     dt = torch.promote_types(logp.dtype, torch.float32)
     m = mask != 0

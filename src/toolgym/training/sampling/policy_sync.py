@@ -22,9 +22,9 @@ from toolgym.agents.sampler_factories import SHARED_GPU_MEMORY_SHARE
 from toolgym.agents.sampler_factories import vllm_train_options as vllm_engine_kwargs
 from toolgym.agents.samplers import get_sampler
 from toolgym.errors import ConfigError
-from toolgym.training import data_parallel as D
-from toolgym.training.checkpoint_format import checkpoint_weights
-from toolgym.training.lora import base_model, merged_state_dict
+from toolgym.training.model.lora import base_model, merged_state_dict
+from toolgym.training.sampling.checkpoint_format import checkpoint_weights
+from toolgym.training.update import data_parallel as D
 
 __all__ = ["SHARED_GPU_MEMORY_SHARE", "PolicySync", "engine_sleeps", "on_cuda", "policy_weights",
            "vllm_engine_kwargs"]

@@ -5,7 +5,7 @@ Two paths (``model.logprob_head``):
 * ``chunked`` (default): the model runs to its last hidden states (through whatever wraps it, DDP or peft,
   so a DDP reducer sees the forward; ``logits_to_keep=1`` keeps the model's own head to one position), and
   the LM head runs only at the response positions, chunk by chunk, recomputed in backward
-  (:mod:`toolgym.training.lm_head`): nothing of size [B, T, V] is kept for backward.
+  (:mod:`toolgym.training.update.lm_head`): nothing of size [B, T, V] is kept for backward.
 * ``full``: the model's logits at every position and each row's float32 log-softmax kept for backward
   (about 1.08 x B x T x V x 4 bytes). The chunked path falls back to it, with one warning naming the
   reason, where it cannot serve a model: FSDP (the head's weight is sharded outside the forward), a head
@@ -21,8 +21,8 @@ from typing import Any, Literal
 
 import torch
 
-from toolgym.training.batch import TokenBatch
-from toolgym.training.lm_head import Head, compute_dtype, head_logits, logits_match, token_logprobs
+from toolgym.training.update.batch import TokenBatch
+from toolgym.training.update.lm_head import Head, compute_dtype, head_logits, logits_match, token_logprobs
 
 HeadPath = Literal["chunked", "full"]
 
@@ -42,7 +42,7 @@ def response_logprobs(
     """Return ([B, T] log-probs of each response token, optional [B, T] entropies), of ``softmax(logits / T)``.
 
     Position j of the response is predicted by the logits at prompt_len + j - 1; padding gets 0.
-    ``share_prompt``: rows with the same prompt run it once (:mod:`toolgym.training.shared_prompt`; the caller
+    ``share_prompt``: rows with the same prompt run it once (:mod:`toolgym.training.update.shared_prompt`; the caller
     rules out what it cannot serve: DDP, FSDP, gradient checkpointing). ``stats`` gets ``prompt_tokens`` (what
     the per-row path forwards) and ``prompt_tokens_forwarded`` added. On the chunked head, the backward
     recomputes the head at the loss mask's tokens only (the host lists of collation name them): a gradient sent
@@ -71,8 +71,8 @@ def response_logprobs(
 
 def chunked_route(model: Any) -> tuple[torch.nn.Module, torch.nn.Module, Head] | str:
     """``(decoder, head module, Head)`` for the chunked path, or why the model cannot take it."""
-    from toolgym.training.data_parallel import is_fsdp
-    from toolgym.training.lora import base_model
+    from toolgym.training.model.lora import base_model
+    from toolgym.training.update.data_parallel import is_fsdp
 
     inner = model.module if isinstance(model, torch.nn.parallel.DistributedDataParallel) else model
     if is_fsdp(inner):
@@ -103,7 +103,7 @@ def _shared(model: torch.nn.Module, route: tuple[torch.nn.Module, torch.nn.Modul
             stats: dict[str, float] | None) -> tuple[torch.Tensor, torch.Tensor | None] | None:
     """The shared-prompt path; None where no prompt repeats or this model cannot take it (one warning). The
     first micro-batch of a model is checked against the per-row path (one extra no-grad forward per run)."""
-    from toolgym.training import shared_prompt as S
+    from toolgym.training.update import shared_prompt as S
 
     decoder, _lm, head = route
     if S.checked(decoder):

@@ -5,7 +5,7 @@ back-propagates that prompt G times; with 550 prompt tokens against 128 completi
 the same prompt again. Here each distinct prompt of a micro-batch runs once through the decoder with its KV cache,
 the cache is gathered to one row per completion, and the completions run on top of it (positions ``p + j``, an
 attention mask over prompt and completion). The first completion token is predicted by the prompt's last hidden
-state, the others by the completion's; the LM head runs at those positions only (:mod:`toolgym.training.lm_head`).
+state, the others by the completion's; the LM head runs at those positions only (:mod:`toolgym.training.update.lm_head`).
 The cache tensors stay in the autograd graph, so the gradient of all G completions flows back through the one
 prompt forward: the same loss and gradient as the per-row path, up to float rounding.
 
@@ -27,8 +27,8 @@ from typing import Any
 
 import torch
 
-from toolgym.training.batch import TokenBatch
-from toolgym.training.lm_head import Head, token_logprobs
+from toolgym.training.update.batch import TokenBatch
+from toolgym.training.update.lm_head import Head, token_logprobs
 
 _CHECKED: weakref.WeakKeyDictionary[torch.nn.Module, str] = weakref.WeakKeyDictionary()  # decoder -> "" or why not
 
