@@ -117,7 +117,7 @@ def test_clip_config_bridge() -> None:
     ({"loss": {"agg": "mean"}}, r"loss.agg: must be one of 'token-mean', 'seq-mean-token-mean', 'seq-mean-token-sum'; got 'mean'"),
     ({"loss": {"ratio": "prefix"}}, r"loss.ratio: must be one of 'cumulative', 'token', 'sequence', 'gspo'"),
     ({"loss": {"clip_mode": "log"}}, r"loss.clip_mode: must be one of 'adaptive', 'fixed', 'none'"),
-    ({"loss": {"eps_low": -0.1}}, r"loss.eps_low: must be a number >= 0; got -0.1"),
+    ({"loss": {"eps_low": -0.1}}, r"loss.eps_low: must be a finite number >= 0; got -0.1"),
     ({"algorithm": "grpo", "loss": {"dual": 0.5}}, r"loss.dual: must be null or a ratio > 1 with clip_mode 'fixed'"),
     ({"advantage": {"estimator": "ppo"}}, r"advantage.estimator: must be one of 'grpo', 'drgrpo', 'rloo'"),
     ({"optimizer": {"lr": "fast"}}, r"optimizer.lr: must be a number; got 'fast'"),

@@ -35,6 +35,27 @@ def require(ok: bool, path: str, allowed: str, got: Any) -> None:
         raise ConfigError(f"{path}: must be {allowed}; got {got!r}")
 
 
+def clip_problem(mode: str, eps_low: Any, eps_high: Any, power: Any, dual: Any, *, mode_field: str = "clip_mode",
+                 null: str = "null") -> tuple[str, str, Any] | None:
+    """The first broken clip rule as ``(field, allowed, got)``, None when all hold: the one place they are
+    written, read by ``LossConfig._check`` (a config) and by the loss's own ``ClipConfig``."""
+    def number(v: Any) -> bool:
+        return not isinstance(v, bool) and isinstance(v, (int, float)) and math.isfinite(v)
+
+    for name, v in (("eps_low", eps_low), ("eps_high", eps_high), ("power", power)):
+        if not (number(v) and v >= 0):
+            return name, "a finite number >= 0", v
+    if dual is not None and not number(dual):
+        return "dual", f"{null} or a finite number", dual
+    if mode == "fixed" and eps_low > 1:
+        return "eps_low", f"a number in [0, 1] with {mode_field} 'fixed'", eps_low
+    if mode == "fixed" and dual is not None and dual <= 1:
+        return "dual", f"{null} or a ratio > 1 with {mode_field} 'fixed'", dual
+    if mode == "adaptive" and dual is not None and dual <= 0:
+        return "dual", f"{null} or a number > 0 with {mode_field} 'adaptive'", dual
+    return None
+
+
 
 @dataclass
 class LossConfig:
@@ -72,13 +93,9 @@ class LossConfig:
     """Upper truncation of that weight (used with mismatch_weight)."""
 
     def _check(self, p: str) -> None:
-        for name in ("eps_low", "eps_high", "power"):
-            require(getattr(self, name) >= 0, f"{p}.{name}", "a number >= 0", getattr(self, name))
-        if self.clip_mode == "fixed":
-            require(self.eps_low <= 1, f"{p}.eps_low", "a number in [0, 1] with clip_mode 'fixed'", self.eps_low)
-            require(self.dual is None or self.dual > 1, f"{p}.dual", "null or a ratio > 1 with clip_mode 'fixed'", self.dual)
-        elif self.clip_mode == "adaptive":
-            require(self.dual is None or self.dual > 0, f"{p}.dual", "null or a number > 0 with clip_mode 'adaptive'", self.dual)
+        bad = clip_problem(self.clip_mode, self.eps_low, self.eps_high, self.power, self.dual)
+        if bad is not None:
+            require(False, f"{p}.{bad[0]}", bad[1], bad[2])
         require(self.mismatch_cap > 0, f"{p}.mismatch_cap", "a number > 0", self.mismatch_cap)
 
 

@@ -15,7 +15,7 @@ import torch
 from torch import Tensor
 
 if TYPE_CHECKING:
-    from toolgym.training.policy_gradient.losses import ClipConfig
+    from toolgym.training.policy_gradient.clip import ClipConfig
 
 _QUANTILES = (0.25, 0.5, 0.75, 0.9, 0.95, 0.99)
 _MAX_QUANTILE_SAMPLES = 1 << 15  # quantiles are for logging: a 32k-value strided sample is plenty

@@ -36,13 +36,12 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from toolgym.training.config_schema import AGGS, RATIOS, LossConfig
-from toolgym.training.config_schema import CLIP_MODES as _CONFIG_CLIP_MODES
+from toolgym.training.config_schema import AGGS, RATIOS
+from toolgym.training.policy_gradient.clip import CLIP_MODES, ClipConfig
 from toolgym.training.policy_gradient.loss_metrics import finish_metrics, to_floats
-from toolgym.training.policy_gradient.loss_presets import CTPO, GRPO, GSPO
 
-# the names the config accepts (toolgym.training.config_schema, torch-free); clip_mode "none" is clip=None here
-CLIP_MODES: tuple[str, ...] = tuple(m for m in _CONFIG_CLIP_MODES if m != "none")
+__all__ = ["AGGS", "CLIP_MODES", "RATIOS", "ClipConfig", "NonFiniteInputError", "TokenTerms", "clip_flags",
+           "finite_rows", "log_window", "mismatch_weight", "per_token_loss", "policy_loss", "positions"]
 
 DELTA_CLAMP = 20.0  # |log π - log π_b| per token is clamped to this (values only)
 LOG_RATIO_CAP = 10.0  # upper cap on the log-ratio used as importance weight
@@ -56,71 +55,6 @@ class NonFiniteInputError(ValueError):
 
 def _allowed(name: str, value: Any, allowed: tuple[str, ...]) -> ValueError:
     return ValueError(f"{name} must be one of {', '.join(repr(a) for a in allowed)}; got {value!r}")
-
-
-@dataclass(frozen=True)
-class ClipConfig:
-    """Trust-region clip of the importance ratio.
-
-    ``mode="adaptive"``: log-space window ``[-eps_low·t^power, eps_high·t^power]`` around 0, with t
-    the 1-indexed count of policy tokens so far; dual clip for A<0 at ``exp(dual·t^power)``.
-    ``mode="fixed"``: ratio-space window ``[1-eps_low, 1+eps_high]``; dual clip at the ratio ``dual``.
-    ``dual=None`` disables the dual clip.
-    """
-
-    # CTPO's, read from the one place they are written: LossConfig's defaults (docs/algorithms/ctpo.md)
-    mode: str = CTPO["clip_mode"]
-    eps_low: float = CTPO["eps_low"]
-    eps_high: float = CTPO["eps_high"]
-    power: float = CTPO["power"]
-    dual: float | None = CTPO["dual"]
-
-    def __post_init__(self) -> None:
-        if self.mode not in CLIP_MODES:
-            raise _allowed("ClipConfig.mode", self.mode, CLIP_MODES)
-        for name in ("eps_low", "eps_high", "power"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
-                raise ValueError(f"ClipConfig.{name} must be a finite number >= 0; got {v!r}")
-        if self.mode == "fixed" and self.eps_low > 1:
-            raise ValueError(
-                f"ClipConfig.eps_low must be in [0, 1] in fixed mode (window [1-eps_low, 1+eps_high]); "
-                f"got {self.eps_low!r}"
-            )
-        d = self.dual
-        if d is not None:
-            if isinstance(d, bool) or not isinstance(d, (int, float)) or not math.isfinite(d):
-                raise ValueError(f"ClipConfig.dual must be None or a finite number; got {d!r}")
-            if self.mode == "fixed" and d <= 1:
-                raise ValueError(f"ClipConfig.dual must be None or a ratio > 1 in fixed mode; got {d!r}")
-            if self.mode == "adaptive" and d <= 0:
-                raise ValueError(f"ClipConfig.dual must be None or > 0 in adaptive mode; got {d!r}")
-
-    @classmethod
-    def from_loss(cls, loss: LossConfig | dict[str, Any]) -> ClipConfig | None:
-        """The clip of a config's ``loss`` section (or a preset of :mod:`toolgym.training.policy_gradient.loss_presets`);
-        None when ``clip_mode`` is ``none``. Adaptive mode uses ``power``; fixed mode has none."""
-        get = loss.get if isinstance(loss, dict) else lambda k: getattr(loss, k)
-        mode = get("clip_mode")
-        if mode == "none":
-            return None
-        power = get("power") if mode == "adaptive" else 0.0
-        return cls(mode=mode, eps_low=get("eps_low"), eps_high=get("eps_high"), power=power, dual=get("dual"))
-
-    @classmethod
-    def ctpo(cls) -> ClipConfig:
-        """CTPO defaults: adaptive 0.025/0.05, p=0.5, dual 0.05 (docs/algorithms/ctpo.md, "Clipping")."""
-        return cls()
-
-    @classmethod
-    def grpo(cls) -> ClipConfig:
-        """GRPO defaults: ratio window [0.8, 1.2], dual clip 3."""
-        return cls.from_loss(GRPO)  # type: ignore[return-value]
-
-    @classmethod
-    def gspo(cls) -> ClipConfig:
-        """GSPO defaults: ratio window [1-3e-4, 1+4e-4], no dual clip."""
-        return cls.from_loss(GSPO)  # type: ignore[return-value]
 
 
 def log_window(t: Tensor | float, clip: ClipConfig) -> tuple[Tensor, Tensor]:
