@@ -15,7 +15,7 @@ import threading
 
 import pytest
 
-from toolgym.envs.scorer_guard import ScorerRefused, guarded
+from toolgym.envs.scoring.guard import ScorerRefused, guarded
 from toolgym.envs.tasks.reasoning_gym import ReasoningGymEnv, get_dataset
 from toolgym.envs.verifiers import rg_score
 from toolgym.errors import ConfigError

@@ -21,8 +21,8 @@ from tests.agents.test_reward_off_loop import Chars, Policy, lookup
 from tests.envs import stall_env
 from toolgym.agents.runner import EpisodeLimits, RolloutRunner
 from toolgym.agents.sampling import SamplingParams
-from toolgym.envs import reward_pool
 from toolgym.envs.rubric import Rubric
+from toolgym.envs.scoring import reward_pool
 from toolgym.envs.types import Task
 from toolgym.errors import InfrastructureError
 from toolgym.training.algorithms.base import scored_rewards

@@ -17,9 +17,9 @@ from fractions import Fraction
 
 import pytest
 
-from tests.envs.test_scorer_guard import _episode as guarded_episode
+from tests.envs.scoring.test_guard import _episode as guarded_episode
 from toolgym.envs.rubric import Rubric
-from toolgym.envs.scorer_worker import MEMORY_BYTES, worker
+from toolgym.envs.scoring.scorer_worker import MEMORY_BYTES, worker
 from toolgym.envs.tasks import reasoning_gym as rg
 from toolgym.envs.tasks.reasoning_gym import ReasoningGymEnv, get_dataset, rg_reward, rg_source
 
@@ -132,7 +132,7 @@ def test_the_worker_starts_on_first_use_and_never_imports_the_callers_main(tmp_p
         import os
         with open({str(marks)!r}, "a") as fh:
             fh.write(str(os.getpid()) + "\\n")
-        import toolgym, toolgym.envs.tasks.reasoning_gym, toolgym.envs.scorer_worker as w
+        import toolgym, toolgym.envs.tasks.reasoning_gym, toolgym.envs.scoring.scorer_worker as w
         assert w._WORKER is None, "a worker at import"
         from toolgym.envs.tasks.reasoning_gym import rg_reward, rg_source
         task = rg_source("basic_arithmetic", 0).get(0)
@@ -168,7 +168,7 @@ def test_a_child_that_answers_left_large_is_replaced_before_the_next_answer():
     40 of them filled the child's address space and every later comparison met MemoryError, which
     math-verify takes for "not equal" (an honest answer scored 0 with no error). A child a call left over its
     resident mark is replaced before the next call."""
-    from toolgym.envs.scorer_worker import ScorerWorker
+    from toolgym.envs.scoring.scorer_worker import ScorerWorker
 
     w = ScorerWorker(recycle_bytes=100 << 20)  # the child starts near 60 MiB; one 2^{2^{27}} leaves 145-190 MiB
     try:

@@ -7,7 +7,7 @@ runs, and its time bound can only end the wait for it, never the call. So `Rubri
 function here when a child can find it by name (`module:qualname`, the very object the parent holds;
 not `__main__`, not a closure, lambda, bound method or instance) and does not take `state` (it holds
 the episode's sandbox, which cannot cross a pipe). Its arguments travel as JSON (the `Task` rebuilt
-from `to_dict`); the call runs in one of a few warm children (`toolgym.envs.scorer_worker`, one per
+from `to_dict`); the call runs in one of a few warm children (`toolgym.envs.scoring.scorer_worker`, one per
 concurrent scoring up to `POOL_SIZE`, so one stall never queues other episodes behind it), under a
 deadline of the rubric's sync bound: past it the child is killed (`kills`), the component scores 0
 with a `RewardTimeout` note, and the next call gets a fresh child. Waiting for a free child, starting
@@ -27,8 +27,8 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from toolgym.envs.offloop import RewardTimeout
-from toolgym.envs.scorer_worker import START_S, ScorerFailed, ScorerTimeout, ScorerWorker
+from toolgym.envs.scoring.offloop import RewardTimeout
+from toolgym.envs.scoring.scorer_worker import START_S, ScorerFailed, ScorerTimeout, ScorerWorker
 from toolgym.envs.types import Task
 from toolgym.errors import InfrastructureError
 

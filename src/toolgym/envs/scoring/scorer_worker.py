@@ -104,7 +104,7 @@ class ScorerWorker:
         env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1",
                    PYTHONPATH=os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p))
         # -c puts the working directory first on sys.path: dropped, so no file there shadows a module
-        code = ("import sys; del sys.path[0]; from toolgym.envs.scorer_worker import serve; "
+        code = ("import sys; del sys.path[0]; from toolgym.envs.scoring.scorer_worker import serve; "
                 f"serve({self.memory_bytes}, {self.recycle_bytes})")
         self._proc = subprocess.Popen(
             [sys.executable, "-c", code],
@@ -127,7 +127,7 @@ class ScorerWorker:
                 f.close()
 
     def _request(self, fn: str, args: list[Any], deadline_s: float) -> Any:
-        from toolgym.envs.scorer_guard import ScorerRefused
+        from toolgym.envs.scoring.guard import ScorerRefused
         from toolgym.errors import ConfigError
 
         line = json.dumps({"fn": fn, "args": args, "cpu_s": deadline_s}).encode() + b"\n"
