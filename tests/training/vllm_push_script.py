@@ -100,7 +100,7 @@ def transport(work: Path, report: dict) -> None:
 
 
 def moe_names(work: Path, report: dict) -> None:
-    from tests.training.test_checkpoint_format import tiny_moe
+    from tests.training.sampling.test_checkpoint_format import tiny_moe
     from toolgym.agents.vllm_sampler import VLLMSampler
     from toolgym.training.sampling.policy_sync import PolicySync
 

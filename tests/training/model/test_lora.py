@@ -9,12 +9,11 @@ import pytest
 import torch
 
 from tests.training.tiny import tiny_lm
+from tests.training.trainer_util import tiny_config
 from toolgym.errors import ConfigError
 from toolgym.training.config import load_config
 from toolgym.training.model.lora import AdaptersOff, apply_lora, merged_state_dict
 from toolgym.training.trainer import Trainer
-
-from .trainer_util import tiny_config
 
 LORA = {"r": 4, "alpha": 8, "target_modules": ["q_proj", "v_proj", "gate_proj"]}
 

@@ -11,11 +11,10 @@ from pathlib import Path
 import pytest
 import torch
 
+from tests.training.test_trainer import _groups
+from tests.training.trainer_util import tiny_config
 from toolgym.training.config import load_config
 from toolgym.training.trainer import Trainer
-
-from .test_trainer import _groups
-from .trainer_util import tiny_config
 
 LORA = {"r": 4, "alpha": 8, "target_modules": ["q_proj", "v_proj", "gate_proj"]}
 

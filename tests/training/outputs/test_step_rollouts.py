@@ -7,6 +7,8 @@ from pathlib import Path
 
 import torch
 
+from tests.signal_env import register_signal_arith
+from tests.training.trainer_util import tiny_config
 from toolgym.agents.storage import group_by, read_header, read_jsonl
 from toolgym.agents.token_text import read_token_text
 from toolgym.training.config import load_config
@@ -14,9 +16,6 @@ from toolgym.training.outputs.logging import read_metrics
 from toolgym.training.outputs.step_rollouts import step_rollouts_path
 from toolgym.training.policy_gradient.advantages import group_advantages
 from toolgym.training.trainer import Trainer
-
-from ..signal_env import register_signal_arith
-from .trainer_util import tiny_config
 
 
 def test_one_step_saves_its_rollouts(tmp_path):

@@ -13,7 +13,7 @@ import math
 import pytest
 import torch
 
-from tests.training.test_losses import CTPO, GRPO, GSPO, random_batch, reference_loss
+from tests.training.policy_gradient.test_losses import CTPO, GRPO, GSPO, random_batch, reference_loss
 from toolgym.training.algorithms.distillation.loss import mopd_loss
 from toolgym.training.config import AGGS, RATIOS
 from toolgym.training.policy_gradient.loss_metrics import to_floats

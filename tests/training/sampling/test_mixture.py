@@ -9,11 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.training.trainer_util import tiny_config
 from toolgym.errors import ConfigError
 from toolgym.training.config import config_to_dict, load_config
 from toolgym.training.sampling.mixture import Mixture, TaskOrder, draw, env_metrics
-
-from .trainer_util import tiny_config
 
 ARITH = {"min_digits": 1, "max_digits": 1, "system_prompt": None, "max_turns": 2}
 
@@ -140,7 +139,7 @@ def test_the_documented_mixture_loads_as_the_page_says():
 
     import yaml
 
-    page = (Path(__file__).resolve().parents[2] / "docs" / "training" / "index.md").read_text()
+    page = (Path(__file__).resolve().parents[3] / "docs" / "training" / "index.md").read_text()
     section = page.split("## Several environments in one run\n", 1)[1]
     block = re.search(r"```yaml\n(.*?)```", section, re.S).group(1)
     cfg = load_config({**yaml.safe_load(block), "model": {"name_or_path": "demo"}, "mini_batches": 4})

@@ -9,9 +9,8 @@ import copy
 import pytest
 import torch
 
+from tests.training.update.test_lm_head import _assert_same, _batch, _run, _tied_lm
 from toolgym.training.update.logprobs import response_logprobs
-
-from .test_lm_head import _assert_same, _batch, _run, _tied_lm
 
 pytestmark = pytest.mark.device_standin
 

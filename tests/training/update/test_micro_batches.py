@@ -9,13 +9,12 @@ from pathlib import Path
 import pytest
 import torch
 
+from tests.training.trainer_util import tiny_config
 from toolgym.agents.trajectory import Trajectory
 from toolgym.errors import ConfigError
 from toolgym.training.config import load_config
 from toolgym.training.trainer import Trainer
 from toolgym.training.update.micro_batches import plan_micro_batches, split_to
-
-from .trainer_util import tiny_config
 
 # ---------------------------------------------------------------- the plan
 

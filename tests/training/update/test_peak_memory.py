@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import mmap
 
+from tests.training.test_device_trainer import _trainer
+from tests.training.trainer_util import tiny_config
 from toolgym.training.update.peak_memory import peak_memory_gb, reset_peak
-
-from .test_device_trainer import _trainer
-from .trainer_util import tiny_config
 
 
 def test_the_cpu_peak_sees_an_allocation_and_a_reset_forgets_it() -> None:

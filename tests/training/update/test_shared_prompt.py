@@ -10,6 +10,8 @@ from pathlib import Path
 import pytest
 import torch
 
+from tests.training.tiny import tiny_lm
+from tests.training.trainer_util import tiny_config
 from toolgym.agents.trajectory import Trajectory
 from toolgym.errors import ConfigError
 from toolgym.training.config import load_config
@@ -17,9 +19,6 @@ from toolgym.training.trainer import Trainer
 from toolgym.training.update import data_parallel as D
 from toolgym.training.update.batch import collate
 from toolgym.training.update.logprobs import response_logprobs
-
-from .tiny import tiny_lm
-from .trainer_util import tiny_config
 
 # ---------------------------------------------------------------- the log-probs
 
