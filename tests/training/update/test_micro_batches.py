@@ -129,8 +129,8 @@ def test_micro_batches_by_budget_give_the_one_micro_batch_loss_and_gradient(tmp_
 
 @pytest.mark.device_standin
 def test_a_budgeted_update_on_the_device_equals_the_cpu_one(tmp_path, device, monkeypatch) -> None:
-    from .test_device_trainer import _groups as groups_of
-    from .test_device_trainer import _trainer as trainer_on
+    from tests.training.test_device_trainer import _groups as groups_of
+    from tests.training.test_device_trainer import _trainer as trainer_on
 
     def run(where: str) -> tuple[dict, dict[str, torch.Tensor]]:
         tr = trainer_on(tmp_path / where, where, monkeypatch, max_tokens_per_micro_batch=1)  # every row alone
