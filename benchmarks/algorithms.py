@@ -27,8 +27,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from toolgym.training.logging import read_metrics
-from toolgym.training.plot import plot_curves
+from toolgym.training.outputs.logging import read_metrics
+from toolgym.training.outputs.plot import plot_curves
 
 TOOLGYM = str(Path(sys.executable).parent / "toolgym")
 

@@ -26,7 +26,7 @@ HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE))
 from algorithms import sign_test_p  # noqa: E402
 
-from toolgym.training.logging import read_metrics  # noqa: E402
+from toolgym.training.outputs.logging import read_metrics  # noqa: E402
 
 ABLATIONS = {  # name: (run folder, settings)
     "cumulative ratio, GRPO's fixed window": ("abl-fixed-window", ["loss.clip_mode=fixed", "loss.eps_low=0.2",

@@ -45,7 +45,7 @@ def main() -> None:
     from transformers import LlamaConfig, LlamaForCausalLM
 
     from toolgym.distributed.local_pool import LocalRolloutPool
-    from toolgym.training.demo_model import train_tokenizer
+    from toolgym.training.model.demo import train_tokenizer
 
     torch.manual_seed(0)
     tok = train_tokenizer(["a b c 1 2 3 <answer> print"] * 20, vocab_size=280)

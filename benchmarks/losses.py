@@ -29,7 +29,7 @@ import time
 
 import torch
 
-from toolgym.training.losses import ClipConfig, policy_loss
+from toolgym.training.policy_gradient.losses import ClipConfig, policy_loss
 
 
 def make_batch(b: int, t: int, seed: int = 0) -> dict[str, torch.Tensor]:

@@ -31,8 +31,8 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     args = ap.parse_args()
 
-    from toolgym.envs.reward_pool import pool
     from toolgym.envs.rubric import Rubric
+    from toolgym.envs.scoring.reward_pool import pool
     from toolgym.envs.types import Task
 
     sys.path.insert(0, str(Path(__file__).parent))

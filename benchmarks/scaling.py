@@ -34,7 +34,7 @@ from toolgym.distributed.driver import GroupJob, RayRolloutPool
 from toolgym.distributed.loadenv import SandboxLoadEnv, work_code
 from toolgym.distributed.sizing import ComponentCosts, table, throughput
 from toolgym.sandbox import open_sandbox
-from toolgym.training.demo_model import build_demo
+from toolgym.training.model.demo import build_demo
 
 
 def decode_rate(model, tok, batch: int, new_tokens: int = 32, repeats: int = 3) -> float:

@@ -19,7 +19,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from toolgym.training.logging import read_metrics
+from toolgym.training.outputs.logging import read_metrics
 
 HERE = Path(__file__).parent
 

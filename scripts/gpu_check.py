@@ -158,7 +158,7 @@ def build_model(work: Path, shape: dict[str, int], name: str) -> Path:
     import torch
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
-    from toolgym.training.demo_model import train_tokenizer
+    from toolgym.training.model.demo import train_tokenizer
 
     corpus = [f"What is {a} + {b}? Answer: {a + b}" for a in range(40) for b in range(40)]
     tok = train_tokenizer(corpus * 2, vocab_size=384)
@@ -398,7 +398,7 @@ def memory(a: argparse.Namespace, c: Checks, _: float) -> dict[str, Any]:
 def ctpo(a: argparse.Namespace, c: Checks, _: float) -> dict[str, Any]:
     """3 CTPO steps with the hf sampler, full fine-tune and LoRA: 2 prompts x 4 rows x at most 32 new tokens."""
     from toolgym.training.config import load_config
-    from toolgym.training.logging import read_metrics
+    from toolgym.training.outputs.logging import read_metrics
     from toolgym.training.trainer import Trainer
 
     shape = TINY if a.tiny else QWEN_05B
@@ -435,7 +435,7 @@ def pipeline(a: argparse.Namespace, c: Checks, _: float) -> dict[str, Any]:
     updates; max_staleness 0 and 1 side by side, 4 steps each."""
     from tests.signal_env import SIGNAL_ARITH_REF
     from toolgym.training.config import load_config
-    from toolgym.training.logging import read_metrics
+    from toolgym.training.outputs.logging import read_metrics
     from toolgym.training.trainer import Trainer
 
     shape = TINY if a.tiny else QWEN_05B

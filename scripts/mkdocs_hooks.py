@@ -1,8 +1,9 @@
 """MkDocs hook: writes the training config reference from the config dataclasses at build time.
 
 Why generated: the reference is then the schema itself (field names, types, defaults, and each field's help:
-its attribute docstring, the string on the line below it in ``toolgym.training.config_schema`` or in an
-algorithm's options class), so it cannot drift from what ``load_config`` accepts. A field without help text
+``metadata["help"]`` on the field, written with ``described(default, help)`` in
+``toolgym.training.config_schema`` or in an algorithm's options class), so it cannot drift from what
+``load_config`` accepts. A field without help text
 fails the build (:class:`UndescribedFieldsError` names each one). A page that
 holds the line ``<!-- config-reference -->`` gets the tables in its place. Also runnable on its own:
 ``python scripts/mkdocs_hooks.py`` prints the generated Markdown.
@@ -10,12 +11,10 @@ holds the line ``<!-- config-reference -->`` gets the tables in its place. Also 
 
 from __future__ import annotations
 
-import ast
 import dataclasses
 import inspect
 import json
 import sys
-import textwrap
 import types
 import typing
 from pathlib import Path
@@ -30,19 +29,16 @@ class UndescribedFieldsError(RuntimeError):
 
 
 def _field_docs(cls: type) -> dict[str, str]:
-    """Each field's help: its attribute docstring, the string literal on the line below the field.
-
-    Searched through the class's bases too, so a subclass that only changes a default (``SDPOOptions``)
+    """Each field's help: ``metadata["help"]`` on the field itself (``config_schema.described``), folded to one
+    line. Searched through the class's bases too, so a subclass that only changes a default (``SDPOOptions``)
     keeps its base's text."""
     docs: dict[str, str] = {}
-    for klass in reversed([k for k in cls.__mro__ if dataclasses.is_dataclass(k)]):
-        tree = ast.parse(textwrap.dedent(inspect.getsource(klass)))
-        body = tree.body[0].body  # type: ignore[attr-defined]
-        for node, nxt in zip(body, body[1:], strict=False):
-            if (isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)
-                    and isinstance(nxt, ast.Expr) and isinstance(nxt.value, ast.Constant)
-                    and isinstance(nxt.value.value, str)):
-                docs[node.target.id] = " ".join(nxt.value.value.split())
+    for f in dataclasses.fields(cls):
+        for klass in cls.__mro__:
+            own = getattr(klass, "__dataclass_fields__", {}).get(f.name)
+            if own is not None and own.metadata.get("help"):
+                docs[f.name] = " ".join(str(own.metadata["help"]).split())
+                break
     return docs
 
 
@@ -132,8 +128,9 @@ def check_described(config: type, options: list[tuple[str, type]]) -> None:
         missing += [f"{label}.{name}" for name in undescribed(cls)]
     if missing:
         raise UndescribedFieldsError(
-            f"{len(missing)} config field(s) without help text: {', '.join(missing)}; write a docstring on the "
-            "line below each field (src/toolgym/training/config_schema.py, or the algorithm's options class)")
+            f"{len(missing)} config field(s) without help text: {', '.join(missing)}; give each one its help: "
+            "described(default, help) or field(metadata={'help': ...}) (src/toolgym/training/config_schema.py, "
+            "or the algorithm's options class)")
 
 
 def render() -> str:

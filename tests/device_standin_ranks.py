@@ -77,7 +77,7 @@ def nccl_rules() -> Iterator[None]:
 def init_ranks() -> Any:
     """Join torchrun's gloo group; the :class:`DistInfo` a CUDA rank would get, with the stand-in as its device.
     The trainer's ``data_parallel.init`` then returns it too, as CUDA ranks get ``cuda:LOCAL_RANK`` there."""
-    from toolgym.training import data_parallel
+    from toolgym.training.update import data_parallel
 
     if not dist.is_initialized():
         dist.init_process_group(backend="gloo")

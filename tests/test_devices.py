@@ -96,7 +96,7 @@ def test_local_rank_comes_from_torchrun_env(monkeypatch: pytest.MonkeyPatch) -> 
 
 
 def test_distributed_init_single_process(monkeypatch: pytest.MonkeyPatch) -> None:
-    from toolgym.training import data_parallel as D
+    from toolgym.training.update import data_parallel as D
 
     monkeypatch.delenv("TOOLGYM_DEVICE", raising=False)
     monkeypatch.delenv("WORLD_SIZE", raising=False)
@@ -111,7 +111,7 @@ def test_distributed_init_single_process(monkeypatch: pytest.MonkeyPatch) -> Non
 
 
 def test_toolgym_device_is_a_deprecated_override_of_auto(monkeypatch: pytest.MonkeyPatch) -> None:
-    from toolgym.training import data_parallel as D
+    from toolgym.training.update import data_parallel as D
 
     monkeypatch.delenv("WORLD_SIZE", raising=False)
     monkeypatch.setenv("TOOLGYM_DEVICE", "cpu")
@@ -144,7 +144,7 @@ def test_train_device_flag_reaches_the_trainer(tmp_path: Path, monkeypatch: pyte
 
     import toolgym.training.trainer as T
     from toolgym.cli import app
-    from toolgym.training import data_parallel as D
+    from toolgym.training.update import data_parallel as D
 
     seen: dict[str, str] = {}
 

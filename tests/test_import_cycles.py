@@ -58,3 +58,18 @@ def test_the_contract_catches_a_cycle_through_a_function_level_import(tmp_path: 
     assert proc.returncode == 1, out
     assert "No cycles are allowed in cyclepkg.sub" in out
     assert "No cycles are allowed in cyclepkg. " not in out  # an import under TYPE_CHECKING makes no cycle
+
+
+def test_no_cycle_even_through_imports_made_only_for_type_checking(tmp_path: Path) -> None:
+    """The contract leaves ``if TYPE_CHECKING:`` imports out (they run nothing); toolgym has no cycle through
+    them either (one did: ``losses`` and ``loss_metrics``, for a type hint), so a reader never meets one."""
+    need(importlib.util.find_spec("importlinter") is not None, "import-linter is not installed (the dev extra)")
+    contract = _acyclic_contract()
+    lines = ['[tool.importlinter]', 'root_package = "toolgym"', "exclude_type_checking_imports = false", "",
+             "[[tool.importlinter.contracts]]"]
+    lines += [f"{k} = {v!r}".replace("'", '"') for k, v in contract.items()]
+    config = tmp_path / "with_type_checking.toml"
+    config.write_text("\n".join(lines) + "\n")
+    proc = _lint(config, ROOT, ROOT / "src")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    assert "KEPT" in proc.stdout

@@ -16,7 +16,7 @@ TOOLGYM = str(Path(sys.executable).parent / "toolgym")
 # where writing to stdout is the point, not a log line
 ALLOWED = {
     "envs/verifiers.py": "the verifier child process answers on stdout",
-    "training/logging.py": "logger.say: the trainer's console output",
+    "training/outputs/logging.py": "logger.say: the trainer's console output",
     "training/trainer.py": "the resume notice, console output like logger.say",
     "_progress.py": "the commands' progress display: plain lines where there is no terminal for a bar",
 }

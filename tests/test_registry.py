@@ -114,11 +114,11 @@ def test_a_config_names_an_installed_sampler_by_its_spec(site: Path) -> None:
         SAMPLERS.pop("tg_reg_fixture:SPEC", None)
 
 
-def test_sandbox_backends_and_asset_builders_are_registries() -> None:
-    from toolgym.assets import BUILDERS, KNOWN_ASSETS
+def test_sandbox_backends_and_assets_are_registries() -> None:
+    from toolgym.assets import ASSETS, KNOWN_ASSETS
     from toolgym.sandbox.api import BACKENDS, SandboxRequestError, make_backend
 
-    assert sorted(BUILDERS) == sorted(KNOWN_ASSETS)  # every asset has a builder, none without an asset
+    assert ASSETS is KNOWN_ASSETS and ASSETS.group == "toolgym.assets" and all(s.builder for s in ASSETS.values())
     assert list(BACKENDS) == ["docker", "local"] and BACKENDS.group == "toolgym.sandbox_backends"
     with pytest.raises(SandboxRequestError) as e:
         make_backend("dockr", None)  # type: ignore[arg-type]

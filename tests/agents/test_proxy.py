@@ -426,8 +426,8 @@ def test_the_trainer_reads_proxy_trajectories_at_ratio_one(caller):
     template/tool tokens are outside the loss."""
     import torch
 
-    from toolgym.training.batch import collate
-    from toolgym.training.logprobs import response_logprobs
+    from toolgym.training.update.batch import collate
+    from toolgym.training.update.logprobs import response_logprobs
 
     proxy = RecordingProxy(caller, ChatTemplate(caller.tokenizer), max_tokens=40)
     with serve_in_thread(proxy) as url:

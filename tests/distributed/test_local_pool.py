@@ -28,7 +28,7 @@ from toolgym.agents.sampling import SamplingParams
 from toolgym.distributed.driver import GroupJob, RolloutPoolError
 from toolgym.distributed.local_pool import LocalRolloutPool
 from toolgym.training.algorithms.base import scored_rewards
-from toolgym.training.demo_model import build_demo
+from toolgym.training.model.demo import build_demo
 from toolgym.training.trainer import trajectory_stats
 
 PARAMS = SamplingParams(temperature=1.0, max_tokens=12)
@@ -306,7 +306,7 @@ def test_a_worker_that_cannot_start_is_one_line(policy):
 ORPHAN_SCRIPT = textwrap.dedent('''
     import sys, time
     from toolgym.distributed.local_pool import LocalRolloutPool
-    from toolgym.training.demo_model import build_demo
+    from toolgym.training.model.demo import build_demo
 
     if __name__ == "__main__":
         model, tok = build_demo(["a b c 1 2 3"] * 20, None, vocab_size=280, layers=1, hidden=16, heads=2,

@@ -22,7 +22,7 @@ from toolgym.distributed.driver import GroupJob, RayRolloutPool
 from toolgym.distributed.loadenv import SandboxLoadEnv
 from toolgym.distributed.worker import StaleWeights
 from toolgym.sandbox import open_sandbox
-from toolgym.training.demo_model import build_demo
+from toolgym.training.model.demo import build_demo
 
 PARAMS = SamplingParams(temperature=1.0, max_tokens=6)
 LIMITS = EpisodeLimits(max_turns=3, max_total_tokens=256)

@@ -10,7 +10,7 @@ import torch
 
 from toolgym.errors import ConfigError
 from toolgym.training.config import load_config
-from toolgym.training.logging import read_metrics
+from toolgym.training.outputs.logging import read_metrics
 from toolgym.training.trainer import train
 
 from ..training.trainer_util import tiny_config
@@ -40,7 +40,7 @@ def _warm_start(tmp) -> Path:
     """The SFT warm start once (what `toolgym sft` does), so the two runs below skip it."""
     from toolgym.agents.chat import ChatTemplate
     from toolgym.training import sft as S
-    from toolgym.training.models import load_policy
+    from toolgym.training.model.load import load_policy
     from toolgym.training.trainer import Trainer
 
     cfg = load_config(_cfg(tmp, "sft"))
@@ -59,7 +59,7 @@ def _warm_start(tmp) -> Path:
 def _first_differing_episode(one: Path, other: Path, step: int) -> str | None:
     """The first episode of a step whose tokens, log-probs, text, tool output or reward differ between two runs."""
     from toolgym.agents.storage import read_jsonl
-    from toolgym.training.step_rollouts import step_rollouts_path
+    from toolgym.training.outputs.step_rollouts import step_rollouts_path
 
     def episodes(out):
         return sorted(read_jsonl(step_rollouts_path(out, step)), key=lambda t: (t.task_id, t.metadata["episode_index"]))
@@ -114,9 +114,9 @@ def _initial_policy_gap(warm: Path, run: Path, step: int, temperature: float) ->
     from transformers import AutoModelForCausalLM
 
     from toolgym.agents.storage import read_jsonl
-    from toolgym.training.batch import collate
-    from toolgym.training.logprobs import response_logprobs
-    from toolgym.training.step_rollouts import step_rollouts_path
+    from toolgym.training.outputs.step_rollouts import step_rollouts_path
+    from toolgym.training.update.batch import collate
+    from toolgym.training.update.logprobs import response_logprobs
 
     model = AutoModelForCausalLM.from_pretrained(warm, dtype=torch.float32).eval()
     gaps = []

@@ -6,7 +6,7 @@ import torch
 
 from toolgym.distributed.driver import gpu_share
 from toolgym.distributed.worker import RolloutWorker
-from toolgym.training.demo_model import build_demo
+from toolgym.training.model.demo import build_demo
 
 
 def test_each_worker_asks_for_an_equal_share_of_the_cluster_gpus_at_most_one():

@@ -1,5 +1,6 @@
 """The config reference is complete: every field of every section (and of each algorithm's ``options:``) has
-help text, read from the field's own docstring, and the docs hook refuses to build a reference with a gap."""
+help text, read from the field itself (``metadata["help"]``), and the docs hook refuses to build a reference
+with a gap."""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
+
+from toolgym.training.config_schema import described
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -24,22 +27,22 @@ def _hook() -> ModuleType:
 
 @dataclasses.dataclass
 class _Inner:
-    size: int = 1
-    """How big."""
+    size: int = described(1, "How big.")
     colour: str = "red"
+    """An attribute docstring is not help text: the help is on the field."""
 
 
 @dataclasses.dataclass
 class _Outer:
-    inner: _Inner = dataclasses.field(default_factory=_Inner)
-    """A nested section."""
+    inner: _Inner = dataclasses.field(default_factory=_Inner, metadata={"help": "A nested section."})
     steps: int = 3  # a trailing comment is not help text
 
 
 @dataclasses.dataclass
 class _Options:
-    k: int = 1
-    """Top-k."""
+    k: int = described(1, """
+        Top-k,
+        over several lines.""")
 
 
 @dataclasses.dataclass
@@ -62,9 +65,11 @@ def test_an_undescribed_field_fails_the_reference_naming_each_one() -> None:
     hook = _hook()
     assert hook.undescribed(_Outer) == ["inner.colour", "steps"]
     with pytest.raises(hook.UndescribedFieldsError, match=r"2 config field\(s\) without help text: inner.colour, "
-                                                          r"steps; write a docstring"):
+                                                          r"steps; give each one its help"):
         hook.check_described(_Outer, [])
     hook.check_described(_Options, [("options (x)", _ChangedDefault)])  # a subclass keeps its base's text
+    assert hook._field_docs(_ChangedDefault) == {"k": "Top-k, over several lines."}
+    assert hook._field_docs(_Outer) == {"inner": "A nested section."}
 
 
 def test_generated_reference_has_a_description_in_every_row_and_no_escaped_pipe_in_code() -> None:

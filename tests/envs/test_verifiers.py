@@ -195,7 +195,7 @@ def test_rg_score_never_raises():
 
 def test_verify_worker_recovers_after_its_process_dies():
     """The off-main-thread worker is restarted when its child interpreter has died."""
-    from toolgym.envs.scorer_worker import worker
+    from toolgym.envs.scoring.scorer_worker import worker
 
     def compare():
         out["v"] = math_equal("2x+2x", "4x")

@@ -107,7 +107,7 @@ def _plain_logps(model, inputs) -> torch.Tensor:
 @pytest.mark.parametrize("algorithm", ["ctpo", "grpo", "gspo"])
 def test_trl_loss_equals_policy_loss_on_a_fixed_batch(trainer, algorithm: str, monkeypatch: pytest.MonkeyPatch) -> None:
     from toolgym.integrations.trl import ToolgymLoss
-    from toolgym.training.losses import policy_loss
+    from toolgym.training.policy_gradient.losses import policy_loss
 
     model = trainer.model.train()
     trainer.current_gradient_accumulation_steps = 1  # what the HF training loop sets for one micro-batch per step
@@ -286,7 +286,7 @@ def test_trl_nan_sampling_logprob_gets_no_correction_and_training_goes_on(traine
     weight the loss uses is the one TRL computed (``importance_sampling_ratio``), so one NaN no longer raises.
     The expected loss is ``policy_loss`` on the very log-probs TRL computed inside the call (no second forward)."""
     from toolgym.integrations.trl import ToolgymLoss
-    from toolgym.training.losses import policy_loss
+    from toolgym.training.policy_gradient.losses import policy_loss
 
     trainer.current_gradient_accumulation_steps = 1
     trainer.toolgym_loss = spec = ToolgymLoss.from_algorithm("ctpo")

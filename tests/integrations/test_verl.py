@@ -1,7 +1,7 @@
 """toolgym's losses in verl's policy-loss registry and toolgym's judge as verl's reward function (verl 0.9.1, CPU).
 
 The losses are compared on one fixed batch (float32, a padded response mask with an empty row) with
-``toolgym.training.losses.policy_loss`` on the same tensors, and ``toolgym_grpo``/``toolgym_gspo`` also with verl's
+``toolgym.training.policy_gradient.losses.policy_loss`` on the same tensors, and ``toolgym_grpo``/``toolgym_gspo`` also with verl's
 own ``vanilla``/``gspo`` losses (an implementation independent of toolgym's). Tolerance: |Δ| ≤ 1e-6 · max(1, |loss|)
 for values and 1e-6 (abs) + 1e-5 (rel) per gradient entry.
 """
@@ -100,7 +100,7 @@ def test_importing_verl_registers_ctpo_through_the_plugin_entry_point() -> None:
 def test_loss_equals_policy_loss(integration, name: str, mode: str, dp: bool) -> None:
     from verl.trainer.ppo.core_algos import get_policy_loss_fn
 
-    from toolgym.training.losses import ClipConfig, policy_loss
+    from toolgym.training.policy_gradient.losses import ClipConfig, policy_loss
 
     ratio, preset = PRESETS[name]
     clip = getattr(ClipConfig, preset)()
@@ -128,7 +128,7 @@ def test_verls_ppo_loss_runs_ctpo_from_the_config(integration, mode: str) -> Non
     from verl.utils import tensordict_utils as tu
     from verl.workers.utils.losses import ppo_loss
 
-    from toolgym.training.losses import ClipConfig, policy_loss
+    from toolgym.training.policy_gradient.losses import ClipConfig, policy_loss
 
     old, logp, adv, mask = _batch(noise=NOISE["ctpo"])
     prompt = 3
@@ -202,7 +202,7 @@ def test_on_policy_ctpo_is_minus_the_mean_advantage(integration) -> None:
 
 
 def test_sequence_rollout_weights_become_the_seq_weight(integration) -> None:
-    from toolgym.training.losses import ClipConfig, policy_loss
+    from toolgym.training.policy_gradient.losses import ClipConfig, policy_loss
 
     old, logp, adv, mask = _batch(noise=0.1)
     w = torch.tensor([0.5, 1.0, 2.0, 1.5, 0.8, 1.0])

@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from tests.journeys.user import User, readme_block
-from toolgym.training.logging import read_metrics
+from toolgym.training.outputs.logging import read_metrics
 
 from ..training.trainer_util import tiny_config
 

@@ -13,9 +13,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from tests.device_standin import standin_mode  # noqa: E402
 from tests.device_standin_ranks import init_ranks, nccl_rules  # noqa: E402
 from tests.training.trainer_util import two_rank_config  # noqa: E402
-from toolgym.training import data_parallel as D  # noqa: E402
 from toolgym.training.config import load_config  # noqa: E402
 from toolgym.training.trainer import Trainer  # noqa: E402
+from toolgym.training.update import data_parallel as D  # noqa: E402
 
 out = Path(sys.argv[1])
 info = init_ranks()

@@ -12,9 +12,9 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from tests.training.tiny import tiny_lm  # noqa: E402
-from toolgym.training import data_parallel as D  # noqa: E402
-from toolgym.training.checkpoint import TrainerState, latest_checkpoint, load_checkpoint  # noqa: E402
+from toolgym.training.outputs.checkpoint import TrainerState, latest_checkpoint, load_checkpoint  # noqa: E402
 from toolgym.training.trainer import Trainer  # noqa: E402
+from toolgym.training.update import data_parallel as D  # noqa: E402
 
 out = Path(sys.argv[1])
 info = D.init("cpu")

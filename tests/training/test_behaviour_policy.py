@@ -17,9 +17,9 @@ import torch
 
 from toolgym.training.algorithms.distillation.step import mopd_forward_loss
 from toolgym.training.config import load_config
-from toolgym.training.logprobs import response_logprobs
-from toolgym.training.losses import mismatch_weight
+from toolgym.training.policy_gradient.losses import mismatch_weight
 from toolgym.training.trainer import Trainer
+from toolgym.training.update.logprobs import response_logprobs
 
 from .trainer_util import tiny_config
 

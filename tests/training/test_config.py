@@ -102,7 +102,7 @@ def test_defaults_follow_the_spec() -> None:
 
 
 def test_clip_config_bridge() -> None:
-    from toolgym.training.losses import ClipConfig
+    from toolgym.training.policy_gradient.losses import ClipConfig
 
     assert ClipConfig.from_loss(load_config(MODEL).loss) == ClipConfig.ctpo()
     assert ClipConfig.from_loss(load_config({"algorithm": "grpo", **MODEL}).loss) == ClipConfig.grpo()
@@ -117,7 +117,7 @@ def test_clip_config_bridge() -> None:
     ({"loss": {"agg": "mean"}}, r"loss.agg: must be one of 'token-mean', 'seq-mean-token-mean', 'seq-mean-token-sum'; got 'mean'"),
     ({"loss": {"ratio": "prefix"}}, r"loss.ratio: must be one of 'cumulative', 'token', 'sequence', 'gspo'"),
     ({"loss": {"clip_mode": "log"}}, r"loss.clip_mode: must be one of 'adaptive', 'fixed', 'none'"),
-    ({"loss": {"eps_low": -0.1}}, r"loss.eps_low: must be a number >= 0; got -0.1"),
+    ({"loss": {"eps_low": -0.1}}, r"loss.eps_low: must be a finite number >= 0; got -0.1"),
     ({"algorithm": "grpo", "loss": {"dual": 0.5}}, r"loss.dual: must be null or a ratio > 1 with clip_mode 'fixed'"),
     ({"advantage": {"estimator": "ppo"}}, r"advantage.estimator: must be one of 'grpo', 'drgrpo', 'rloo'"),
     ({"optimizer": {"lr": "fast"}}, r"optimizer.lr: must be a number; got 'fast'"),
@@ -232,8 +232,8 @@ def test_config_schema_is_a_leaf_of_training() -> None:
 def test_builtin_presets_are_the_registered_defaults() -> None:
     """Each algorithm's loss settings are written once (loss_presets): the registry, ClipConfig's
     classmethods and a loaded config agree."""
-    from toolgym.training.loss_presets import LOSS_PRESETS
-    from toolgym.training.losses import ClipConfig
+    from toolgym.training.policy_gradient.loss_presets import LOSS_PRESETS
+    from toolgym.training.policy_gradient.losses import ClipConfig
 
     for name, preset in LOSS_PRESETS.items():
         assert ALGORITHMS[name].loss == preset
@@ -269,7 +269,7 @@ def test_every_loss_name_the_config_accepts_runs_in_policy_loss() -> None:
     import torch
 
     from toolgym.training import config as config_mod
-    from toolgym.training import losses
+    from toolgym.training.policy_gradient import losses
 
     assert config_mod.RATIOS == losses.RATIOS == ("cumulative", "token", "sequence", "gspo")
     assert config_mod.AGGS == losses.AGGS == ("token-mean", "seq-mean-token-mean", "seq-mean-token-sum")

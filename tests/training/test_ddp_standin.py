@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from toolgym.training.logging import read_metrics
+from toolgym.training.outputs.logging import read_metrics
 
 from .test_fsdp import _torchrun
 

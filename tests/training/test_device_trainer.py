@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from toolgym.training import data_parallel as D
 from toolgym.training.config import load_config
 from toolgym.training.trainer import Trainer
+from toolgym.training.update import data_parallel as D
 
 from .test_mopd_trainer import _groups
 from .trainer_util import tiny_config

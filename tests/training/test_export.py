@@ -11,7 +11,8 @@ import pytest
 import torch
 
 from tests.training.tiny import tiny_lm
-from toolgym.training.checkpoint import (
+from toolgym.training.config import load_config
+from toolgym.training.outputs.checkpoint import (
     STATE_FILE,
     TrainerState,
     latest_checkpoint,
@@ -19,7 +20,6 @@ from toolgym.training.checkpoint import (
     load_weights,
     save_checkpoint,
 )
-from toolgym.training.config import load_config
 from toolgym.training.trainer import Trainer
 
 from .trainer_util import tiny_config

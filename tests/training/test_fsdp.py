@@ -12,8 +12,8 @@ import pytest
 import torch
 
 from tests.training.tiny import tiny_lm
-from toolgym.training.checkpoint import STATE_FILE, load_weights
-from toolgym.training.logging import read_metrics
+from toolgym.training.outputs.checkpoint import STATE_FILE, load_weights
+from toolgym.training.outputs.logging import read_metrics
 
 pytestmark = pytest.mark.slow  # measured over 1 s each (the fast tier leaves them out)
 

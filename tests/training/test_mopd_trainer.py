@@ -152,7 +152,7 @@ def test_real_run_checkpoints_the_teacher(tmp_path):
     tr = Trainer(cfg, console=False)
     summary = tr.fit()
     assert summary["steps"] == 2
-    from toolgym.training.logging import read_metrics
+    from toolgym.training.outputs.logging import read_metrics
 
     rows = read_metrics(tmp_path / "run", "train")
     assert [r["step"] for r in rows] == [1, 2]

@@ -18,7 +18,7 @@ import pytest
 import yaml
 
 from toolgym.agents.trajectory import Trajectory
-from toolgym.training.logging import read_metrics
+from toolgym.training.outputs.logging import read_metrics
 from toolgym.training.pipeline import AheadRollouts
 
 from .trainer_util import tiny_config

@@ -15,8 +15,8 @@ import pytest
 import torch
 import yaml
 
-from toolgym.training.checkpoint import load_weights
-from toolgym.training.logging import read_metrics
+from toolgym.training.outputs.checkpoint import load_weights
+from toolgym.training.outputs.logging import read_metrics
 
 from .trainer_util import tiny_config
 

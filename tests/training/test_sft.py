@@ -12,15 +12,15 @@ import torch
 import yaml
 
 from toolgym.agents.chat import ChatTemplate
-from toolgym.training.batch import collate
-from toolgym.training.demo_model import build_demo
-from toolgym.training.logprobs import response_logprobs
+from toolgym.training.model.demo import build_demo
 from toolgym.training.sft import (
     arith_demonstrations,
     demonstration_trajectories,
     encode_demonstration,
     sft_train,
 )
+from toolgym.training.update.batch import collate
+from toolgym.training.update.logprobs import response_logprobs
 
 from .trainer_util import tiny_config
 

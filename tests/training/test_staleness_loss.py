@@ -38,12 +38,12 @@ from toolgym.training.algorithms import get_algorithm
 from toolgym.training.algorithms.base import StepContext
 from toolgym.training.algorithms.distillation.loss import mopd_loss
 from toolgym.training.algorithms.policy_gradient import on_policy_rows
-from toolgym.training.batch import collate
 from toolgym.training.config import load_config
-from toolgym.training.data_parallel import DistInfo
-from toolgym.training.logprobs import response_logprobs
-from toolgym.training.loss_presets import CTPO, GRPO, GSPO
-from toolgym.training.losses import ClipConfig, mismatch_weight, policy_loss
+from toolgym.training.policy_gradient.loss_presets import CTPO, GRPO, GSPO
+from toolgym.training.policy_gradient.losses import ClipConfig, mismatch_weight, policy_loss
+from toolgym.training.update.batch import collate
+from toolgym.training.update.data_parallel import DistInfo
+from toolgym.training.update.logprobs import response_logprobs
 
 F64 = torch.float64
 CAP = 5.0  # loss.mismatch_cap's default

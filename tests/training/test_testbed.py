@@ -17,7 +17,7 @@ import itertools
 import pytest
 import torch
 
-from toolgym.training.losses import per_token_loss, policy_loss
+from toolgym.training.policy_gradient.losses import per_token_loss, policy_loss
 
 RATIOS = ("token", "cumulative", "sequence", "gspo")
 ADVS = ("Q", "A", "R")

@@ -15,7 +15,7 @@ import yaml
 
 from tests.stopping import resume_args, run, signal_when, stop_line
 from tests.training.trainer_util import tiny_config
-from toolgym.training.logging import read_metrics
+from toolgym.training.outputs.logging import read_metrics
 
 STEPS = 12
 

@@ -12,7 +12,7 @@ import torch
 
 from toolgym.agents.trajectory import Trajectory
 from toolgym.training.config import load_config
-from toolgym.training.logging import read_metrics
+from toolgym.training.outputs.logging import read_metrics
 from toolgym.training.trainer import Trainer, trajectory_stats
 
 from .trainer_util import tiny_config

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from toolgym.training.logging import read_metrics
+from toolgym.training.outputs.logging import read_metrics
 
 pytestmark = pytest.mark.slow  # measured over 1 s each (the fast tier leaves them out)
 

@@ -67,7 +67,7 @@ def transport(work: Path, report: dict) -> None:
     from transformers import LlamaConfig, LlamaForCausalLM
 
     from toolgym.agents.vllm_sampler import VLLMSampler
-    from toolgym.training.policy_sync import PolicySync
+    from toolgym.training.sampling.policy_sync import PolicySync
 
     tiny, roomy = work / "tiny-shm", work / "roomy-shm"
     mount_tmpfs(tiny, "128k")  # the model below is ~0.25 MB in float32
@@ -100,9 +100,9 @@ def transport(work: Path, report: dict) -> None:
 
 
 def moe_names(work: Path, report: dict) -> None:
-    from tests.training.test_checkpoint_format import tiny_moe
+    from tests.training.sampling.test_checkpoint_format import tiny_moe
     from toolgym.agents.vllm_sampler import VLLMSampler
-    from toolgym.training.policy_sync import PolicySync
+    from toolgym.training.sampling.policy_sync import PolicySync
 
     shape = {"hidden": 64, "head_dim": 32, "moe_inner": 32, "arch": "mixtral"}  # vLLM's CPU kernels' smallest
     tiny_moe(False, **shape).save_pretrained(work / "mixtral")

@@ -32,7 +32,7 @@ def main() -> None:
     from toolgym.agents.vllm_sampler import VLLMSampler
     from toolgym.assets import asset_path
     from toolgym.training.config import load_config
-    from toolgym.training.logging import read_metrics
+    from toolgym.training.outputs.logging import read_metrics
     from toolgym.training.trainer import train
 
     out = Path(sys.argv[1])

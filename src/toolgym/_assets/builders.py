@@ -1,6 +1,6 @@
-"""Asset builders with one signature, ``build(spec, archive, out, scratch, progress) -> metadata``, so the
-cache registers them by asset name (``toolgym.assets.BUILDERS``) instead of switching on names. Each imports
-its heavy module when called."""
+"""Asset builders with one signature, ``build(spec, archive, out, scratch, progress) -> metadata``, so each
+asset's spec names its own (``AssetSpec.builder = "toolgym._assets.builders:NAME"``, in the registry
+``toolgym.assets.ASSETS``) instead of the cache switching on names. Each imports its heavy module when called."""
 
 from __future__ import annotations
 

@@ -23,7 +23,7 @@ class ExportError(ToolgymError):
 
 def find_checkpoint(run_dir: Path, step: int | None) -> Path:
     """``RUN_DIR/checkpoints/step-N`` (``step``) or the latest complete one; RUN_DIR may be the checkpoints folder."""
-    from toolgym.training.checkpoint import STATE_FILE, latest_checkpoint
+    from toolgym.training.outputs.checkpoint import STATE_FILE, latest_checkpoint
 
     if not run_dir.is_dir():
         raise ExportError(f"no run folder at {run_dir}")
@@ -43,7 +43,7 @@ def find_checkpoint(run_dir: Path, step: int | None) -> Path:
 
 def export_checkpoint(run_dir: Path, out: Path, step: int | None = None) -> Path:
     """Write the Hugging Face folder of a run's checkpoint to ``out``; returns the checkpoint exported."""
-    from toolgym.training.checkpoint import HF_DIR
+    from toolgym.training.outputs.checkpoint import HF_DIR
 
     ckpt = find_checkpoint(run_dir, step)
     if out.exists() and any(out.iterdir()):
@@ -58,9 +58,9 @@ def export_checkpoint(run_dir: Path, out: Path, step: int | None = None) -> Path
 
 def _rebuild(ckpt: Path, run_dir: Path, out: Path) -> None:
     """A checkpoint without ``hf/``: the run's model and tokenizer, with the checkpoint's weights."""
-    from toolgym.training.checkpoint import apply_weights, load_weights, write_hf_folder
     from toolgym.training.config import load_config
-    from toolgym.training.models import load_policy
+    from toolgym.training.model.load import load_policy
+    from toolgym.training.outputs.checkpoint import apply_weights, load_weights, write_hf_folder
 
     if not (run_dir / "config.yaml").exists():
         raise ExportError(f"{ckpt} has no hf/ folder and {run_dir} no config.yaml to rebuild the model from")

@@ -89,8 +89,8 @@ def train(
             on = " + ".join(e.label for e in cfg.rollout.mixture())
             typer.echo(f"{'resuming' if resume else 'training'} {cfg.algorithm} on {on}, {cfg.steps} steps "
                        f"-> {cfg.output_dir}")
-        from toolgym.training import data_parallel as D
         from toolgym.training.trainer import train as run
+        from toolgym.training.update import data_parallel as D
 
         with D.default_device(cfg.model.device), signals():
             summary = run(cfg, resume=resume)
@@ -153,10 +153,10 @@ def sft(
         import torch
 
         from toolgym.agents.chat import ChatTemplate
-        from toolgym.training import data_parallel as D
         from toolgym.training import sft as S
-        from toolgym.training.models import load_policy
+        from toolgym.training.model.load import load_policy
         from toolgym.training.trainer import Trainer
+        from toolgym.training.update import data_parallel as D
 
         torch.manual_seed(cfg.seed)
         with D.default_device(cfg.model.device):

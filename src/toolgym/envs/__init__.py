@@ -11,6 +11,10 @@ from typing import Any
 from toolgym._moved import alias_modules
 
 alias_modules({"toolgym.envs.kattis": "toolgym.envs.tasks.kattis"})  # its old import path
+alias_modules({"toolgym.envs.offloop": "toolgym.envs.scoring.offloop",  # the scoring modules' old paths
+               "toolgym.envs.scorer_guard": "toolgym.envs.scoring.guard",
+               "toolgym.envs.scorer_worker": "toolgym.envs.scoring.scorer_worker",
+               "toolgym.envs.reward_pool": "toolgym.envs.scoring.reward_pool"})
 
 _LAZY = {
     "ToolEnv": "toolgym.envs.core",

@@ -5,9 +5,9 @@ Each function takes any of the keyword arguments `completion` (the final assista
 `state` (per-episode scratch, e.g. the sandbox), and returns a float. Async functions are
 awaited; sync ones never run on the event loop, and each is bounded by `sync_timeout_s` of its own
 time (over it, the component scores 0 and says so). A sync function an author wrote runs in a child
-process that is killed at that bound (`toolgym.envs.reward_pool`: a C call holding the GIL would
+process that is killed at that bound (`toolgym.envs.scoring.reward_pool`: a C call holding the GIL would
 otherwise stop every episode) when a child can import it and it takes no `state`; toolgym's own, and
-any other, run on a thread of their own (`toolgym.envs.offloop`). A function that raises scores 0
+any other, run on a thread of their own (`toolgym.envs.scoring.offloop`). A function that raises scores 0
 for that component and the error is reported; an InfrastructureError (a fault no program could have
 caused: the sandbox engine, the host) is raised on instead, so the episode is not scored at all (the
 runner masks it).
@@ -22,8 +22,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from toolgym.envs import reward_pool
-from toolgym.envs.offloop import call_off_loop
+from toolgym.envs import scoring
 from toolgym.errors import ConfigError, InfrastructureError
 
 RewardFn = Callable[..., Any]
@@ -104,14 +103,14 @@ class Rubric:
 
     async def _call_sync(self, name: str, fn: RewardFn, args: dict[str, Any]) -> Any:
         ref = self._refs[name]
-        payload = None if ref is None else reward_pool.encode(args)
+        payload = None if ref is None else scoring.encode(args)
         if ref is not None and payload is not None:
             try:  # the child's deadline is the bound; a thread only waits on its pipe
-                return await call_off_loop(reward_pool.pool().call, {"ref": ref, "payload": payload,
+                return await scoring.call_off_loop(scoring.pool().call, {"ref": ref, "payload": payload,
                                                                      "deadline_s": self.sync_timeout_s}, None)
-            except reward_pool.Unimportable:
+            except scoring.Unimportable:
                 self._refs[name] = None  # from now on on a thread, as a closure would be
-        return await call_off_loop(fn, args, self.sync_timeout_s)
+        return await scoring.call_off_loop(fn, args, self.sync_timeout_s)
 
     def score(self, **kwargs: Any) -> RubricResult:
         """Synchronous scoring (for use outside an event loop)."""
@@ -130,7 +129,7 @@ def _child_ref(fn: RewardFn, params: set[str] | None) -> str | None:
     sandbox handle cannot cross a pipe; **kwargs may read it too)."""
     if params is None or "state" in params:
         return None
-    return reward_pool.reference(fn)
+    return scoring.reference(fn)
 
 
 def _accepted(fn: RewardFn) -> set[str] | None:

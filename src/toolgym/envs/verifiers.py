@@ -3,7 +3,7 @@
 
 `math_equal` tries an exact numeric comparison first and falls back to math-verify (+ sympy).
 math-verify's timeout uses signal.alarm, which only works in the main thread: off the main
-thread the check runs in the scorer worker (`toolgym.envs.scorer_worker`), a child interpreter
+thread the check runs in the scorer worker (`toolgym.envs.scoring.scorer_worker`), a child interpreter
 killed past its deadline.
 """
 
@@ -158,7 +158,7 @@ def math_equal(pred: Any, gold: Any, *, rel_tol: float = 1e-6, timeout_s: int = 
         return False
     if threading.current_thread() is threading.main_thread():
         return _mv_compare(g, p, timeout_s)
-    from toolgym.envs.scorer_worker import ScorerFailed, ScorerTimeout, worker
+    from toolgym.envs.scoring import ScorerFailed, ScorerTimeout, worker
 
     try:
         return bool(worker().call(f"{__name__}:_mv_compare", [g, p, max(1, int(timeout_s))],
@@ -278,9 +278,9 @@ def rg_score(dataset: Any, answer: str | None, entry: dict[str, Any]) -> float:
     execute the answer (some `eval()` it or hand it to sympy's `parse_expr`) or to act on the host
     raises `ScorerRefused` (the answer scores 0, and the rubric reports why), whatever the scorer
     returned. The guard cannot stop a C call that holds the GIL, so toolgym calls this only inside
-    the scorer worker (`toolgym.envs.scorer_worker`, through `builtin.reasoning_gym.rg_reward`), never
+    the scorer worker (`toolgym.envs.scoring.scorer_worker`, through `builtin.reasoning_gym.rg_reward`), never
     in a trainer."""
-    from toolgym.envs.scorer_guard import ScorerRefused, guarded
+    from toolgym.envs.scoring import ScorerRefused, guarded
 
     with guarded() as guard:
         try:

@@ -8,7 +8,7 @@ People who already train with TRL keep their ``GRPOConfig``, datasets and launch
                                  train_dataset=env_dataset("toolgym/Arith-v0", 256))
 
 The trainer keeps TRL's generation, rewards, advantages and optimizer; only the loss changes: it is
-``toolgym.training.losses.policy_loss`` with the algorithm's ratio, clip and aggregation (``args.loss_type`` and
+``toolgym.training.policy_gradient.losses.policy_loss`` with the algorithm's ratio, clip and aggregation (``args.loss_type`` and
 ``epsilon`` are then unused; an ``importance_sampling_level`` that disagrees with the algorithm's ratio is refused).
 TRL's vLLM importance-sampling correction is honoured as configured: the loss takes the weight TRL computed
 (``vllm_importance_sampling_mode``, its clip bounds, and TRL's rule that a NaN sampling log-prob gets no
@@ -37,8 +37,8 @@ import torch
 from trl import GRPOTrainer
 
 from toolgym.sandbox import tenancy
-from toolgym.training.loss_presets import LOSS_PRESETS
-from toolgym.training.losses import AGGS, RATIOS, ClipConfig, policy_loss
+from toolgym.training.policy_gradient.loss_presets import LOSS_PRESETS
+from toolgym.training.policy_gradient.losses import AGGS, RATIOS, ClipConfig, policy_loss
 
 __all__ = ["ToolgymLoss", "ToolgymGRPOTrainer", "env_dataset", "env_reward", "env_factory"]
 

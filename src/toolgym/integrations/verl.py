@@ -9,7 +9,7 @@ Importing this module registers three losses in verl's policy-loss registry (``c
 
 verl imports it in every worker by itself: toolgym declares it as a ``verl.plugins`` entry point (or set
 ``VERL_USE_EXTERNAL_MODULES=toolgym.integrations.verl``). Select one with
-``actor_rollout_ref.actor.policy_loss.loss_mode=ctpo``. The value is ``toolgym.training.losses.policy_loss``;
+``actor_rollout_ref.actor.policy_loss.loss_mode=ctpo``. The value is ``toolgym.training.policy_gradient.losses.policy_loss``;
 verl's ``loss_agg_mode`` and its global batch counts choose the aggregation, verl's ``clip_ratio*`` keys are not
 read (the clip is the algorithm's). Reward: ``reward.custom_reward_function.path=pkg://toolgym.integrations.verl``
 (name ``compute_score``) judges code in a sandbox and math with ``math_equal``; see :func:`compute_score`.
@@ -25,8 +25,8 @@ from typing import Any
 import torch
 from verl.trainer.ppo.core_algos import POLICY_LOSS_REGISTRY, register_policy_loss
 
-from toolgym.training.loss_presets import LOSS_PRESETS
-from toolgym.training.losses import RATIOS, ClipConfig, policy_loss
+from toolgym.training.policy_gradient.loss_presets import LOSS_PRESETS
+from toolgym.training.policy_gradient.losses import RATIOS, ClipConfig, policy_loss
 
 __all__ = ["LOSSES", "register_loss", "compute_score", "code_score", "math_score", "set_reward_sandbox"]
 
@@ -109,7 +109,7 @@ def register_loss(name: str, ratio: str, clip: ClipConfig | None) -> Callable[..
     return register_policy_loss(name)(fn)
 
 
-# the presets' ratio and clip, written once in toolgym.training.loss_presets
+# the presets' ratio and clip, written once in toolgym.training.policy_gradient.loss_presets
 LOSSES: dict[str, Callable[..., Any]] = {
     name: register_loss(name, LOSS_PRESETS[algo]["ratio"], ClipConfig.from_loss(LOSS_PRESETS[algo]))
     for name, algo in (("ctpo", "ctpo"), ("toolgym_grpo", "grpo"), ("toolgym_gspo", "gspo"))

@@ -22,9 +22,9 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from toolgym.agents.trajectory import Trajectory
-from toolgym.training import data_parallel as D
-from toolgym.training.mixture import Mixture, TaskOrder, env_metrics
-from toolgym.training.rollout_stats import trajectory_stats, warn_infra
+from toolgym.training.outputs.rollout_stats import trajectory_stats, warn_infra
+from toolgym.training.sampling.mixture import Mixture, TaskOrder, env_metrics
+from toolgym.training.update import data_parallel as D
 
 
 class Planned(NamedTuple):
@@ -81,7 +81,7 @@ class Orchestrator:
             from toolgym.sandbox import open_sandbox
 
             self.sandbox = open_sandbox(backend=r.sandbox, pool_size=r.sandbox_pool or None)
-        from toolgym.training.policy_sync import PolicySync, engine_sleeps, policy_weights
+        from toolgym.training.sampling.policy_sync import PolicySync, engine_sleeps, policy_weights
 
         spec = self.sampler_spec
         if self.workers:
@@ -190,7 +190,7 @@ class Orchestrator:
 
     def step_plan(self, step: int, cursor: int) -> list[Planned]:
         """This rank's share of a step's groups, in prompt-slot order: each slot's environment drawn by weight
-        (:mod:`toolgym.training.mixture`; one environment: all of them, from ``cursor``), its task next in that
+        (:mod:`toolgym.training.sampling.mixture`; one environment: all of them, from ``cursor``), its task next in that
         environment's order. A slot's position is its task index for the runner (group id, sampling seeds), so
         the seeds do not depend on which environment a neighbouring slot drew."""
         from toolgym.agents.runner import TaskSpec
@@ -320,7 +320,7 @@ class Orchestrator:
     def _weights(self, *, copy: bool) -> dict[str, Any]:
         """The current policy on the CPU. ``copy``: a snapshot that later updates leave alone (the pipeline holds
         versions); without it, views the pool packs into shared memory at once (one copy, not two)."""
-        from toolgym.training.policy_sync import policy_weights
+        from toolgym.training.sampling.policy_sync import policy_weights
 
         return {k: v.detach().to("cpu", copy=copy) for k, v in policy_weights(self.module).items()}
 

@@ -138,8 +138,8 @@ def sft_train(model: Any, trajectories: Sequence[Any], *, epochs: int, lr: float
     """Token-mean cross-entropy on mask-1 tokens, AdamW, cosine decay; returns final-epoch stats."""
     import torch
 
-    from toolgym.training.batch import collate
-    from toolgym.training.logprobs import response_logprobs
+    from toolgym.training.update.batch import collate
+    from toolgym.training.update.logprobs import response_logprobs
 
     params = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay)

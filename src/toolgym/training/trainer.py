@@ -37,23 +37,23 @@ from toolgym.agents.samplers import get_sampler, names_where
 from toolgym.agents.trajectory import Trajectory
 from toolgym.envs.registry import spec as env_spec
 from toolgym.errors import ConfigError
-from toolgym.training import data_parallel as D
 from toolgym.training.algorithms import Objective, RolloutBatch, StepContext, get_algorithm
-from toolgym.training.batch import TokenBatch, collate
-from toolgym.training.checkpoint import (
+from toolgym.training.config import TrainConfig, config_to_dict, dump_config
+from toolgym.training.model.load import load_policy
+from toolgym.training.outputs.checkpoint import (
     TrainerState,
     latest_checkpoint,
     load_checkpoint,
     rng_state,
     save_checkpoint,
 )
-from toolgym.training.config import TrainConfig, config_to_dict, dump_config
-from toolgym.training.cuda_precision import fp32_on_cuda
-from toolgym.training.logging import MetricsLogger, read_metrics
-from toolgym.training.logprobs import response_logprobs
-from toolgym.training.models import load_policy
-from toolgym.training.rollout_stats import behaviour_gap, trajectory_stats, warn_infra
-from toolgym.training.step_metrics import MetricSums
+from toolgym.training.outputs.logging import MetricsLogger, read_metrics
+from toolgym.training.outputs.rollout_stats import behaviour_gap, trajectory_stats, warn_infra
+from toolgym.training.update import data_parallel as D
+from toolgym.training.update.batch import TokenBatch, collate
+from toolgym.training.update.cuda_precision import fp32_on_cuda
+from toolgym.training.update.logprobs import response_logprobs
+from toolgym.training.update.step_metrics import MetricSums
 
 # ---------------------------------------------------------------- trainer
 
@@ -114,12 +114,12 @@ class Trainer:
             self.module.gradient_checkpointing_enable()
             self.module.config.use_cache = True  # generation still uses the KV cache
         if cfg.model.lora is not None:
-            from toolgym.training.lora import apply_lora
+            from toolgym.training.model.lora import apply_lora
 
             lc = cfg.model.lora
             self.module = apply_lora(self.module, lc.r, lc.alpha, lc.dropout, lc.target_modules)
             if cfg.model.dtype == "bf16":  # the frozen base in the model dtype; the adapters stay fp32 masters
-                from toolgym.training.lora import frozen_to
+                from toolgym.training.model.lora import frozen_to
 
                 frozen_to(self.module, torch.bfloat16)
             if cfg.model.gradient_checkpointing:
@@ -230,7 +230,7 @@ class Trainer:
         """``rows`` of ``trajs`` cut into micro-batches of at most ``max_rows`` rows and, with
         ``max_tokens_per_micro_batch``, that many padded tokens (length-bucketed). Data-parallel ranks then
         agree on the count (each runs as many forwards: FSDP gathers weights in every one)."""
-        from toolgym.training.micro_batches import plan_micro_batches, split_to
+        from toolgym.training.update.micro_batches import plan_micro_batches, split_to
 
         budget = self.cfg.max_tokens_per_micro_batch
         lengths = [len(trajs[i].prompt_ids) + len(trajs[i].response_ids) for i in rows]
@@ -311,7 +311,7 @@ class Trainer:
         the ratio differ from 1 on-policy, and CTPO's cumulative ratio adds that noise up along the sequence."""
         self.module.train()
         if not self.cfg.model.update_dropout:
-            from toolgym.training.models import dropout_off
+            from toolgym.training.model.load import dropout_off
 
             dropout_off(self.module)
 
@@ -403,7 +403,7 @@ class Trainer:
                 D.shutdown(self.dist)
 
     def step(self, step: int, cursor: int, objective: Objective) -> dict[str, Any]:
-        from toolgym.training.peak_memory import peak_memory_gb, reset_peak
+        from toolgym.training.update.peak_memory import peak_memory_gb, reset_peak
 
         reset_peak(self.dist.device)
         t0 = time.perf_counter()
@@ -412,7 +412,7 @@ class Trainer:
         t1 = time.perf_counter()
         record = None
         if self.cfg.logging.save_rollouts:  # the policy-gradient loss notes each row's advantage and clipped tokens
-            from toolgym.training.update_record import UpdateRecord
+            from toolgym.training.outputs.update_record import UpdateRecord
 
             record = UpdateRecord()
         try:
@@ -427,7 +427,7 @@ class Trainer:
             upd = self.update(batch, objective)
         finally:  # after the update, so the file has what it did; a failed update still leaves the rollouts
             if record is not None:
-                from toolgym.training.step_rollouts import save_step_rollouts
+                from toolgym.training.outputs.step_rollouts import save_step_rollouts
 
                 save_step_rollouts(self.cfg, self.out, step + 1, groups, self.dist, record=record,
                                    tokenizer=self.tokenizer)
@@ -495,7 +495,13 @@ class Trainer:
             state.extra["objective"] = kept
         if getattr(self, "orchestrator", None) is not None and state.step < self.cfg.steps:  # sampled ahead
             state.extra.update({f"rollouts_{k}": v for k, v in self.orchestrator.checkpoint_state(state.step).items()})
-        from toolgym.training.lora import ADAPTER_DIR, base_model, is_lora, merged_state_dict, save_adapter
+        from toolgym.training.model.lora import (
+            ADAPTER_DIR,
+            base_model,
+            is_lora,
+            merged_state_dict,
+            save_adapter,
+        )
 
         lora = is_lora(self.module)  # hf/ gets the merged policy; adapter/ the adapters a resume continues from
         save_checkpoint(ckdir, base_model(self.module), self.optimizer, self.scheduler, state, rng,
@@ -511,7 +517,7 @@ class Trainer:
 
     def _lora_resume(self, ckpt: Path) -> Callable[[dict[str, torch.Tensor]], None] | None:
         """LoRA: a resume loads the checkpoint's adapters (its hf/ folder holds the merged weights)."""
-        from toolgym.training.lora import ADAPTER_DIR, is_lora, load_adapter
+        from toolgym.training.model.lora import ADAPTER_DIR, is_lora, load_adapter
 
         if not is_lora(self.module):
             return None
@@ -537,7 +543,7 @@ def share_prompt_obstacle(cfg: TrainConfig, world: int, module: torch.nn.Module)
         return "model.update_dropout (the G completions would share one dropout mask over their prompt)"
     if cfg.model.logprob_head != "chunked":
         return "model.logprob_head: full"
-    from toolgym.training.logprobs import chunked_route
+    from toolgym.training.update.logprobs import chunked_route
 
     route = chunked_route(module)
     return route if isinstance(route, str) else ""

@@ -8,10 +8,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from toolgym.training import data_parallel as D
 from toolgym.training import sft as S
-from toolgym.training.checkpoint import latest_checkpoint
-from toolgym.training.logging import read_metrics
+from toolgym.training.outputs.checkpoint import latest_checkpoint
+from toolgym.training.outputs.logging import read_metrics
+from toolgym.training.update import data_parallel as D
 
 
 def demonstrations(cfg: Any, out: Path, main: bool) -> list[dict[str, Any]]:
@@ -62,7 +62,7 @@ def run_summary(cfg: Any, out: Path, steps: int, *, main: bool) -> dict[str, Any
         summary["before"] = {k: evals[0].get(k) for k in ("step", "reward_mean", "tool_rate")}
         summary["after"] = {k: evals[-1].get(k) for k in ("step", "reward_mean", "tool_rate")}
     if cfg.logging.plot:
-        from toolgym.training.plot import plot_run
+        from toolgym.training.outputs.plot import plot_run
 
         summary["plot"] = str(plot_run(read_metrics(out), out / "curves.png",
                                        title=f"{cfg.algorithm} on {' + '.join(e.label for e in cfg.rollout.mixture())}"))

@@ -91,7 +91,7 @@ def turns_view(turns: list[Any], fmt: Any) -> list[dict[str, Any]]:
 
 
 def _train(train: Any, n: int) -> dict[str, Any] | None:
-    """What a training step recorded (training/step_rollouts.py): the advantage (one number, or one per
+    """What a training step recorded (training/outputs/step_rollouts.py): the advantage (one number, or one per
     token) and the response positions the trust-region clip cut in at least one update pass."""
     if not isinstance(train, dict):
         return None

@@ -1,10 +1,10 @@
 """toolgym/ReasoningGym-v0: any reasoning-gym procedural dataset by name, seeded and unbounded.
 
 The reward is the dataset's own scorer (an exception scores 0). It never runs in the trainer: it
-runs in the scorer worker (`toolgym.envs.scorer_worker`), a child interpreter with memory and CPU
+runs in the scorer worker (`toolgym.envs.scoring.scorer_worker`), a child interpreter with memory and CPU
 limits that is killed past `SCORE_DEADLINE_S` (the answer scores 0, with a `ScorerTimeout` note),
 so a scorer's C call that holds the GIL (coin_flip on '1e-7000000') stalls no other episode. There
-it runs under `toolgym.envs.scorer_guard`: a scorer may not execute the answer. A dataset whose
+it runs under `toolgym.envs.scoring.guard`: a scorer may not execute the answer. A dataset whose
 scorer does so even on its own reference answer (it `eval()`s it, or parses it with sympy's
 `parse_expr`) would score every answer 0, so it is refused when its source is built (the check runs
 in the worker too). Tasks are regenerated from (dataset, seed, index), in the trainer and in the
@@ -20,7 +20,7 @@ from typing import Any
 from toolgym.envs.builtin_tools import python_tool
 from toolgym.envs.core import ToolEnv, jsonable
 from toolgym.envs.rubric import Rubric
-from toolgym.envs.scorer_worker import ScorerFailed, ScorerTimeout, in_worker, worker
+from toolgym.envs.scoring import ScorerFailed, ScorerTimeout, in_worker, worker
 from toolgym.envs.sources import GeneratorSource
 from toolgym.envs.types import Task
 from toolgym.envs.verifiers import rg_score
@@ -69,7 +69,7 @@ def _refuse_unsafe_scorer(name: str, ds: Any) -> None:
     """Score the dataset's first reference answer under the scorer guard (in the worker): a scorer
     that executes even that (eval, sympy's parse_expr) would score every answer 0, so the dataset
     is refused."""
-    from toolgym.envs.scorer_guard import guarded
+    from toolgym.envs.scoring import guarded
 
     entry = ds[0]
     with guarded() as guard:
@@ -94,7 +94,7 @@ PROBE_PAYS_MAX = 0.2  # refused when a probe gets full reward on more of the tas
 def _constant_payer(name: str, seed: int, config_json: str) -> list[Any] | None:
     """In the worker: the first probe answer the dataset's scorer pays full reward on more than
     PROBE_PAYS_MAX of the tasks it is wrong for, with its counts; None when there is none."""
-    from toolgym.envs.scorer_guard import ScorerRefused
+    from toolgym.envs.scoring import ScorerRefused
 
     ds = _dataset(name, seed, config_json)
     entries = [ds[i] for i in range(PROBE_TASKS)]

@@ -17,9 +17,9 @@ if TYPE_CHECKING:
     import torch
 
     from toolgym.agents.trajectory import Trajectory
-    from toolgym.training.batch import TokenBatch
     from toolgym.training.config_schema import TrainConfig
-    from toolgym.training.data_parallel import DistInfo
+    from toolgym.training.update.batch import TokenBatch
+    from toolgym.training.update.data_parallel import DistInfo
 
 
 #: episodes that ended for a reason no program could have caused (an exception: a sampler failure, an

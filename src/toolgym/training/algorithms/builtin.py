@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 
 from toolgym.training.algorithms.distillation.options import MOPDOptions, OPDOptions, SDPOOptions
 from toolgym.training.algorithms.registry import register_algorithm
-from toolgym.training.loss_presets import CTPO, FULL_IS, GRPO, GSPO
+from toolgym.training.policy_gradient.loss_presets import CTPO, FULL_IS, GRPO, GSPO
 
 if TYPE_CHECKING:
     from toolgym.training.algorithms.base import Objective
@@ -25,7 +25,7 @@ def distillation(cfg: TrainConfig) -> Objective:
     return DistillationObjective(cfg)
 
 
-# the loss presets are written once, in toolgym.training.loss_presets (CTPO's: LossConfig's defaults)
+# the loss presets are written once, in toolgym.training.policy_gradient.loss_presets (CTPO's: LossConfig's defaults)
 register_algorithm("ctpo", {"loss": CTPO}, None, policy_gradient,
                    description="cumulative prefix ratio, sqrt(t)-adaptive log-space clip (docs/algorithms/ctpo.md)")
 register_algorithm("grpo", {"loss": GRPO}, None, policy_gradient,

@@ -6,11 +6,17 @@ from __future__ import annotations
 import torch
 
 from toolgym.agents.trajectory import Trajectory
-from toolgym.training.advantages import group_advantages
 from toolgym.training.algorithms.base import Objective, RolloutBatch, StepContext, scored_rewards
 from toolgym.training.config_schema import TrainConfig
-from toolgym.training.logprobs import response_logprobs
-from toolgym.training.losses import ClipConfig, finite_rows, mismatch_weight, per_token_loss, policy_loss
+from toolgym.training.policy_gradient.advantages import group_advantages
+from toolgym.training.policy_gradient.losses import (
+    ClipConfig,
+    finite_rows,
+    mismatch_weight,
+    per_token_loss,
+    policy_loss,
+)
+from toolgym.training.update.logprobs import response_logprobs
 
 
 def normalisers(agg: str, token_count: float, seq_count: float) -> dict[str, float]:
@@ -74,7 +80,7 @@ def on_policy_rows(ctx: StepContext, groups: list[list[Trajectory]]) -> frozense
 
 def add_sequence_weights(batch: RolloutBatch, cap: float) -> dict[str, float]:
     """Set ``batch.seq_weight`` to each row's truncated mismatch weight ``min(exp(sum_t m_t (old_t - sampler_t)),
-    cap)`` (:func:`~toolgym.training.losses.mismatch_weight`; old: the trainer's log-probs at the step's starting
+    cap)`` (:func:`~toolgym.training.policy_gradient.losses.mismatch_weight`; old: the trainer's log-probs at the step's starting
     weights, sampler: the trajectory's behaviour log-probs) and leave rows with a non-finite weight out; returns
     the step's metrics. The one place the sampler's own log-probs enter a loss (docs/algorithms/ctpo.md,
     "Training on stale rollouts")."""

@@ -15,7 +15,7 @@ from typing import Any
 import torch
 
 from toolgym.training.algorithms.distillation.divergences import gather_logprobs
-from toolgym.training.shared_prompt import SharedPlan
+from toolgym.training.update.shared_prompt import SharedPlan
 
 
 @dataclass
@@ -131,11 +131,11 @@ def mopd_step_inputs(
 
 def shared_response_logits(model: torch.nn.Module, batch: PromptResponseBatch, plan: SharedPlan,
                            temperature: float = 1.0) -> torch.Tensor | None:
-    """:func:`response_logits` with each distinct prompt forwarded once (:mod:`toolgym.training.shared_prompt`),
+    """:func:`response_logits` with each distinct prompt forwarded once (:mod:`toolgym.training.update.shared_prompt`),
     in the compute dtype (bf16 under autocast, as the per-row logits); None where the model cannot take that
     path (checked once per model against the per-row logits, both in the weights' precision)."""
-    from toolgym.training import shared_prompt as S
-    from toolgym.training.logprobs import chunked_route
+    from toolgym.training.update import shared_prompt as S
+    from toolgym.training.update.logprobs import chunked_route
 
     route = chunked_route(model)
     if isinstance(route, str) or len(plan.prompts) == len(plan.owner):
@@ -165,8 +165,8 @@ def shared_response_logits(model: torch.nn.Module, batch: PromptResponseBatch, p
 def _logits_on_cache(decoder: torch.nn.Module, head: Any, batch: PromptResponseBatch, plan: SharedPlan,
                      temperature: float) -> torch.Tensor | str:
     """[B, T, V] response logits in the compute dtype, each prompt forwarded once; or why the cache cannot serve."""
-    from toolgym.training import shared_prompt as S
-    from toolgym.training.lm_head import compute_dtype, head_logits
+    from toolgym.training.update import shared_prompt as S
+    from toolgym.training.update.lm_head import compute_dtype, head_logits
 
     st = S.response_states(decoder, plan, batch.input_ids.device)
     if isinstance(st, str):

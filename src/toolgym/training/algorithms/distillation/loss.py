@@ -14,7 +14,7 @@ from typing import Literal
 import torch
 
 from toolgym.training.algorithms.distillation.divergences import sampled_token_reverse_kl, topk_divergence
-from toolgym.training.loss_metrics import to_floats
+from toolgym.training.policy_gradient.loss_metrics import to_floats
 
 Agg = Literal["seq-mean-token-mean", "token-mean"]
 

@@ -36,7 +36,7 @@ from toolgym.training.algorithms.policy_gradient import (
     warn_uncorrected_staleness,
 )
 from toolgym.training.config_schema import TrainConfig
-from toolgym.training.shared_prompt import plan_of
+from toolgym.training.update.shared_prompt import plan_of
 
 
 class DistillationObjective(Objective):
@@ -61,7 +61,7 @@ class DistillationObjective(Objective):
 
     def _ensure_teacher(self, ctx: StepContext) -> EMATeacher:
         if self.teacher is None:
-            from toolgym.training.lora import AdaptersOff, is_lora
+            from toolgym.training.model.lora import AdaptersOff, is_lora
 
             if self.opt.teacher is None and self.opt.ema_rate == 0 and is_lora(ctx.module) and not self.cfg.sft.enabled:
                 # the frozen initial policy of a LoRA run is its base: adapters off, no copy, same after a resume
@@ -78,7 +78,7 @@ class DistillationObjective(Objective):
 
     def _separate_teacher(self, ctx: StepContext) -> torch.nn.Module:
         """A frozen teacher model; it scores the student's token ids, so the vocabularies must match."""
-        from toolgym.training.models import load_policy
+        from toolgym.training.model.load import load_policy
 
         tcfg = dataclasses.replace(self.cfg, model=dataclasses.replace(self.cfg.model, name_or_path=self.opt.teacher,
                                                                       tokenizer=None, model_kwargs={}))

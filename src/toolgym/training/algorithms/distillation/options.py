@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
 from toolgym.errors import ConfigError
+from toolgym.training.config_schema import described
 
 if TYPE_CHECKING:
     from toolgym.training.config_schema import TrainConfig
@@ -20,46 +21,46 @@ if TYPE_CHECKING:
 class MOPDOptions:
     """Multi-peer on-policy distillation: which peers the teacher sees, the divergence, the teacher itself."""
 
-    mode: Literal["positive", "contrastive", "sdpo"] = "contrastive"
-    """Which peers the teacher sees: contrastive (up to two other successes and one failure), positive (up
-    to two other successes) or sdpo (the first other success)."""
-    context: Literal["peers", "none"] = "peers"
-    """peers: the teacher scores the student's response with its peers in the prompt; none: the teacher
-    scores the student's own prompt."""
-    divergence: Literal["jsd", "topk", "sampled_rkl"] = "jsd"
-    """jsd: JSD(alpha) over the whole vocabulary; topk: the same JSD over the student's top-k tokens;
-    sampled_rkl: reverse KL at the sampled token."""
-    k: int = 100
-    """Tokens kept by divergence topk (the student's k most likely)."""
-    alpha: float = 0.5
-    """JSD interpolation (0: forward KL, 1: reverse KL), for jsd and topk alike."""
-    tail: bool = True
-    """topk: the probability mass outside the top-k as one extra bucket."""
-    threshold: float = 0.5
-    """A rollout with reward >= threshold counts as a success."""
-    use_feedback: bool = True
-    """Show the teacher a rollout's own verifier feedback (trajectory metadata "feedback")."""
-    ema_rate: float = 0.05
-    """teacher <- (1 - rate) teacher + rate student after each step; 0: the teacher stays frozen."""
-    teacher: str | None = None
-    """null: an EMA copy of the student; else a model (asset, folder) kept frozen."""
-    max_teacher_tokens: int = 10240
-    """Teacher prompt limit in tokens (peers are truncated first)."""
-    ratio_cap: float = 2.0
-    """Cap of the importance ratio on off-policy mini-batches (the ratio is 1 on-policy)."""
-    token_mismatch_weight: bool = False
-    """Weight each token by min(exp(trainer log-prob - sampler log-prob), weight_cap) (engine/trainer
-    mismatch); not with loss.mismatch_weight on or rollout.max_staleness >= 1, where the sequence-level
-    weight is the one correction (docs/algorithms/mopd.md)."""
-    weight_cap: float = 2.0
-    """Cap of that token mismatch weight (used with token_mismatch_weight)."""
-    agg: Literal["seq-mean-token-mean", "token-mean"] = "seq-mean-token-mean"
-    """How token losses are averaged: seq-mean-token-mean (per response, then over responses) or token-mean
-    (over all tokens)."""
-    rl_coef: float = 0.0
-    """toolgym's extension: add rl_coef x the policy-gradient loss of the loss section."""
-    teacher_micro_batch: int = 0
-    """Rows per teacher forward pass; 0: the whole micro-batch."""
+    mode: Literal["positive", "contrastive", "sdpo"] = described("contrastive", """
+        Which peers the teacher sees: contrastive (up to two other successes and one failure), positive (up
+        to two other successes) or sdpo (the first other success).""")
+    context: Literal["peers", "none"] = described("peers", """
+        peers: the teacher scores the student's response with its peers in the prompt; none: the teacher
+        scores the student's own prompt.""")
+    divergence: Literal["jsd", "topk", "sampled_rkl"] = described("jsd", """
+        jsd: JSD(alpha) over the whole vocabulary; topk: the same JSD over the student's top-k tokens;
+        sampled_rkl: reverse KL at the sampled token.""")
+    k: int = described(100, """
+        Tokens kept by divergence topk (the student's k most likely).""")
+    alpha: float = described(0.5, """
+        JSD interpolation (0: forward KL, 1: reverse KL), for jsd and topk alike.""")
+    tail: bool = described(True, """
+        topk: the probability mass outside the top-k as one extra bucket.""")
+    threshold: float = described(0.5, """
+        A rollout with reward >= threshold counts as a success.""")
+    use_feedback: bool = described(True, """
+        Show the teacher a rollout's own verifier feedback (trajectory metadata "feedback").""")
+    ema_rate: float = described(0.05, """
+        teacher <- (1 - rate) teacher + rate student after each step; 0: the teacher stays frozen.""")
+    teacher: str | None = described(None, """
+        null: an EMA copy of the student; else a model (asset, folder) kept frozen.""")
+    max_teacher_tokens: int = described(10240, """
+        Teacher prompt limit in tokens (peers are truncated first).""")
+    ratio_cap: float = described(2.0, """
+        Cap of the importance ratio on off-policy mini-batches (the ratio is 1 on-policy).""")
+    token_mismatch_weight: bool = described(False, """
+        Weight each token by min(exp(trainer log-prob - sampler log-prob), weight_cap) (engine/trainer
+        mismatch); not with loss.mismatch_weight on or rollout.max_staleness >= 1, where the sequence-level
+        weight is the one correction (docs/algorithms/mopd.md).""")
+    weight_cap: float = described(2.0, """
+        Cap of that token mismatch weight (used with token_mismatch_weight).""")
+    agg: Literal["seq-mean-token-mean", "token-mean"] = described("seq-mean-token-mean", """
+        How token losses are averaged: seq-mean-token-mean (per response, then over responses) or token-mean
+        (over all tokens).""")
+    rl_coef: float = described(0.0, """
+        toolgym's extension: add rl_coef x the policy-gradient loss of the loss section.""")
+    teacher_micro_batch: int = described(0, """
+        Rows per teacher forward pass; 0: the whole micro-batch.""")
 
     def _check(self, p: str) -> None:
         def need(ok: bool, name: str, allowed: str) -> None:

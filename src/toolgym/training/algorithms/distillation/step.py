@@ -31,8 +31,8 @@ from toolgym.training.algorithms.distillation.peers import (
     problem_of,
     render_teacher_prompt_ids,
 )
-from toolgym.training.loss_metrics import to_floats
-from toolgym.training.shared_prompt import SharedPlan
+from toolgym.training.policy_gradient.loss_metrics import to_floats
+from toolgym.training.update.shared_prompt import SharedPlan
 
 
 def prompt_messages(traj: Trajectory) -> list[dict[str, Any]]:
