@@ -18,3 +18,9 @@ def need(cond: bool, why: str) -> None:
         if on_ci():
             pytest.fail(f"CI is set but {why}")
         pytest.skip(why)
+
+
+def long_checks() -> bool:
+    """TOOLGYM_LONG_CHECKS=1 runs the long form of the few checks (marked ``long``) that CI runs in a short
+    form: a whole dataset instead of a fixed sample of it, more training steps."""
+    return os.environ.get("TOOLGYM_LONG_CHECKS", "").strip().lower() not in ("", "0", "false", "no")

@@ -42,3 +42,11 @@ def test_what_a_file_declares_slow_is_left_out_of_the_fast_tier_and_nothing_else
     assert {f"{parity}[arc_easy-200]", f"{fault}[local]", "tests/sandbox/test_attack_fault_attribution.py::"
             "test_a_call_whose_sandbox_fails_gets_its_own_verdict[docker]"} <= fast
     assert fast < every
+
+
+def test_a_check_with_a_short_form_is_marked_long() -> None:
+    """CI runs the short form of what reads ``long_checks()``; the marker lets `-m long` find the long forms."""
+    users = [p for p in (ROOT / "tests").rglob("test_*.py") if "long_checks()" in p.read_text()]
+    assert users, "no test reads long_checks(): drop the marker and TOOLGYM_LONG_CHECKS"
+    unmarked = [str(p.relative_to(ROOT)) for p in users if "pytest.mark.long" not in p.read_text()]
+    assert not unmarked, f"these read long_checks() but mark no test long: {unmarked}"

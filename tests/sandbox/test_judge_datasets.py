@@ -16,6 +16,7 @@ import sys
 
 import pytest
 
+from tests.requirements import long_checks
 from tests.test_assets import LEETCODE_SOLUTIONS
 from toolgym import assets
 from toolgym.envs.tasks.function_sets import leetcode
@@ -77,9 +78,14 @@ def judged(sb, jobs: list[tuple[str, list[str]]]) -> list[list[bool]]:
 
 @pytest.fixture(scope="module")
 def mbpp() -> list[dict]:
-    return assets.load_records("mbpp")
+    records = assets.load_records("mbpp")
+    if long_checks():
+        return records
+    # the short form CI runs: every fifth problem, mbpp-126 (the one known disagreement) among them
+    return [r for i, r in enumerate(records) if i % 5 == 0 or r["id"] == "mbpp-126"]
 
 
+@pytest.mark.long
 def test_mbpp_references_and_wrong_variants_keep_their_verdicts(sb, mbpp):
     jobs = []
     for r in mbpp:
@@ -93,7 +99,8 @@ def test_mbpp_references_and_wrong_variants_keep_their_verdicts(sb, mbpp):
     # reach the test (else `abs = lambda x: 0` would pass `assert abs(f() - 3) < 1e-9`), so it
     # fails here as it did with the judge before the process split
     assert differ == [("mbpp-126", "reference", [True] * 3, [False] * 3)], differ[:10]
-    assert sum(all(row) for row in got[::2]) >= 495  # the references pass (a handful are broken upstream)
+    assert len(mbpp) in (500, 100)  # the whole set (TOOLGYM_LONG_CHECKS=1), or CI's sample
+    assert sum(all(row) for row in got[::2]) >= len(mbpp) - 5  # the references pass (a handful are broken upstream)
     assert not any(all(row) for row in got[1::2])
 
 
