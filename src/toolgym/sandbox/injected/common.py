@@ -95,6 +95,22 @@ def scrub_environ():
         i += 1
 
 
+def sink(directory):
+    """A read-write fd of an empty file only root may open, named nowhere (made in `directory`, unlinked):
+    what the executor holds as fds 0, 1 and 2 where /dev/null would do. Under gVisor any uid may reopen
+    what /proc/1/fd/N names (its permission check is the file's own, not the executor's dumpability): a
+    /dev/null there opens for anyone; this file does not."""
+    path = os.path.join(directory, ".toolgym-sink-" + os.urandom(6).hex())
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    try:
+        os.fchown(fd, 0, 0)
+        os.unlink(path)
+    except OSError:
+        os.close(fd)
+        raise
+    return fd
+
+
 def pidfd_open(pid):
     """A pidfd for `pid`, or None where the kernel has no pidfd_open (gVisor's): callers then tell a
     process by its pid and start time (`proc_identity`)."""
@@ -150,6 +166,23 @@ def uid_of(pid):
     except (OSError, ValueError, IndexError):
         pass
     return None
+
+
+def zombies_of(uids):
+    """Pids of the zombies whose real uid is one of `uids`: processes that ended and wait for their parent.
+    /proc lists them to any uid, so until they are reaped they tell a later program that something ran."""
+    found = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/status") as fh:
+                fields = dict(line.split(":", 1) for line in fh if line.startswith(("State:", "Uid:")))
+            if fields["State"].split()[0] in ("Z", "X") and int(fields["Uid"].split()[0]) in uids:
+                found.append(int(name))
+        except (OSError, ValueError, KeyError, IndexError):
+            continue
+    return found
 
 
 def other_pids(keep):
@@ -477,10 +510,7 @@ class Cleaner:
             try:
                 parent.close()
                 keep = child.fileno()
-                null = os.open(os.devnull, os.O_RDWR)
-                for fd in (0, 1, 2):
-                    os.dup2(null, fd)
-                os.closerange(3, keep)
+                os.closerange(3, keep)  # fds 0-2 stay the executor's: its sink (executor.main), never /dev/null
                 os.closerange(keep + 1, 1 << 16)
                 os.setsid()
                 try:

@@ -80,6 +80,7 @@ from common import (
     reap,
     run_as_main,
     scrub_environ,
+    sink,
     tasks,
     uid_of,
     wipe,
@@ -177,6 +178,7 @@ def _bound(nproc, gvisor_rules):
             _NPROC[0] = int(nproc)  # every call's processes (_set_rlimits), not the executor's own threads
         if gvisor_rules:
             gvisor_filter()
+            _ORPHANS[0] = True  # gVisor lets only PID 1 be a subreaper: a judge harness's orphans come to us
     except (OSError, ValueError, KeyError) as exc:
         return f"the process bound or the gVisor filter did not hold: {exc!r}"
     return None
@@ -1045,6 +1047,15 @@ def main(argv):
         signal.signal(sig, signal.SIG_IGN)
     if _REFUSED is None:
         _REFUSED = _own_workroot()
+    if _REFUSED is None:
+        try:  # fds 0-2 (inherited by the cleaners and the template) open for no one through /proc/1/fd
+            null = sink(WORKROOT)
+        except OSError as exc:
+            _REFUSED = f"the executor's sink did not open: {exc}"
+        else:
+            for fd in (0, 1, 2):
+                os.dup2(null, fd)
+            os.close(null)
     if _REFUSED is None:
         try:  # before any request is read, and while no untrusted process exists
             for uid in UNTRUSTED_UIDS:
