@@ -20,6 +20,7 @@ import uuid
 from typing import Any
 
 from toolgym.errors import SandboxUnavailable
+from toolgym.sandbox.backend import Backend, Worker
 from toolgym.sandbox.protocol import Channel, ChannelClosed, executor_source
 from toolgym.sandbox.types import OWN_PIDS, Limits
 from toolgym.sandbox.uids import new_base
@@ -160,7 +161,7 @@ def executor_program(uid_base: int) -> str:
     return f"import os\nos.environ['TG_UID_BASE'] = {str(uid_base)!r}\n" + executor_source()
 
 
-class DockerWorker:
+class DockerWorker(Worker):
     """One container with a live executor; `call` sends one request over its stream."""
 
     def __init__(self, client, image: str, limits: Limits, cpus: float = 1.0,
@@ -240,7 +241,7 @@ class DockerWorker:
                 pass
 
 
-class DockerBackend:
+class DockerBackend(Backend):
     """Factory of DockerWorkers; reaps orphans of crashed runs once per process."""
 
     name = "docker"
