@@ -66,7 +66,7 @@ def _runtime_ready(runtime: str) -> None:
 @pytest.fixture(scope="module", params=("runc", "runsc"))
 def pair(request):
     _runtime_ready(request.param)
-    rt = None if request.param == "runc" else request.param
+    rt = request.param  # named even for runc: TOOLGYM_SANDBOX_RUNTIME=runsc would make a default runtime runsc
     # 20,000 pipes take over 3 s under gVisor's ptrace platform (timeout on a quiet machine): a longer wall limit
     limits = dataclasses.replace(LIMITS, timeout_s=max(LIMITS.timeout_s, 30))
     a = open_sandbox("docker", limits, pool_size=1, runtime=rt)
