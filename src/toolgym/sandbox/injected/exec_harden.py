@@ -66,7 +66,7 @@ def bound(nproc, gvisor_rules):
     None, else why not."""
     try:
         if nproc is not None:
-            state.NPROC[0] = int(nproc)  # every call's processes (_set_rlimits), not the executor's own threads
+            state.NPROC[0] = int(nproc)  # every call's processes (exec_child._set_rlimits), not the executor's own threads
         if gvisor_rules:
             gvisor_filter()
             state.ORPHANS[0] = True  # gVisor lets only PID 1 be a subreaper: a judge harness's orphans come to us

@@ -14,7 +14,7 @@ from sysvipc import ipc_objects
 from wiping import listing, protector, wipe
 
 # where the kernel has no subreapers (gVisor), a test's orphans go to PID 1, the executor, which reaps them
-# within its REAP_TICK_S: the harness waits that long for it, at most ORPHAN_WAIT_S
+# within its REAP_TICK_S (exec_supervise.py): the harness waits that long for it, at most ORPHAN_WAIT_S
 NO_SUBREAPER = [False]
 ORPHAN_WAIT_S = 5.0
 
