@@ -225,6 +225,18 @@ def test_each_script_is_shipped_with_what_it_imports_in_order() -> None:
     assert "zygote" not in scripts.modules("executor")  # the executor carries nothing of the judge
 
 
+def test_no_script_is_over_500_lines_and_each_split_one_travels_with_its_importer() -> None:
+    """One concern per file (issue 37): none over 500 lines; the executor's and function mode's own modules
+    (exec_*.py, rpc_*.py) are each shipped with the script that imports them, and nothing else needs them."""
+    long = {p.name: n for p in INJECTED.glob("*.py") if (n := len(p.read_text(encoding="utf-8").splitlines())) > 500}
+    assert not long, long
+    executor, harness = set(scripts.modules("executor")), set(scripts.modules("harness"))
+    exec_own = {p.stem for p in INJECTED.glob("exec_*.py")}
+    rpc_own = {p.stem for p in INJECTED.glob("rpc_*.py")}
+    assert len(exec_own) >= 5 and exec_own <= executor and not exec_own & harness
+    assert len(rpc_own) >= 3 and rpc_own <= harness and not rpc_own & executor
+
+
 def test_the_executors_program_fits_in_one_argument() -> None:
     """Both backends pass it as one argv string (`python3 -I -c SOURCE`): Linux takes at most
     MAX_ARG_STRLEN (32 pages, 128 KiB) in one, with its NUL."""

@@ -12,6 +12,7 @@ import secrets
 
 import pytest
 
+from tests.sandbox.conftest import under_gvisor
 from toolgym.sandbox.judging import TestCase, ajudge, judge
 
 WRONG = "def add(a, b):\n    return a - b\n"
@@ -358,18 +359,40 @@ async def test_a_daemon_left_by_one_job_reaches_no_batch_mate(sb):
 SPY = r'''
 import os, time
 
+GVISOR = {gvisor}
+
 def reach(pid):
     found = []
-    for path in (f"/proc/{pid}/mem", f"/proc/{pid}/environ"):
+    try:
+        open(f"/proc/{{pid}}/mem", "rb").close()
+        found.append("mem")
+    except OSError:
+        pass
+    try:
+        if open(f"/proc/{{pid}}/environ", "rb").read() or not GVISOR:  # gVisor: opens for all; what does it hold?
+            found.append("environ")
+    except OSError:
+        pass
+    try:
+        fds = os.listdir(f"/proc/{{pid}}/fd")
+    except OSError:
+        return found
+    if not GVISOR:
+        return found + fds  # Linux: another uid's, or a non-dumpable process's, fd table is closed to us
+    # gVisor lists every process's fds to every uid: what counts is whether one of them opens, unless it names a
+    # file anyone may open by its name anyway (/dev/null, /proc/meminfo): that holds nothing of the process
+    for fd in fds:
+        path = f"/proc/{{pid}}/fd/{{fd}}"
+        try:
+            open(os.readlink(path), "rb").close()
+            continue
+        except OSError:
+            pass
         try:
             open(path, "rb").close()
             found.append(path)
         except OSError:
             pass
-    try:
-        found += os.listdir(f"/proc/{pid}/fd")
-    except OSError:
-        pass
     return found
 
 def others():
@@ -386,10 +409,25 @@ while time.time() < deadline and not reached:
 def add(a, b):
     return a + b if reached else a - b
 '''
-# the control: the same probe on its own process, which it may reach (its own fd table): it passes only if the
-# probe works in this sandbox, so the spy's failure to reach any other process means something
-SPY_CONTROL = SPY.replace("    for pid in others():\n        reached += reach(pid)", "    reached += reach(os.getpid())")
-assert SPY_CONTROL != SPY
+
+
+def spies(sb) -> tuple[str, str]:
+    """The spy for `sb`'s kernel, and its control: the same probe on its own process, which it may reach (its
+    own fd table, holding a file of its own): it passes only if the probe works in this sandbox, so the spy's
+    failure to reach any other process means something. Under gVisor every uid may list any process's /proc/PID/fd and read its
+    environ (a runc-only mechanism closes both: the ptrace access check): there the spy reaches a process when
+    it opens its memory, reads any of its environment, or opens a fd of it that names no file the spy could
+    open by name anyway (the executor's /proc/meminfo, a /dev/null)."""
+    spy = SPY.format(gvisor=under_gvisor(sb))
+    # its own fd table names a file of its own too, unlinked: a fd that reopens under gVisor (its pipes and
+    # sockets do not) and that no name opens
+    control = spy.replace("    for pid in others():\n        reached += reach(pid)",
+                          "    held = open(f'/tmp/control-{os.getpid()}', 'w')\n    os.unlink(held.name)\n"
+                          "    reached += reach(os.getpid())")
+    assert control != spy
+    return spy, control
+
+
 SLOW_WRONG = "import time\ndef add(a, b):\n    time.sleep(1.0)\n    return a - b\n"
 
 
@@ -397,11 +435,12 @@ SLOW_WRONG = "import time\ndef add(a, b):\n    time.sleep(1.0)\n    return a - b
 async def test_jobs_side_by_side_cannot_reach_each_other(sb):
     """Batched function-mode jobs run two at a time. A spy job that could open another job's
     test process (its memory, environment or pipes) would pass; it must not."""
+    spy, control = spies(sb)
     reports = await asyncio.gather(
         ajudge(sb, RIGHT, [TEST], mode="function"),
         ajudge(sb, SLOW_WRONG, [TEST], mode="function", time_limit_s=5.0),
-        ajudge(sb, SPY, [TEST], mode="function", time_limit_s=5.0),
+        ajudge(sb, spy, [TEST], mode="function", time_limit_s=5.0),
         ajudge(sb, SLOW_WRONG, [TEST], mode="function", time_limit_s=5.0),
-        ajudge(sb, SPY, [TEST], mode="function", time_limit_s=5.0),
-        ajudge(sb, SPY_CONTROL, [TEST], mode="function", time_limit_s=5.0))
+        ajudge(sb, spy, [TEST], mode="function", time_limit_s=5.0),
+        ajudge(sb, control, [TEST], mode="function", time_limit_s=5.0))
     assert [r.passed for r in reports] == [1, 0, 0, 0, 0, 1], [r.verdicts for r in reports]

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.kattis_data import BAPCTOOLS, PROBLEMTOOLS, cached_testdata
-from tests.sandbox.conftest import open_for, require_backend
+from tests.sandbox.conftest import open_for, require_backend, under_gvisor
 from toolgym.envs.kattis import KattisProblem, load_problem
 from toolgym.sandbox import Limits, TestCase, judge
 from toolgym.sandbox.judging import JudgeInputError, ajudge_many, build_job
@@ -241,7 +241,11 @@ def test_interactive_submission_cannot_reach_the_answer_or_the_feedback_dir(sb):
     tests = [TestCase(input="", output="s3cr3t-token\n")]
     honest = judge(sb, "input()\nprint('s3cr3t-token', flush=True)\n", tests, validator=v)
     assert honest.all_passed, honest.verdicts  # the control: the secret, when known, is accepted
-    thief = r"""import glob, os
+    # under gVisor any uid may read another process's environ and reopen what its fds name (Linux closes both to
+    # another uid, or a non-dumpable process: the ptrace access check); there the thief finds something only where
+    # they hold anything beyond the public environment every test process gets (zygote.py)
+    thief = f"GVISOR = {under_gvisor(sb)}\n" + r"""import glob, os
+PUBLIC_ENV = {b"PATH", b"HOME", b"LANG", b"LC_ALL", b"TMPDIR", b"PYTHONHASHSEED", b""}
 input()
 found, denied = [], 0
 for d in glob.glob("/proc/[0-9]*"):
@@ -263,9 +267,13 @@ for d in glob.glob("/proc/[0-9]*"):
                 denied += 1
     for leak in ("environ", "fd/0", "fd/1", "mem"):
         try:
-            found.append(open(d + "/" + leak, "rb").read(100).decode(errors="replace"))
+            data = open(d + "/" + leak, "rb").read(1 << 16)
         except OSError:
-            pass
+            continue
+        if GVISOR and leak == "environ":  # what every exec'd test process gets is no leak
+            data = b"\0".join(e for e in data.split(b"\0") if e.split(b"=")[0] not in PUBLIC_ENV)
+        if data or not GVISOR:  # gVisor: any uid may open another's environ and reopen its /dev/null
+            found.append(data[:100].decode(errors="replace"))
 print((found or ["nothing"])[0].strip().replace("\n", " ")[:100] + f" denied={denied}", flush=True)
 """
     rep = judge(sb, thief, tests, validator=v)

@@ -20,6 +20,7 @@ import uuid
 from typing import Any
 
 from toolgym.errors import SandboxUnavailable
+from toolgym.sandbox.backend import Backend, Worker
 from toolgym.sandbox.protocol import Channel, ChannelClosed, executor_source
 from toolgym.sandbox.types import OWN_PIDS, Limits
 from toolgym.sandbox.uids import new_base
@@ -148,7 +149,19 @@ def executor_args(pids: int, mem: int, runtime: str | None) -> list[str]:
             "--process-memory", str(RUNSC_PROC_MEMORY)]
 
 
-class DockerWorker:
+# The executor starts with an empty environment: under gVisor every uid may read any process's
+# /proc/PID/environ (mode 0444, whatever its dumpability), and every process of the sandbox is a fork of the
+# executor's and shows its initial environment (zeroed by common.scrub_environ, but as long as it was); now
+# it shows nothing. The uid base reaches the executor in its program text instead.
+EMPTY_ENV = ("/usr/bin/env", "-i", "/usr/bin/python3", "-I")
+
+
+def executor_program(uid_base: int) -> str:
+    """The executor's `-c` program for a sandbox whose uids start at `uid_base` (sandbox.uids)."""
+    return f"import os\nos.environ['TG_UID_BASE'] = {str(uid_base)!r}\n" + executor_source()
+
+
+class DockerWorker(Worker):
     """One container with a live executor; `call` sends one request over its stream."""
 
     def __init__(self, client, image: str, limits: Limits, cpus: float = 1.0,
@@ -175,15 +188,17 @@ class DockerWorker:
             auto_remove=True,
             runtime=runtime,  # "runsc": gVisor, a kernel of the sandbox's own; None: the engine's default
         )
+        base = new_base()
         created = client.api.create_container(
             image,
-            command=["python3", "-I", "-c", executor_source(), "--workroot", "/work", "--wipe-tmp",
+            command=[*EMPTY_ENV, "-c", executor_program(base), "--workroot", "/work", "--wipe-tmp",
                      *executor_args(limits.pids + OWN_PIDS, mem, runtime)],
             name=f"toolgym-sbx-{os.getpid()}-{uuid.uuid4().hex[:8]}",
             user="0:0",  # the executor's; untrusted code runs as uids of this sandbox's own (sandbox.uids)
             working_dir="/work",
             labels=owner_labels(),
-            environment={"LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1", "TG_UID_BASE": str(new_base())},
+            # what the engine shows; the executor itself starts with no environment at all (EMPTY_ENV)
+            environment={"TG_UID_BASE": str(base)},
             stdin_open=True,
             detach=False,  # with stdin_open: StdinOnce, the executor sees EOF when we go away
             tty=False,
@@ -226,7 +241,7 @@ class DockerWorker:
                 pass
 
 
-class DockerBackend:
+class DockerBackend(Backend):
     """Factory of DockerWorkers; reaps orphans of crashed runs once per process."""
 
     name = "docker"

@@ -39,6 +39,7 @@ from typing import Any
 
 from toolgym.errors import SandboxUnavailable
 from toolgym.sandbox import cgroups, seccomp
+from toolgym.sandbox.backend import Backend, Worker
 from toolgym.sandbox.protocol import Channel, ChannelClosed, executor_source
 from toolgym.sandbox.types import OWN_PIDS, Limits
 from toolgym.sandbox.uids import new_base
@@ -280,7 +281,7 @@ def _probe(euid: int) -> dict[str, Any]:
             "why": "bubblewrap works (root, cgroup memory+pids, seccomp, allowlisted mounts)"}
 
 
-class LocalWorker:
+class LocalWorker(Worker):
     """One bubblewrap sandbox with a live executor, talking over its stdin/stdout pipes."""
 
     def __init__(self, limits: Limits, tool: dict[str, Any], work_mb: int = 128, tmp_mb: int = 64,
@@ -385,7 +386,7 @@ class LocalWorker:
             self.cgroup = None
 
 
-class LocalBackend:
+class LocalBackend(Backend):
     """Factory of LocalWorkers; refuses at once (one line) where the sandbox cannot be
     hardened, and reaps cgroups of crashed runs once per process."""
 

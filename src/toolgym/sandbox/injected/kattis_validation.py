@@ -23,13 +23,14 @@ import re
 import time
 
 import limits
-from common import EVAL_UID, RUN_UID, wipe
+from common import EVAL_UID, RUN_UID
+from judge_procs import Run
+from wiping import wipe
 
 AC_EXIT, WA_EXIT = 42, 43
 FEEDBACK_BYTES = 4096
 _FLOAT = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?\Z")  # digit runs cannot trade digits
 _CACHE = {}  # sources digest -> compiled validator bytes, for the later jobs of one call
-Run = None  # the harness's Run class, set by the harness
 
 
 def _float(tok):
