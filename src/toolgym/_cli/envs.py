@@ -1,7 +1,7 @@
 """`toolgym envs`: list registered environments and run the environment checker.
 
     toolgym envs list [--json]
-    toolgym envs check ID [--seed N] [-k key=value ...] [--model M [--tool-parser NAME]] [--json]
+    toolgym envs check ID [--seed N] [-k key=value ...] [--model M [--tool-parser NAME]] [--only CHECK ...] [--json]
     toolgym envs new NAME [--dir PARENT]
 """
 
@@ -9,16 +9,18 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import typer
 
 from toolgym._text import printable
+from toolgym.envs.checker import CHECKS
+from toolgym.errors import ToolgymError
 
 app = typer.Typer(no_args_is_help=True, help="List, check and create environments.")
 
 
-def _fail(msg: str) -> None:
+def _fail(msg: str) -> NoReturn:
     typer.echo(printable(f"error: {msg}"), err=True)  # errors quote files, plug-ins and program text
     raise typer.Exit(2)
 
@@ -68,13 +70,15 @@ def check(
                               "asset name or Hub id; only its tokenizer is loaded)"),
     tool_parser: str = typer.Option(None, "--tool-parser", help="with --model: the format a run would name "
                                     "(default: read from the chat template)"),
+    only: list[str] = typer.Option([], "--only", help="run only this named check on the training build "
+                                   f"(repeatable): {', '.join(CHECKS)}"),
     as_json: bool = typer.Option(False, "--json", help="print JSON"),
 ) -> None:
     """Run the environment checker: reset/step contract, determinism, info, tool schemas, reward range;
-    with --model, whether that model's template renders the env's tools and which parser it would use."""
+    with --model, whether that model's template renders the env's tools and which parser it would use;
+    with --only, just the named checks."""
     from toolgym.envs import registry
-    from toolgym.envs.checker import check_builds, check_env, check_model_format, checks_to_json, run_builds
-    from toolgym.errors import ToolgymError
+    from toolgym.envs.checker import check_builds, check_env, check_model_format, run_builds
 
     kwargs = _parse_kwargs(kwarg)
     summary: dict[str, Any] | None = None
@@ -88,9 +92,12 @@ def check(
             from toolgym.agents.chat import ChatTemplate
 
             template = ChatTemplate(model, tool_parser=tool_parser)
-        checks = check_builds(env_id, kwargs)
+        if only:
+            checks = _only(env_id, kwargs, only, seed)
+        else:
+            checks = check_builds(env_id, kwargs)
         train_build = next(iter(run_builds(env_id, kwargs).values()))
-        if all(c.ok for c in checks):
+        if not only and all(c.ok for c in checks):
             checks += check_env(train_build, seed=seed)
         if template is not None and all(c.ok for c in checks):
             model_checks, summary = check_model_format(train_build, template, seed=seed)
@@ -98,7 +105,31 @@ def check(
             summary["model"] = model
     except ToolgymError as exc:
         _fail(str(exc))
+    _report(env_id, checks, model_checks, summary, model, as_json)
+
+
+def _only(env_id: str, kwargs: dict[str, Any], names: list[str], seed: int) -> list[Any]:
+    """The named checks alone, on the training build; a wrong name is one line with the known ones."""
+    from toolgym.envs.checker import check_env, run_builds
+
+    for name in names:  # before building anything
+        CHECKS.find(name, "--only")
+    train_build = next(iter(run_builds(env_id, kwargs).values()))
+    try:
+        return check_env(train_build, seed=seed, only=names)
+    except ToolgymError:
+        raise
+    except Exception as exc:
+        _fail(f"building {env_id} for training rollouts raised {type(exc).__name__}: {exc} "
+              f"(`toolgym envs check {env_id}` without --only checks each way a run builds it)")
+
+
+def _report(env_id: str, checks: list[Any], model_checks: list[Any], summary: dict[str, Any] | None,
+            model: str | None, as_json: bool) -> None:
+    from toolgym.envs.checker import checks_to_json
+
     failed = [c for c in checks if not c.ok]
+    names = {c.title: c.name for c in CHECKS.values()}
     if as_json:
         out = {"env_id": env_id, "ok": not failed, "checks": checks_to_json(checks)}
         if summary is not None:
@@ -108,7 +139,9 @@ def check(
         for c in checks:
             mark = "ok  " if c.ok else "FAIL"
             shown = c.detail and (not c.ok or any(c is m for m in model_checks))
-            typer.echo(printable(f"{mark} {c.name}" + (f": {c.detail}" if shown else "")))
+            key = names.get(c.name)  # a failed named check says how to rerun it alone
+            title = f"{c.name} [--only {key}]" if key and not c.ok else c.name
+            typer.echo(printable(f"{mark} {title}" + (f": {c.detail}" if shown else "")))
         if summary is not None:
             typer.echo(f"{model}: parses tool calls as {summary['tool_parser']} ({summary['tool_parser_source']}); "
                        f"its template {'renders' if summary['renders_tools'] else 'does not render'} tools")
