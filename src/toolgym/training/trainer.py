@@ -36,6 +36,7 @@ from toolgym._stop import Stopped, held, released
 from toolgym.agents.samplers import get_sampler, names_where
 from toolgym.agents.trajectory import Trajectory
 from toolgym.envs.registry import spec as env_spec
+from toolgym.envs.tasks.catalog import is_source_string
 from toolgym.errors import ConfigError
 from toolgym.training.algorithms import Objective, RolloutBatch, StepContext, get_algorithm
 from toolgym.training.config import TrainConfig, config_to_dict, dump_config
@@ -75,6 +76,8 @@ class Trainer:
         self.sampler_spec = get_sampler(cfg.rollout.sampler, "rollout.sampler")
         for env_id in cfg.env_ids():
             env_spec(env_id)  # a typo'd id is one line before output_dir is made or a model loaded
+        for entry in cfg.rollout.mixture():  # so is a plug-in task family that fails to load (pkg.mod:FAMILY:PATH)
+            is_source_string(entry.env_kwargs.get("dataset"))
         if self.sampler_spec.needs_weight_push and self.dist.world > 1:
             raise ConfigError(f"rollout.sampler={cfg.rollout.sampler} runs one engine beside a single trainer process; "
                               f"with torchrun use sampler: {names_where('in_process')} (or distributed: ray for "
