@@ -1,6 +1,7 @@
 """What a newcomer sees at the top of the repository: text files only (no stray wheel or archive), a LICENSE that
-matches pyproject.toml, figures under docs/assets/ rather than between the pages, and pytest refusing a marker
-nobody registered (a typo such as ``@pytest.mark.slwo`` would otherwise select nothing, silently)."""
+matches pyproject.toml, figures under docs/assets/ rather than between the pages, no tracked file that .gitignore
+names as an output, and pytest refusing a marker nobody registered (a typo such as ``@pytest.mark.slwo`` would
+otherwise select nothing, silently)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ import subprocess
 import sys
 import zipfile
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 IMAGES = (".png", ".jpg", ".jpeg", ".gif", ".svg", ".webp")
@@ -46,6 +49,17 @@ def test_no_binary_file_at_the_top_level() -> None:
     assert {"README.md", "pyproject.toml", "LICENSE"} <= {p.name for p in files}
     binary = sorted(p.name for p in files if is_binary(p))
     assert not binary, f"binary files at the repository's top level: {binary} (artifacts belong elsewhere or nowhere)"
+
+
+def test_no_tracked_file_is_one_gitignore_names_an_output() -> None:
+    """Run folders, build trees, caches and the screenshot tests/docs/test_site.py copies out are ignored; one
+    committed anyway (`git add -f`, or before its pattern was added) is a test's or a run's output in the tree."""
+    if not (ROOT / ".git").exists():
+        pytest.skip("a copy without git metadata (the device machine's) tracks nothing")
+    out = subprocess.run(["git", "ls-files", "-z", "--cached", "--ignored", "--exclude-standard"], cwd=ROOT,
+                         capture_output=True, check=True, timeout=60).stdout.decode()
+    tracked = sorted(name for name in out.split("\0") if name)
+    assert not tracked, f"tracked files that .gitignore names as outputs: {tracked} (git rm --cached them)"
 
 
 def test_license_is_the_apache_text_pyproject_names() -> None:
