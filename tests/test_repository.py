@@ -85,3 +85,15 @@ def test_an_unregistered_marker_is_an_error(tmp_path: Path) -> None:
                          capture_output=True, text=True, cwd=tmp_path, timeout=120)
     assert out.returncode != 0, out.stdout[-2000:]
     assert "'slwo' not found in `markers` configuration option" in out.stdout + out.stderr
+
+
+def test_the_commit_msg_hook_refuses_a_subject_over_72_characters(tmp_path) -> None:
+    import subprocess
+
+    hook = ROOT / "scripts" / "hooks" / "commit-msg"
+    ok, long = tmp_path / "ok", tmp_path / "long"
+    ok.write_text("x" * 72 + "\n\n" + "a body line longer than seventy-two characters is fine " * 3 + "\n")
+    long.write_text("# a comment git strips\n" + "y" * 73 + "\n")
+    assert subprocess.run([str(hook), str(ok)], capture_output=True).returncode == 0
+    res = subprocess.run([str(hook), str(long)], capture_output=True, text=True)
+    assert res.returncode == 1 and "73 characters" in res.stderr
