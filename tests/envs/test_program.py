@@ -76,3 +76,11 @@ def test_toolgym_envs_check_passes_it():
 
     res = CliRunner().invoke(app, ["envs", "check", "toolgym/Program-v0", "-k", f"program={AGENT}"])
     assert res.exit_code == 0, res.output
+
+
+def test_the_docs_show_the_example_program_as_it_is():
+    """docs/training/agent-programs.md lists examples/openai_agent.py (a listing, skipped by the docs test):
+    it must be the file, line for line."""
+    page = (ROOT / "docs" / "training" / "agent-programs.md").read_text()
+    listing = page.split("```python\n", 1)[1].split("```\n", 1)[0]
+    assert listing == Path(AGENT).read_text()

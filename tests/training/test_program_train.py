@@ -29,8 +29,9 @@ def small_config(tmp: Path) -> Path:
     cfg["rollout"].update(group_size=4, prompts_per_step=2)
     cfg["rollout"]["env_kwargs"]["max_concurrent"] = 4
     cfg["sft"].update(demos=800, epochs=2, tool_fraction=0.9)  # most rollouts call the tool: multi-turn
-    assert cfg["rollout"]["temperature"] == 1.0 and cfg["eval"]["at_start"] is False  # what the checks below assume
+    assert cfg["rollout"]["temperature"] == 1.0  # what the checks below assume
     cfg["logging"].update(plot=False, progress=False)
+    cfg["eval"].update(every=0, at_start=False, tasks=4)  # the first sampling call is then step 1's
     path = tmp / "agent.yaml"
     path.write_text(yaml.safe_dump(cfg))
     return path
@@ -45,7 +46,7 @@ class Spy:
         self.first_weights = None
 
 
-@pytest.mark.slow  # SFT warm start + 2 steps of 8 jailed program runs: ~1-2 min on the shared machine
+@pytest.mark.slow  # SFT warm start + 2 steps of 8 jailed program runs, the viewer: ~1-2 min on the shared machine
 @pytest.mark.skipif(jail_unavailable() is not None and not os.environ.get("CI"), reason="needs root and bubblewrap")
 def test_toolgym_train_trains_the_unmodified_openai_client_script(tmp_path, monkeypatch):
     import torch
@@ -101,3 +102,28 @@ def test_toolgym_train_trains_the_unmodified_openai_client_script(tmp_path, monk
     # and the trainer's own check, before each update
     gaps = [m["behaviour_gap_max"] for m in read_metrics(tmp_path / "run", "train")]
     assert len(gaps) == 2 and max(gaps) < 1e-4
+
+    show_in_the_viewer(tmp_path / "run" / "rollouts" / "step-0002.jsonl", steps[1], tmp_path)
+
+
+def show_in_the_viewer(step_file: Path, trajs: list, tmp_path: Path) -> None:
+    """The program's rollouts in the viewer (headless Chromium), as any rollouts: every episode, the tool results
+    the program sent back, the sampled tokens coloured. The screenshot is docs/assets/viewer_openai_agent.png
+    (copied there with TOOLGYM_SCREENSHOTS=docs/assets)."""
+    from tests.requirements import need
+    from tests.viewer.browser import Browser, chromium_path
+    from tests.viewer.cli_util import view_out
+    from tests.viewer.test_browser import READY, keep
+
+    need(chromium_path() is not None, "Chromium is not installed (scripts/setup.sh installs it)")
+    html = tmp_path / "agent.html"
+    view_out(step_file, html)
+    with Browser(tmp_path / "browser") as browser:
+        page = browser.open(html.as_uri())
+        page.wait_for(READY, "the episodes to load")
+        count = lambda sel: page.eval(f"document.querySelectorAll({sel!r}).length")  # noqa: E731
+        assert count("#list .ep") == len(trajs)
+        assert count(".tok.sampled") == sum(t.num_model_tokens for t in trajs)
+        assert count(".role-tool") == sum(1 for t in trajs for m in t.turns if m.get("role") == "tool")
+        keep(page.screenshot(tmp_path / "agent.png", height=1100), "viewer_openai_agent.png")
+        assert not page.exceptions() and not page.console()

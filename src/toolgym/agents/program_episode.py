@@ -1,7 +1,7 @@
 """An agent program as an episode: run it against a recording proxy of its own, score its outcome with a rubric.
 
 Why: a program written against the OpenAI API decides its own turns, so it cannot be an environment the rollout
-runner steps. Instead each episode gets its own proxy (its own loopback port, the shared sampler behind it, so
+runner steps. Instead each episode gets its own proxy (its own loopback port or socket, the shared sampler behind it, so
 episodes run concurrently and their records never mix), the program runs with ``OPENAI_BASE_URL`` pointing at it
 and the task in ``TOOLGYM_TASK`` (JSON), and its stdout is the outcome a :class:`~toolgym.envs.rubric.Rubric`
 scores: ``completion`` is the stdout, ``answer`` the final answer read from it, ``task`` the task, ``messages``
