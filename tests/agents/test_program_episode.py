@@ -211,3 +211,44 @@ def test_a_trusted_program_runs_under_a_memory_limit(tiny):
                                          Rubric([lambda completion: 1.0], isolate=False),
                                          limits=ProgramLimits(memory_mb=256, timeout_s=30)))
     assert ep.status == 1 and "MemoryError" in ep.error and ep.reward == 0.0
+
+
+class BrokenEngine(RecordingSampler):
+    """A fault this test cannot cause for real: an engine that fails every request (a dead GPU)."""
+
+    async def agenerate(self, prompts, params):
+        raise RuntimeError("CUDA error: an illegal memory access was encountered")
+
+
+def test_whose_fault_a_failed_run_is(tiny):
+    """A run that fails because the sampler failed it is masked (`error`); one that fails on its own scores 0."""
+    rubric = Rubric([lambda completion: 1.0], isolate=False)
+    tpl = ChatTemplate(tiny.tokenizer)
+    ep = asyncio.run(run_program_episode(BrokenEngine(tiny), tpl, [sys.executable, str(AGENT), QUESTION], {},
+                                         rubric, limits=ProgramLimits(timeout_s=120)))
+    assert ep.status not in (0, None) and ep.finish_reason == "error" and ep.reward == 0.0  # the client gave up
+    ep = asyncio.run(run_program_episode(tiny, tpl, [sys.executable, "-c", "raise SystemExit(3)"], {}, rubric))
+    assert ep.status == 3 and ep.finish_reason == "program_error" and ep.reward == 0.0
+
+
+def test_a_program_env_group_keeps_every_run_even_one_that_never_asked_the_model(tiny, tmp_path):
+    """ProgramRunner, what a training run uses for toolgym/Program-v0: a group is group_size runs of the task; a
+    run that never called the model is still a member (an empty trajectory with its outcome). Such a program is
+    paid for printing the answer it was never given: the ground truth stays out of its reach (TOOLGYM_TASK)."""
+    from toolgym.agents.program_episode import ProgramRunner
+    from toolgym.agents.runner import TaskSpec
+    from toolgym.agents.sampling import SamplingParams
+
+    data = tmp_path / "tasks.jsonl"
+    data.write_text('{"id": "add", "question": "What is 2 + 3?", "answer": "5"}\n')
+    prog = tmp_path / "guess.py"
+    prog.write_text("import json, os, sys\ntask = json.loads(os.environ['TOOLGYM_TASK'])\n"
+                    "print(sorted(task), file=sys.stderr)\nprint('Answer: 5' if 'answer' not in str(task) else 'seen')\n")
+    runner = ProgramRunner(tiny, ChatTemplate(tiny.tokenizer), "toolgym/Program-v0", SamplingParams(max_tokens=8),
+                           None, env_kwargs={"program": str(prog), "dataset": str(data), "trusted": True})
+    (group,) = runner.run([TaskSpec(seed=0, options={"index": 0}, index=7)], group_size=2)
+    assert len(group) == 2
+    for k, t in enumerate(group):
+        assert (t.task_id, t.group_id, t.reward, t.finish_reason) == ("add", "toolgym/Program-v0/7", 1.0, "stop")
+        assert t.response_ids == [] and t.prompt_ids and t.metadata["episode_index"] == k
+        assert t.metadata["program_output"] == "Answer: 5\n" and t.metadata["trusted"] is True

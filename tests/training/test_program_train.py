@@ -27,7 +27,7 @@ def small_config(tmp: Path) -> Path:
     cfg["rollout"]["env_kwargs"]["program"] = str(ROOT / "examples" / "openai_agent.py")
     cfg.update(steps=2, output_dir="run")
     cfg["rollout"].update(group_size=4, prompts_per_step=2)
-    cfg["rollout"]["env_kwargs"]["max_concurrent"] = 4
+    cfg["rollout"]["env_kwargs"].update(max_concurrent=4, timeout_s=600)  # a loaded machine is no reason to fail
     cfg["sft"].update(demos=800, epochs=2, tool_fraction=0.9)  # most rollouts call the tool: multi-turn
     assert cfg["rollout"]["temperature"] == 1.0  # what the checks below assume
     cfg["logging"].update(plot=False, progress=False)
@@ -108,12 +108,12 @@ def test_toolgym_train_trains_the_unmodified_openai_client_script(tmp_path, monk
 
 def show_in_the_viewer(step_file: Path, trajs: list, tmp_path: Path) -> None:
     """The program's rollouts in the viewer (headless Chromium), as any rollouts: every episode, the tool results
-    the program sent back, the sampled tokens coloured. The screenshot is docs/assets/viewer_openai_agent.png
-    (copied there with TOOLGYM_SCREENSHOTS=docs/assets)."""
+    the program sent back, the sampled tokens coloured; filtered to one task that called the tool. (The page's
+    screenshot in docs/assets comes from the longer run there, by tests/viewer/screenshot.py.)"""
     from tests.requirements import need
     from tests.viewer.browser import Browser, chromium_path
     from tests.viewer.cli_util import view_out
-    from tests.viewer.test_browser import READY, keep
+    from tests.viewer.screenshot import READY
 
     need(chromium_path() is not None, "Chromium is not installed (scripts/setup.sh installs it)")
     html = tmp_path / "agent.html"
@@ -125,5 +125,14 @@ def show_in_the_viewer(step_file: Path, trajs: list, tmp_path: Path) -> None:
         assert count("#list .ep") == len(trajs)
         assert count(".tok.sampled") == sum(t.num_model_tokens for t in trajs)
         assert count(".role-tool") == sum(1 for t in trajs for m in t.turns if m.get("role") == "tool")
-        keep(page.screenshot(tmp_path / "agent.png", height=1100), "viewer_openai_agent.png")
+        # one task whose group has a tool call, one with a reward spread (coloured tokens) if any
+        called = [t for t in trajs if any(m.get("role") == "tool" for m in t.turns)]
+        spread = {t.task_id for t in trajs if t.metadata["train"]["advantage"] != 0}
+        task = next((t.task_id for t in called if t.task_id in spread), called[0].task_id)
+        n = int(page.eval("+document.getElementById('list').dataset.renders"))
+        page.paste("#f-task", task)
+        page.wait_for(f"+document.getElementById('list').dataset.renders > {n}", "the list to be drawn again")
+        page.wait_for(READY, "the episodes to load")
+        assert count(".role-tool") == sum(1 for t in trajs if t.task_id == task for m in t.turns if m.get("role") == "tool")
+        assert page.screenshot(tmp_path / "agent.png", height=1300).stat().st_size > 0
         assert not page.exceptions() and not page.console()

@@ -16,8 +16,8 @@ resource limits and a timeout, which is no sandbox (trusted programs only).
 ``arun(tasks, group_size)``, each group one task's episodes.
 
 Whose fault a failed episode is: a program that crashes, runs over its time or prints garbage scores 0 (the
-policy's turns may have caused it: finish reason ``program_error`` or ``time_limit``); when the proxy's sampler
-failed during the episode, no program caused it and the episode's trajectories end as ``error`` (masked).
+policy's turns may have caused it: finish reason ``program_error`` or ``time_limit``); when it failed after the
+proxy's sampler failed one of its requests, no program caused it and its trajectories end as ``error`` (masked).
 """
 
 from __future__ import annotations
@@ -119,7 +119,7 @@ async def run_program_episode(sampler: Any, template: Any, command: Sequence[str
     result = await rubric.ascore(completion=text, answer=extract_answer(text), task=task, messages=messages)
     reward = result.total if error is None else 0.0
     wall = time.perf_counter() - t0
-    if proxy.sampler_failures:
+    if proxy.sampler_failures and error is not None:
         reason = "error"  # the sampler failed it: no program caused that
     else:
         reason = "time_limit" if timed_out else ("program_error" if error else None)
@@ -228,7 +228,7 @@ class ProgramRunner:
                                prompt_ids=self.template.prompt_ids(task.prompt, env.tools or None))
             empty.turns.extend(task.prompt)
             empty.reward, empty.error = ep.reward, ep.error
-            empty.finish_reason = ep.finish_reason or "program_error"
+            empty.finish_reason = ep.finish_reason or "stop"  # it ran and printed its outcome, scored
             empty.metadata.update(program_status=ep.status, program_output=ep.stdout[:2000])
             trajs = [empty]
         for t in trajs:

@@ -18,6 +18,7 @@ The HTTP side lives in :mod:`toolgym.agents.proxy_server`; this module needs no 
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import json
 import threading
@@ -107,9 +108,10 @@ class RecordingProxy:
         except ContextOverflow as exc:
             self._release(thread, mark)
             raise RequestError(f"context_length_exceeded: {exc}") from None
-        except BaseException:
+        except BaseException as exc:
             self._release(thread, mark)
-            self.sampler_failures += 1
+            if not isinstance(exc, asyncio.CancelledError):  # a client gone away is no sampler failure
+                self.sampler_failures += 1
             raise
         text = self.template.decode_turn(sample.token_ids)
         message, calls = self._message(text, tools, len(thread.traj.turns))
