@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.agents.helpers import RecordingSampler, check_sampled_verbatim, recompute_logprobs, segments
+from tests.requirements import need
 from toolgym.agents.chat import ChatTemplate
 from toolgym.agents.hf_sampler import HFSampler
 from toolgym.agents.program_episode import run_program_episode
@@ -109,8 +110,8 @@ def correct(completion: str) -> float:
     return float(completion.strip() == "The answer is 5.")
 
 
-@pytest.mark.skipif(jail_unavailable() is not None and not os.environ.get("CI"), reason="needs root and bubblewrap")
 def test_the_jailed_script_reaches_the_proxy_and_scores(py_caller):
+    need(jail_unavailable() is None, f"the jail cannot start here: {jail_unavailable()}")
     rec = RecordingSampler(py_caller)
     ep = asyncio.run(run_program_episode(rec, ChatTemplate(py_caller.tokenizer),
                                          [sys.executable, "/program/openai_agent.py", QUESTION], {"id": "t"},
@@ -147,8 +148,8 @@ print(json.dumps(out))
 '''
 
 
-@pytest.mark.skipif(jail_unavailable() is not None and not os.environ.get("CI"), reason="needs root and bubblewrap")
 def test_a_jailed_program_reaches_the_proxy_and_nothing_else(tiny, tmp_path):
+    need(jail_unavailable() is None, f"the jail cannot start here: {jail_unavailable()}")
     from toolgym._assets.cache import cache_root
 
     prog = tmp_path / "hostile.py"
@@ -187,10 +188,10 @@ time.sleep(300)
 
 @pytest.mark.parametrize("jailed", [True, False], ids=["jail", "trusted"])
 def test_a_program_over_its_time_is_killed_with_everything_it_started(tiny, tmp_path, jailed):
-    if jailed and jail_unavailable() is not None and not os.environ.get("CI"):
-        pytest.skip("needs root and bubblewrap")
-    if not jailed and os.geteuid() != 0:
-        pytest.skip("a trusted program's cgroup needs root")
+    if jailed:
+        need(jail_unavailable() is None, f"the jail cannot start here: {jail_unavailable()}")
+    else:
+        need(os.geteuid() == 0, "a trusted program's cgroup needs root")
     mark = f"runaway-{tmp_path.name}"
     prog = tmp_path / "runaway.py"
     prog.write_text(RUNAWAY.replace("MARK", mark))

@@ -7,7 +7,6 @@ importance ratio 1 (template and tool tokens outside the loss)."""
 from __future__ import annotations
 
 import copy
-import os
 from pathlib import Path
 
 import pytest
@@ -47,9 +46,12 @@ class Spy:
 
 
 @pytest.mark.slow  # SFT warm start + 2 steps of 8 jailed program runs, the viewer: ~1-2 min on the shared machine
-@pytest.mark.skipif(jail_unavailable() is not None and not os.environ.get("CI"), reason="needs root and bubblewrap")
 def test_toolgym_train_trains_the_unmodified_openai_client_script(tmp_path, monkeypatch):
     import torch
+
+    from tests.requirements import need
+
+    need(jail_unavailable() is None, f"the jail cannot start here: {jail_unavailable()}")
 
     from toolgym.agents.hf_sampler import HFSampler
     from toolgym.agents.storage import read_jsonl
