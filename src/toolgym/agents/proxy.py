@@ -18,6 +18,7 @@ The HTTP side lives in :mod:`toolgym.agents.proxy_server`; this module needs no 
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import json
 import threading
@@ -54,7 +55,15 @@ class RecordingProxy:
     the recorded trajectories are filed under (an ``episode`` passed per request overrides the task id)."""
 
     def __init__(self, sampler: Any, template: Any, *, model_name: str = "toolgym", max_tokens: int = 256,
-                 task_id: str = "proxy", group_id: str = "proxy") -> None:
+                 task_id: str = "proxy", group_id: str = "proxy", params: SamplingParams | None = None,
+                 tool_parser: Any = None) -> None:
+        """``params``: a training run's sampling (temperature, top_p): the policy the trainer scores is sampled
+        whatever temperature the program asks for (its ``max_tokens``, ``stop`` and ``seed`` still apply).
+        ``tool_parser``: what reads calls out of the model's text (default the template's, the model's format;
+        e.g. ``CombinedParser`` also reads fenced ```python blocks, as the built-in environments do)."""
+        self.params = params
+        self.tool_parser = tool_parser if tool_parser is not None else template.tool_parser
+        self.sampler_failures = 0  # requests the sampler failed (not the program's fault: its episode is masked)
         self.sampler = sampler
         self.template = template
         self.model_name = model_name
@@ -99,8 +108,10 @@ class RecordingProxy:
         except ContextOverflow as exc:
             self._release(thread, mark)
             raise RequestError(f"context_length_exceeded: {exc}") from None
-        except BaseException:
+        except BaseException as exc:
             self._release(thread, mark)
+            if not isinstance(exc, asyncio.CancelledError):  # a client gone away is no sampler failure
+                self.sampler_failures += 1
             raise
         text = self.template.decode_turn(sample.token_ids)
         message, calls = self._message(text, tools, len(thread.traj.turns))
@@ -151,10 +162,13 @@ class RecordingProxy:
         if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool)):
             raise RequestError("seed must be an integer")
         try:
-            return SamplingParams(temperature=_number(body, "temperature", 1.0), top_p=_number(body, "top_p", 1.0),
-                                  max_tokens=min(mt, self.max_tokens), stop=tuple(stop), seed=seed)
+            asked = SamplingParams(temperature=_number(body, "temperature", 1.0), top_p=_number(body, "top_p", 1.0),
+                                   max_tokens=min(mt, self.max_tokens), stop=tuple(stop), seed=seed)
         except ValueError as exc:
             raise RequestError(str(exc)) from None
+        if self.params is None:
+            return asked
+        return asked.with_(temperature=self.params.temperature, top_p=self.params.top_p)
 
     def _claim(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
                episode: str | None) -> tuple[_Thread, list[int], tuple[int, ...] | None]:
@@ -190,7 +204,7 @@ class RecordingProxy:
         traj = Trajectory(task_id=episode or self.task_id, group_id=self.group_id, prompt_ids=list(prompt))
         traj.turns.extend(messages)
         traj.metadata.update(proxy_index=idx, sampler=getattr(self.sampler, "name", "sampler"),
-                             tool_parser=getattr(self.template.tool_parser, "name", None))
+                             tool_parser=getattr(self.tool_parser, "name", None))
         if tools:
             traj.metadata["tools"] = tools
         if any(m["role"] == "assistant" for m in messages):
@@ -220,7 +234,7 @@ class RecordingProxy:
         message: dict[str, Any] = {"role": "assistant", "content": text}
         if not tools:
             return message, []
-        parser = self.template.tool_parser
+        parser = self.tool_parser
         parsed = parser.parse(text, turn=turn, tools=tools)
         if not parsed.calls:
             return message, []

@@ -137,18 +137,28 @@ class ProxyServer:
     """The proxy's HTTP server on the running asyncio loop: ``url = await start()``, ``await stop()``."""
 
     def __init__(self, proxy: RecordingProxy, host: str = HOST, port: int = 0,
-                 max_body_bytes: int = MAX_BODY_BYTES) -> None:
+                 max_body_bytes: int = MAX_BODY_BYTES, path: str | None = None) -> None:
+        """``path``: listen on this Unix socket instead of a loopback port (a jailed program's one way out,
+        :mod:`toolgym.agents.program_jail`)."""
         self.proxy = proxy
         self.host = check_host(host)
         self.port = port
         self.max_body_bytes = max_body_bytes
+        self.path = path
         self._runner: Any = None
 
     async def start(self) -> str:
-        """Listen; returns the ``base_url`` an OpenAI client takes (``http://127.0.0.1:PORT/v1``)."""
+        """Listen; returns the ``base_url`` an OpenAI client takes (``http://127.0.0.1:PORT/v1``), or
+        ``unix:PATH`` for a socket."""
         web = _web()
         self._runner = web.AppRunner(make_app(self.proxy, self.max_body_bytes), access_log=None)
         await self._runner.setup()
+        if self.path is not None:
+            import os
+
+            await web.UnixSite(self._runner, self.path).start()
+            os.chmod(self.path, 0o666)  # the jail's uid connects; its folder is private (0711, a random name)
+            return f"unix:{self.path}"
         site = web.TCPSite(self._runner, self.host, self.port)
         await site.start()
         self.port = self._runner.addresses[0][1]

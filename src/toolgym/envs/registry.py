@@ -24,6 +24,7 @@ BUILTIN: dict[str, str] = {
     "toolgym/ScienceQA-v0": "toolgym.envs.builtin.science_qa:ScienceQAEnv",
     "toolgym/ReasoningGym-v0": "toolgym.envs.builtin.reasoning_gym:ReasoningGymEnv",
     "toolgym/Arith-v0": "toolgym.envs.builtin.arith:ArithEnv",
+    "toolgym/Program-v0": "toolgym.envs.program:ProgramEnv",
 }
 
 _loaded = False

@@ -167,6 +167,16 @@ class Orchestrator:
         r = self.cfg.rollout
         params = SamplingParams(temperature=temperature, top_p=top_p, max_tokens=r.max_new_tokens)
         limits = EpisodeLimits(max_turns=r.max_turns, max_total_tokens=r.max_response_tokens + 2048)
+        from toolgym.agents.program_episode import program_runner
+
+        program = program_runner(self.sampler, self.template, env_id, env_kwargs, params, limits, seed)
+        if program is not None:  # an agent program (toolgym/Program-v0) runs its own turns through a proxy
+            if self.pool is not None or self.ray_rollouts is not None:
+                from toolgym.errors import ConfigError
+
+                raise ConfigError(f"{env_id} runs its program in the trainer's process: set rollout.workers: 0, "
+                                  "rollout.max_staleness: 0 and no distributed: ray")
+            return program
         return RolloutRunner(self.sampler, self.template, env_id, params, limits, env_kwargs=env_kwargs, seed=seed)
 
     def probe_source_size(self, entry: int = 0) -> int:
