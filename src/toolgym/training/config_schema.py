@@ -248,6 +248,15 @@ class RolloutConfig:
     """Rollout worker processes: each holds a sampler replica and runs the environments, reward functions
     and model-text parsing, so the trainer's process runs none of them. 0: rollouts in the trainer's own
     process (max_staleness 0 only; with max_staleness >= 1, 0 means one worker)."""
+    servers: int | list[str] = 1
+    """sampler vllm_server: how many server processes to start on 127.0.0.1 (each a full copy of the model,
+    behind one router that keeps a group's requests on one server), or a list of URLs of servers already
+    running on this machine (started with VLLM_SERVER_DEV_MODE=1 and --enable-scale-out;
+    docs/training/pipeline.md)."""
+    partial: bool = False
+    """sampler vllm_server: what a weight push does to requests in flight. false: they finish on the old
+    weights (tagged with its version); true: they are interrupted and resumed on the new weights (partial
+    rollouts: their tokens carry both versions)."""
     group_deadline_s: float = 1800.0
     """Wall-clock seconds a rollout worker may spend on one group; past it the worker is killed and
     replaced, and only that group's episodes fail (counted as infrastructure failures). 0: no limit."""
@@ -256,6 +265,8 @@ class RolloutConfig:
         self._check_mixture(p)
         require(self.max_staleness >= 0, f"{p}.max_staleness", "an integer >= 0", self.max_staleness)
         require(self.workers >= 0, f"{p}.workers", "an integer >= 0", self.workers)
+        require(isinstance(self.servers, list) and bool(self.servers) or isinstance(self.servers, int)
+                and self.servers >= 1, f"{p}.servers", "an integer >= 1 or a list of server URLs", self.servers)
         require(self.group_deadline_s >= 0, f"{p}.group_deadline_s", "a number >= 0 (0: no limit)",
                 self.group_deadline_s)
         if self.tool_parser is not None:
@@ -619,10 +630,10 @@ class TrainConfig:
             why = "" if self.loss.mismatch_weight else f" (null turns it on with rollout.max_staleness {self.rollout.max_staleness})"
             raise ConfigError(f"loss.mismatch_weight: must be false with sampler {self.rollout.sampler!r} (it returns no "
                               f"behaviour log-probs){why}; got {self.loss.mismatch_weight!r}")
-        if self.rollout.max_staleness or self.rollout.workers:  # workers run a transformers replica
-            require(spec.in_process, "rollout.sampler",
-                    "an in-process sampler ('hf') with rollout.workers or rollout.max_staleness >= 1 (each worker "
-                    "runs a transformers replica; a vLLM server pipeline is not built yet)", self.rollout.sampler)
+        if self.rollout.workers or (self.rollout.max_staleness and not spec.pushes_while_sampling):
+            require(spec.in_process, "rollout.sampler",  # workers run a transformers replica
+                    "an in-process sampler ('hf') with rollout.workers, or with rollout.max_staleness >= 1 a "
+                    "sampler that takes weights while it samples ('vllm_server'; workers: 0)", self.rollout.sampler)
             require(self.distributed == "none", "distributed",
                     "'none' with rollout.workers or rollout.max_staleness (Ray rollouts are synchronous for now)",
                     self.distributed)

@@ -8,7 +8,9 @@ Three ways a step's groups are made, chosen by the config:
   trainer's module (or its own engine, vLLM), exactly as before the pipeline existed;
 - by rollout worker processes (``rollout.workers >= 1``) or Ray actors (``distributed: ray``), synchronously;
 - ahead of the update (``rollout.max_staleness: K >= 1``): step ``s + K`` is sampled by the workers with the
-  weights of step ``s`` while the trainer updates on step ``s`` (:mod:`toolgym.training.pipeline`).
+  weights of step ``s`` while the trainer updates on step ``s`` (:mod:`toolgym.training.pipeline`); with a
+  sampler that takes weights while it samples (``vllm_server``), by that sampler from a thread of this
+  process, each push reaching the servers at once (their tokens tagged with the version that sampled them).
 """
 
 from __future__ import annotations
@@ -71,7 +73,13 @@ class Orchestrator:
     def workers(self) -> int:
         """Rollout worker processes (0: rollouts in this process)."""
         r = self.cfg.rollout
-        return max(r.workers, 1) if r.max_staleness else r.workers
+        return max(r.workers, 1) if r.max_staleness and not self.serves_ahead else r.workers
+
+    @property
+    def serves_ahead(self) -> bool:
+        """The sampler takes weight pushes while it samples (a server): the pipeline needs no workers, and every
+        push goes to it at once, labelled with the policy version."""
+        return bool(self.sampler_spec.pushes_while_sampling)
 
     def start(self) -> None:
         """The sandbox pool, the sampler (or the workers) and the weight sync."""
@@ -258,7 +266,7 @@ class Orchestrator:
                 self.module.eval()
             groups = self.ray_rollouts.run_jobs(self, self.jobs(plan, group_size, key)) if plan else []
         else:
-            if self.module is not None:
+            if self.module is not None and getattr(self.sampler, "model", None) is self.module:
                 self.module.eval()
             with self.decoding():  # a collective under FSDP: every rank enters, even one without tasks
                 groups = self._run_here(plan, group_size) if plan else []
@@ -309,7 +317,8 @@ class Orchestrator:
 
         self.ahead = AheadRollouts(self, lag=self.cfg.rollout.max_staleness, first_step=first_step,
                                    last_step=self.cfg.steps, pending=pending)
-        self.ahead.publish(self.version, self._weights(copy=True))
+        # a server already holds this version (publish pushed it): the thread needs no copy
+        self.ahead.publish(self.version, {} if self.serves_ahead else self._weights(copy=True))
 
     def sample_step(self, step: int, version: int, weights: dict[str, Any]) -> list[list[Trajectory]]:
         """Step ``step``'s groups sampled by the workers with the weights of policy ``version`` (the pipeline's
@@ -331,7 +340,11 @@ class Orchestrator:
         ``version`` for every engine and worker that samples."""
         if version is not None:
             self.version = version
-        if self.ahead is not None:
+        if self.serves_ahead:  # the servers take it now, in-flight requests as rollout.partial says
+            self._push_labelled()
+            if self.ahead is not None:
+                self.ahead.publish(self.version, {})
+        elif self.ahead is not None:
             self.ahead.publish(self.version, self._weights(copy=True))
         elif self.pool is not None:
             with self._pool_lock:
@@ -346,10 +359,15 @@ class Orchestrator:
     def after_update(self, version: int) -> None:
         """The update made policy ``version``: wake a sleeping engine and give it (or the workers) the weights."""
         self.version = version
-        if self.policy_sync is not None:
+        if self.policy_sync is not None and not self.serves_ahead:
             self.policy_sync.after_update()
         else:
             self.publish()
+
+    def _push_labelled(self) -> None:
+        """The weights to a sampler that tags tokens itself, labelled with their policy version."""
+        self.sampler.policy_version = self.version
+        self.policy_sync.push()
 
     @property
     def pushes(self) -> int:
