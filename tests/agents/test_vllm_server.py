@@ -219,3 +219,16 @@ def test_toolgym_train_with_server_sampler_ahead(server, tmp_path):
             assert len(v) == len(t["response_ids"]) > 0 and v == sorted(v), t["error"]
             assert max(0, step - 1) <= v[0] and v[-1] <= step, v
     assert server.processes[0].pid == pid and server.weight_version(0) == "2"
+
+
+def test_a_server_that_cannot_start_says_why_in_one_line(smollm2_dir):
+    need(VENV_PY.exists(), f"{VENV_PY} is missing: run scripts/setup_vllm.sh")
+    from toolgym.agents.engine_start import EngineStartError
+    from toolgym.agents.vllm_server import VLLMServer
+
+    with pytest.raises(EngineStartError) as err:
+        VLLMServer(str(smollm2_dir), python=str(VENV_PY), max_model_len=99_999, kv_cache_memory_bytes=GIB // 4)
+    msg = str(err.value)
+    # the engine's own words, not "Engine core initialization failed" or a traceback
+    assert "User-specified max_model_len (99999) is greater than the derived max_model_len" in msg, msg
+    assert "\n" not in msg and msg.startswith("the vLLM server did not start: ")

@@ -18,6 +18,7 @@ import contextlib
 import importlib.util
 import logging
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -33,6 +34,7 @@ from toolgym.errors import ConfigError
 #: environment of every server: the dev endpoints (weights, pause), no tokenizer threads fighting the engine
 SERVER_ENV = {"VLLM_SERVER_DEV_MODE": "1", "TOKENIZERS_PARALLELISM": "false"}
 LOOPBACK = ("127.0.0.1", "localhost", "::1", "[::1]")
+_VALIDATION = re.compile(r"\d+ validation errors? for \w+$")
 
 
 def vllm_python(python: str | None = None) -> str:
@@ -128,7 +130,7 @@ class VLLMServer:
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 lines = Path(self.log_path).read_text(errors="replace").splitlines()
-                cause = root_cause(lines) or (lines[-1] if lines else f"exit status {self.proc.returncode}")
+                cause = start_failure(lines) or (lines[-1] if lines else f"exit status {self.proc.returncode}")
                 raise EngineStartError(f"the vLLM server did not start: {cause} (log: {self.log_path})")
             with contextlib.suppress(httpx.HTTPError):
                 if httpx.get(f"{self.url}/health", timeout=2).status_code == 200:
@@ -155,6 +157,18 @@ class VLLMServer:
                 time.sleep(0.1)
         if not self._log.closed:
             self._log.close()
+
+
+def start_failure(lines: list[str]) -> str | None:
+    """The engine's own reason from a server's log: its last exception line, and for a refused option (a
+    pydantic "1 validation error for ModelConfig") the line that says what was wrong."""
+    cause = root_cause(lines)
+    if cause is None or not _VALIDATION.search(cause):
+        return cause
+    at = max(i for i, line in enumerate(lines) if cause in line)
+    detail = next((ln.strip() for ln in lines[at + 1:] if ln.strip()), "")
+    detail = detail.split(" [type=")[0].removeprefix("Value error, ")
+    return f"{cause}: {detail[:400]}" if detail else cause
 
 
 def check_loopback(url: str) -> str:
