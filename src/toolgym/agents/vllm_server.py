@@ -3,7 +3,7 @@
 The server is vLLM's own OpenAI-compatible one (``python -m vllm.entrypoints.openai.api_server``: the CPU
 build's ``vllm`` console script looks up a distribution named "vllm" and fails), run by a Python that has vLLM:
 ``python=`` (``rollout.sampler_kwargs.python``), else ``TOOLGYM_VLLM_PYTHON``, else this interpreter when it
-can import vllm. It runs with ``VLLM_SERVER_DEV_MODE=1``, which adds the endpoints a trainer needs (``/pause``,
+can import vllm, else the one of ``.venv-vllm`` in the working folder (what ``scripts/setup_vllm.sh`` makes). It runs with ``VLLM_SERVER_DEV_MODE=1``, which adds the endpoints a trainer needs (``/pause``,
 ``/resume``, ``/collective_rpc``, ``/reset_prefix_cache``, ``/update_weight_version``); they are reachable by
 anything on this machine that can reach the port, so the server listens on loopback only.
 
@@ -14,6 +14,7 @@ On the CPU build its KV cache is sized from the model and the machine as the in-
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import importlib.util
 import logging
@@ -46,9 +47,20 @@ def vllm_python(python: str | None = None) -> str:
         return found
     if importlib.util.find_spec("vllm") is not None:
         return sys.executable
+    local = Path(".venv-vllm") / "bin" / "python"
+    if local.exists():
+        return str(local.absolute())
     raise ConfigError("vllm is not installed for this Python: name one that has it with "
                       "rollout.sampler_kwargs.python or TOOLGYM_VLLM_PYTHON (on CPU: .venv-vllm/bin/python from "
                       "scripts/setup_vllm.sh)")
+
+
+def _die_with_parent() -> None:
+    """In the child before exec: SIGTERM when the process that started it dies (Linux ``PR_SET_PDEATHSIG``)."""
+    with contextlib.suppress(Exception):
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)
 
 
 def free_port() -> int:
@@ -105,8 +117,11 @@ class VLLMServer:
                         "--host", "127.0.0.1", "--port", str(self.port), *engine_args(kwargs)]
         fd, self.log_path = tempfile.mkstemp(prefix=f"toolgym-vllm-{self.port}-", suffix=".log")
         self._log = os.fdopen(fd, "w")
+        # its own process group (stopped whole, engine processes included); it ends with this process, however
+        # this one ends: at exit, and through the kernel's parent-death signal when killed
         self.proc = subprocess.Popen(self.command, stdout=self._log, stderr=subprocess.STDOUT, env=env,
-                                     start_new_session=True)  # its engine processes go with its group
+                                     start_new_session=True, preexec_fn=_die_with_parent)
+        atexit.register(self.stop)
         self.start_timeout_s = start_timeout_s
         if wait:
             self.wait_ready()
@@ -157,6 +172,7 @@ class VLLMServer:
                 time.sleep(0.1)
         if not self._log.closed:
             self._log.close()
+        atexit.unregister(self.stop)
 
 
 def start_failure(lines: list[str]) -> str | None:

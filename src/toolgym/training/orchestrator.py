@@ -60,6 +60,7 @@ class Orchestrator:
         self.policy_sync: Any = None
         self.version = 0  # the policy version of the trainer's current weights (= training steps done)
         self._pool_lock = threading.Lock()  # the pipeline's thread and evaluations share the workers
+        self._pusher: threading.Thread | None = None  # a push to the servers in progress (max_staleness >= 1)
         self.entries = cfg.rollout.mixture()  # rollout.env is a one-entry mixture
         self.names = [e.label for e in self.entries]
         self.mixture = Mixture([e.weight for e in self.entries], cfg.rollout.prompts_per_step, cfg.seed)
@@ -341,9 +342,10 @@ class Orchestrator:
         if version is not None:
             self.version = version
         if self.serves_ahead:  # the servers take it now, in-flight requests as rollout.partial says
-            self._push_labelled()
-            if self.ahead is not None:
-                self.ahead.publish(self.version, {})
+            if self.ahead is None:
+                self._push_labelled()
+            else:
+                self._push_behind()
         elif self.ahead is not None:
             self.ahead.publish(self.version, self._weights(copy=True))
         elif self.pool is not None:
@@ -368,6 +370,38 @@ class Orchestrator:
         """The weights to a sampler that tags tokens itself, labelled with their policy version."""
         self.sampler.policy_version = self.version
         self.policy_sync.push()
+
+    def _push_behind(self) -> None:
+        """With the pipeline: a snapshot of the weights now, pushed to the servers by a thread while the trainer
+        goes on (a push waits for the requests in flight, unless rollout.partial); the version is published to the
+        pipeline once the servers hold it, so no step is sampled with older weights than its schedule says."""
+        from toolgym.training.checkpoint_format import checkpoint_weights
+        from toolgym.training.lora import base_model
+        from toolgym.training.policy_sync import policy_weights
+
+        weights = {k: v.detach().to("cpu", copy=True) for k, v in policy_weights(self.module).items()}
+        if getattr(self.sampler, "weight_names", "model") == "checkpoint":
+            weights = checkpoint_weights(base_model(self.module), weights)
+        version, ahead = self.version, self.ahead
+        self.wait_push()  # pushes reach the servers in order
+
+        def push() -> None:
+            try:
+                self.sampler.policy_version = version
+                self.sampler.update_weights(weights)
+                self.policy_sync.pushes += 1
+                ahead.publish(version, {})
+            except BaseException as exc:  # the trainer raises it at its next batch
+                ahead.fail(exc)
+
+        self._pusher = threading.Thread(target=push, name="toolgym-weight-push", daemon=True)
+        self._pusher.start()
+
+    def wait_push(self) -> None:
+        """Until the servers hold the last published weights."""
+        if self._pusher is not None:
+            self._pusher.join()
+            self._pusher = None
 
     @property
     def pushes(self) -> int:
@@ -395,6 +429,7 @@ class Orchestrator:
         from toolgym.agents.runner import TaskSpec
 
         e = self.cfg.eval
+        self.wait_push()  # the current weights, not the ones before the last update
         mine = list(range(self.dist.rank, e.tasks, self.dist.world))
         plan = []
         entries = self.eval_entries()
@@ -439,7 +474,7 @@ class Orchestrator:
     def close(self) -> None:
         """Stop the pipeline, then the workers, the Ray pool, the sandbox and the sampler (every one, whatever
         fails first)."""
-        closers = [getattr(self.ahead, "close", None), getattr(self.pool, "close", None),
+        closers = [self.wait_push, getattr(self.ahead, "close", None), getattr(self.pool, "close", None),
                    getattr(self.ray_rollouts, "close", None), getattr(self.sandbox, "close", None),
                    getattr(self.sampler, "close", None)]  # a vLLM engine's worker processes and memory go with it
         error: BaseException | None = None
