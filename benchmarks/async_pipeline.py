@@ -74,7 +74,6 @@ def run(cfg: dict[str, Any], variant: str, out: Path) -> dict[str, Any]:
     if variant in SERVER_VARIANTS:
         staleness, sampler = SERVER_VARIANTS[variant]
         cfg["rollout"].update(max_staleness=staleness, workers=0, sampler=sampler)
-        cfg["rollout"]["sampler_kwargs"] = {"max_model_len": 2048, "max_num_seqs": 64}
         if sampler == "vllm":  # the engine lives in the vLLM environment: so does this run
             command = [str(VLLM_PYTHON), "-m", "toolgym"]
         env["TOOLGYM_VLLM_PYTHON"] = str(VLLM_PYTHON)

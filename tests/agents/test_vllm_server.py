@@ -210,6 +210,8 @@ def test_toolgym_train_with_server_sampler_ahead(server, tmp_path):
     for r in train:
         assert r["groups_dropped_stale"] == 0 and r["staleness_0"] + r["staleness_1"] == 2, r
     assert train[-1]["weight_pushes"] >= 2
+    # step 1 was sampled by the weights it is trained from: the warm start's push reached the server
+    assert train[0]["staleness_0"] == 2 and train[0]["behaviour_gap_max"] < GAP_MAX, train[0]
     for step in (0, 1):  # step s is sampled ahead with version s - 1 (at least 0), a push may land mid-episode
         trajs = [json.loads(x) for x in (tmp_path / "run" / "rollouts" / f"step-{step + 1:04d}.jsonl")
                  .read_text().splitlines()]

@@ -174,12 +174,12 @@ def _register_builtins() -> None:
     register_sampler("vllm", f"{f}:vllm", needs_weight_push=True, description="an in-process vLLM engine",
                      defaults={"rollout": {"enforce_eager": True}, "bench": {"enforce_eager": False}},
                      train_options=f"{f}:vllm_train_options")
+    register_sampler("openai", f"{f}:openai", remote=True,
+                     description="an OpenAI-compatible server (/v1/completions with token ids)")
     register_sampler("vllm_server", f"{f}:vllm_server", needs_weight_push=True, pushes_while_sampling=True,
                      description="vLLM server processes on 127.0.0.1 (started here, or rollout.servers: URLs), "
                                  "weights pushed while they run", defaults={"rollout": {"enforce_eager": True}},
                      train_options=f"{f}:vllm_server_train_options")
-    register_sampler("openai", f"{f}:openai", remote=True,
-                     description="an OpenAI-compatible server (/v1/completions with token ids)")
 
 
 def _load(ref: str | Callable[..., Any]) -> Callable[..., Any]:

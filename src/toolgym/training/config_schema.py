@@ -219,7 +219,7 @@ class RolloutConfig:
     """Nucleus sampling; must be 1.0 for training (a truncated distribution is not the one the trainer
     scores); eval.top_p may be lower."""
     sampler: str = "hf"
-    """The rollout backend: a registered sampler (toolgym.agents.samplers: hf, vllm, openai, plug-ins)."""
+    """The rollout backend: a registered sampler (toolgym.agents.samplers: hf, vllm, openai, vllm_server, plug-ins)."""
     base_url: str | None = None
     """A remote sampler's server URL (openai); required by remote samplers."""
     sampler_kwargs: dict[str, Any] = field(default_factory=dict)
