@@ -9,9 +9,10 @@ other round so drift on a shared machine falls on every variant alike):
 - ``sync+workers``: ``max_staleness: 0`` with one rollout worker process (what leaving the process costs);
 - ``K=1`` and ``K=2``: one worker sampling 1 or 2 steps ahead of the update;
 - ``K=1 2w``: two workers sampling one step ahead (on 2 cores the update then shares theirs);
-- ``vllm``, ``server`` and ``server K=1`` (``--server``): the in-process vLLM engine against one ``vllm serve``
-  process (``rollout.sampler: vllm_server``), synchronous and one step ahead; the in-process engine runs in the
-  vLLM environment's Python (``--vllm-python``, default .venv-vllm/bin/python), which also runs the server.
+- ``vllm``, ``server`` and ``server K=1`` (``--server``, on the SmolLM2 config: vLLM's CPU attention has no
+  kernel for the demo model's head size): the in-process vLLM engine against one ``vllm serve`` process
+  (``rollout.sampler: vllm_server``), synchronous and one step ahead; the in-process engine runs in
+  .venv-vllm's Python, which also runs the server.
 
 Workload: the Arith demo (``examples/arith_ctpo.yaml``: the tiny demo model, 8 prompts x 8 rollouts, up to 3
 turns with the Python tool), warm-started once by SFT and shared by every run; with ``--smollm2`` also the
@@ -146,18 +147,19 @@ def main() -> None:
     ap.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=list(VARIANTS))
     ap.add_argument("--no-arith", action="store_true", help="only the SmolLM2 config (with --smollm2)")
     ap.add_argument("--server", action="store_true",
-                    help="only in-process vLLM against a vLLM server (the Arith demo): " + ", ".join(SERVER_VARIANTS))
+                    help="only in-process vLLM against a vLLM server (the SmolLM2 config, --smollm2-steps): "
+                    + ", ".join(SERVER_VARIANTS))
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
     if "sync" not in a.variants:
         a.variants.insert(0, "sync")  # the baseline of every ratio
     tmp = Path(tempfile.mkdtemp(prefix="toolgym-async-"))
     out: dict[str, Any] = {}
-    if a.server:
-        runs = bench("arith_ctpo", a.steps, a.rounds, tmp, list(SERVER_VARIANTS))
-        ratios = summary("arith_ctpo", runs)
+    if a.server:  # the SmolLM2 config: vLLM's CPU attention has no kernel for the demo model's head size (16)
+        runs = bench("smollm2_arith", a.smollm2_steps, a.rounds, tmp, list(SERVER_VARIANTS))
+        ratios = summary("smollm2_arith", runs)
         if a.json:
-            print(json.dumps({"arith_ctpo": {"runs": runs, "ratios": ratios}}, indent=2))
+            print(json.dumps({"smollm2_arith": {"runs": runs, "ratios": ratios}}, indent=2))
         print(f"server/in-process vLLM steps per hour {ratios['server']:.2f}x (K=0), "
               f"{ratios['server K=1']:.2f}x (K=1)")
         return

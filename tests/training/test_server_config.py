@@ -37,6 +37,8 @@ def test_running_servers_are_given_by_url():
     ({"sampler": "vllm", "max_staleness": 1}, "a sampler that takes weights while it samples ('vllm_server'"),
     ({"sampler": "vllm_server", "max_staleness": 1, "workers": 1}, "an in-process sampler ('hf') with rollout.workers"),
     ({"partial": "yes"}, "rollout.partial: must be true or false"),
+    ({"servers": 2}, "rollout.servers: must be 1 (left out) unless sampler is a server sampler ('vllm_server')"),
+    ({"sampler": "vllm", "partial": True}, "rollout.partial: must be false (left out) unless sampler is a server"),
 ])
 def test_refusals_say_what_to_write(rollout, says):
     with pytest.raises(ConfigError) as err:

@@ -284,6 +284,9 @@ class RolloutConfig:
         spec = self.sampler_spec(p)
         require(not spec.remote or bool(self.base_url), f"{p}.base_url", f"a URL when sampler is {self.sampler!r}",
                 self.base_url)
+        for name, unset in (("servers", 1), ("partial", False)):
+            require(getattr(self, name) == unset or spec.pushes_while_sampling, f"{p}.{name}",
+                    f"{str(unset).lower()} (left out) unless sampler is a server sampler ('vllm_server')", getattr(self, name))
         if self.top_p < 1:  # the trainer scores softmax(logits / temperature): no truncation (docs/algorithms/ctpo.md)
             raise ConfigError(f"{p}.top_p={self.top_p:g} truncates the sampling distribution, so the trainer's log-probs "
                               "would not be the behaviour policy's: use top_p: 1.0 for training (lower "
