@@ -242,8 +242,9 @@ class RolloutConfig:
     max_staleness: int = 0
     """Policy versions a training group may lag behind the weights it is trained from. 0: every step
     samples the current weights, then updates (synchronous). K >= 1: step s+K is sampled while the
-    trainer updates on step s, by rollout workers holding the weights of K updates ago; an older group is
-    dropped and counted (docs/training/pipeline.md)."""
+    trainer updates on step s, by rollout workers holding the weights of K updates ago (or by vLLM servers,
+    sampler vllm_server, which take each new version as soon as it exists); an older group is dropped and
+    counted (docs/training/pipeline.md)."""
     workers: int = 0
     """Rollout worker processes: each holds a sampler replica and runs the environments, reward functions
     and model-text parsing, so the trainer's process runs none of them. 0: rollouts in the trainer's own
