@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import threading
@@ -129,8 +130,9 @@ def test_weight_push_changes_outputs_in_place_and_back(server, hf_model, smollm2
 
 
 def _push_during_request(server, hf_model, prompt: list[int], *, partial: bool, version: int) -> list[int]:
-    """One long request; once the servers have sampled some of its tokens, a push labelled ``version``."""
-    weights = {k: v.detach().clone() for k, v in hf_model.state_dict().items()}
+    """One long request; once the servers have sampled some of its tokens, a push labelled ``version`` (its
+    weights written beforehand, so the servers pause within moments of that point, whatever the load)."""
+    folder = server.stage_weights({k: v.detach().clone() for k, v in hf_model.state_dict().items()})
     server.partial = partial
     server.sampling_overrides = {"ignore_eos": True}  # runs its whole length, whatever it samples
     out: dict[str, object] = {}
@@ -143,11 +145,12 @@ def _push_during_request(server, hf_model, prompt: list[int], *, partial: bool, 
         while sum(_metric(server, "vllm:generation_tokens_total")) <= start and time.monotonic() < deadline:
             time.sleep(0.05)
         server.policy_version = version
-        server.update_weights(weights)
+        server.load_staged(folder)
         worker.join(timeout=300)
     finally:
         server.sampling_overrides = {}
         server.partial = False
+        shutil.rmtree(folder, ignore_errors=True)
     sample = out["s"]
     assert len(sample.token_ids) == 240
     return list(sample.token_versions)

@@ -162,6 +162,15 @@ class VLLMServerSampler(Sampler):
     def update_weights(self, state_dict: dict[str, Any]) -> None:
         """Load ``state_dict`` (checkpoint names) into every server, in place, and label it
         ``policy_version`` (0 when unset); in-flight requests as ``partial`` says."""
+        folder = self.stage_weights(state_dict)
+        try:
+            self.load_staged(folder)
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
+
+    def stage_weights(self, state_dict: dict[str, Any]) -> str:
+        """Write ``state_dict`` in the servers' dtype as a safetensors folder they can read (shared memory when
+        it has room); the caller removes it. The slow half of a push, done before any server pauses."""
         import torch
         from safetensors.torch import save_file
 
@@ -172,7 +181,6 @@ class VLLMServerSampler(Sampler):
         nbytes = sum(v.numel() * (dtype.itemsize if v.is_floating_point() else v.element_size())
                      for v in state_dict.values())
         self.weight_route = choose_route(nbytes, shm_dir=self.shm_dir)
-        version = str(self.policy_version or 0)
         folder = tempfile.mkdtemp(prefix="toolgym-weights-", dir=self.weight_route.folder)
         try:
             # clone: tied parameters share storage, which safetensors refuses to save twice
@@ -180,11 +188,18 @@ class VLLMServerSampler(Sampler):
                        for k, v in state_dict.items()}
             save_file(tensors, os.path.join(folder, "model.safetensors"))
             os.chmod(folder, 0o755)
-            with self._push_lock:
-                for base in self.urls:
-                    self._push_one(base, folder, version)
-        finally:
+        except BaseException:
             shutil.rmtree(folder, ignore_errors=True)
+            raise
+        return folder
+
+    def load_staged(self, folder: str) -> None:
+        """Every server, one after the other: pause, load ``folder`` in place, label it ``policy_version``,
+        resume."""
+        version = str(self.policy_version or 0)
+        with self._push_lock:
+            for base in self.urls:
+                self._push_one(base, folder, version)
 
     def _push_one(self, base: str, folder: str, version: str) -> None:
         import httpx
