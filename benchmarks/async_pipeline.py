@@ -8,7 +8,11 @@ other round so drift on a shared machine falls on every variant alike):
 - ``sync``: today's default, ``max_staleness: 0``, sampling in the trainer's process (the baseline);
 - ``sync+workers``: ``max_staleness: 0`` with one rollout worker process (what leaving the process costs);
 - ``K=1`` and ``K=2``: one worker sampling 1 or 2 steps ahead of the update;
-- ``K=1 2w``: two workers sampling one step ahead (on 2 cores the update then shares theirs).
+- ``K=1 2w``: two workers sampling one step ahead (on 2 cores the update then shares theirs);
+- ``vllm``, ``server`` and ``server K=1`` (``--server``, on the SmolLM2 config: vLLM's CPU attention has no
+  kernel for the demo model's head size): the in-process vLLM engine against one ``vllm serve`` process
+  (``rollout.sampler: vllm_server``), synchronous and one step ahead; the in-process engine runs in
+  .venv-vllm's Python, which also runs the server.
 
 Workload: the Arith demo (``examples/arith_ctpo.yaml``: the tiny demo model, 8 prompts x 8 rollouts, up to 3
 turns with the Python tool), warm-started once by SFT and shared by every run; with ``--smollm2`` also the
@@ -36,6 +40,9 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 TOOLGYM = str(Path(sys.executable).parent / "toolgym")
 VARIANTS = {"sync": (0, 0), "sync+workers": (0, 1), "K=1": (1, 1), "K=2": (2, 1), "K=1 2w": (1, 2)}
+#: in-process vLLM against a vLLM server (--server): (max_staleness, sampler)
+SERVER_VARIANTS = {"vllm": (0, "vllm"), "server": (0, "vllm_server"), "server K=1": (1, "vllm_server")}
+VLLM_PYTHON = ROOT / ".venv-vllm" / "bin" / "python"
 
 
 def _load(name: str) -> dict[str, Any]:
@@ -63,15 +70,24 @@ def workload(name: str, steps: int, tmp: Path) -> dict[str, Any]:
 
 
 def run(cfg: dict[str, Any], variant: str, out: Path) -> dict[str, Any]:
-    staleness, workers = VARIANTS[variant]
     cfg = json.loads(json.dumps(cfg))
-    cfg["rollout"].update(max_staleness=staleness, workers=workers)
+    command, env = [TOOLGYM], dict(os.environ)
+    if variant in SERVER_VARIANTS:
+        staleness, sampler = SERVER_VARIANTS[variant]
+        cfg["rollout"].update(max_staleness=staleness, workers=0, sampler=sampler)
+        if sampler == "vllm":  # the engine lives in the vLLM environment: so does this run
+            command = [str(VLLM_PYTHON), "-m", "toolgym"]
+        env["TOOLGYM_VLLM_PYTHON"] = str(VLLM_PYTHON)
+    else:
+        staleness, workers = VARIANTS[variant]
+        cfg["rollout"].update(max_staleness=staleness, workers=workers)
     cfg["output_dir"] = str(out)
     path = out.with_suffix(".yaml")
     path.write_text(yaml.safe_dump(cfg))
     load = os.getloadavg()[0]
     t0 = time.perf_counter()
-    p = subprocess.run([TOOLGYM, "train", str(path), "--no-progress"], capture_output=True, text=True, cwd=out.parent)
+    p = subprocess.run([*command, "train", str(path), "--no-progress"], capture_output=True, text=True,
+                       cwd=out.parent, env=env)
     wall = time.perf_counter() - t0
     if p.returncode:
         raise SystemExit(f"{variant} failed: {p.stderr.strip()[-2000:]}")
@@ -108,6 +124,10 @@ def bench(name: str, steps: int, rounds: int, tmp: Path, variants: list[str]) ->
 def summary(name: str, results: dict[str, list[dict[str, Any]]]) -> dict[str, float]:
     med = {v: statistics.median(x["steps_per_hour"] for x in rs) for v, rs in results.items()}
     print(f"{name}: median steps per hour " + ", ".join(f"{v} {m:.1f}" for v, m in med.items()))
+    if "sync" not in results:  # --server alone: against the in-process engine
+        ratios = {v: med[v] / med["vllm"] for v in med}
+        print(f"{name}: ratio to in-process vLLM " + ", ".join(f"{v} {r:.2f}x" for v, r in ratios.items()))
+        return ratios
     sync = results["sync"]
     idle = statistics.mean(x["rollout_s"] / x["step_s"] for x in sync)
     upd = statistics.mean(x["update_s"] / x["step_s"] for x in sync)
@@ -126,12 +146,23 @@ def main() -> None:
     ap.add_argument("--smollm2-steps", type=int, default=4)
     ap.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=list(VARIANTS))
     ap.add_argument("--no-arith", action="store_true", help="only the SmolLM2 config (with --smollm2)")
+    ap.add_argument("--server", action="store_true",
+                    help="only in-process vLLM against a vLLM server (the SmolLM2 config, --smollm2-steps): "
+                    + ", ".join(SERVER_VARIANTS))
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
     if "sync" not in a.variants:
         a.variants.insert(0, "sync")  # the baseline of every ratio
     tmp = Path(tempfile.mkdtemp(prefix="toolgym-async-"))
     out: dict[str, Any] = {}
+    if a.server:  # the SmolLM2 config: vLLM's CPU attention has no kernel for the demo model's head size (16)
+        runs = bench("smollm2_arith", a.smollm2_steps, a.rounds, tmp, list(SERVER_VARIANTS))
+        ratios = summary("smollm2_arith", runs)
+        if a.json:
+            print(json.dumps({"smollm2_arith": {"runs": runs, "ratios": ratios}}, indent=2))
+        print(f"server/in-process vLLM steps per hour {ratios['server']:.2f}x (K=0), "
+              f"{ratios['server K=1']:.2f}x (K=1)")
+        return
     if not a.no_arith:
         arith = bench("arith_ctpo", a.steps, a.rounds, tmp, a.variants)
         out["arith_ctpo"] = {"runs": arith, "ratios": summary("arith_ctpo", arith)}

@@ -21,7 +21,7 @@ FORMATS = "hermes, llama3_json, pythonic, mistral, qwen3_coder, gpt_oss, deepsee
 EXAMPLES = "arith_ctpo, arith_mixture, arith_mopd, arith_parts, qwen_mbpp_mopd, smollm2_arith, smollm2_arith_sft"
 ROLLOUT_KEYS = ("env, env_kwargs, envs, split, group_size, prompts_per_step, max_turns, max_new_tokens, "
                 "max_response_tokens, temperature, top_p, sampler, base_url, sampler_kwargs, frozen_policy_ok, "
-                "vllm_sleep, sandbox, sandbox_pool, tool_parser, max_staleness, workers, group_deadline_s")
+                "vllm_sleep, sandbox, sandbox_pool, tool_parser, max_staleness, workers, servers, partial, group_deadline_s")
 ROLLOUT = ["rollout", "toolgym/Arith-v0", "--tasks", "1", "--group", "2", "--out", "r.jsonl"]
 BENCH = ["bench", "science", "--limit", "1"]
 SMOL = ["--model", "smollm2-135m-instruct"]
@@ -71,11 +71,11 @@ CASES = [
     ("algorithm", ["train", "arith_ctpo", "-s", "algorithm=ctpp"],
      "unknown algorithm 'ctpp'; did you mean 'ctpo'? known: ctpo, grpo, gspo, full_is, mopd, sdpo, opd"),
     ("sampler (bench)", [*BENCH, *SMOL, "--sampler", "vlm"],
-     "unknown sampler 'vlm'; did you mean 'vllm'? known: hf, vllm, openai (from --sampler)"),
+     "unknown sampler 'vlm'; did you mean 'vllm'? known: hf, vllm, openai, vllm_server (from --sampler)"),
     ("sampler (rollout)", [*ROLLOUT, *SMOL, "--sampler", "hff"],
-     "unknown sampler 'hff'; did you mean 'hf'? known: hf, vllm, openai (from --sampler)"),
+     "unknown sampler 'hff'; did you mean 'hf'? known: hf, vllm, openai, vllm_server (from --sampler)"),
     ("sampler in a config", ["train", "arith_ctpo", "-s", "rollout.sampler=vlm"],
-     "unknown sampler 'vlm'; did you mean 'vllm'? known: hf, vllm, openai (from rollout.sampler)"),
+     "unknown sampler 'vlm'; did you mean 'vllm'? known: hf, vllm, openai, vllm_server (from rollout.sampler)"),
     ("tool-call parser (bench)", [*BENCH, *SMOL, "--mode", "tools", "--tool-parser", "hermez"],
      f"unknown tool-call format 'hermez'; did you mean 'hermes'? known: {FORMATS}"),
     ("tool-call parser (rollout)", [*ROLLOUT, *SMOL, "--tool-parser", "hermez"],

@@ -100,7 +100,7 @@ def test_entry_points_register_samplers_with_their_flags(plugin_site: Path) -> N
     assert replica.needs_weight_push and not replica.in_process and replica.follows_training
     assert not frozen.follows_training
     with pytest.raises(ConfigError, match=r"^unknown sampler 'replika_test'; did you mean 'replica_test'\? known: hf, "
-                                          r"vllm, openai, replica_test, frozen_test \(from --sampler\)$"):
+                                          r"vllm, openai, vllm_server, replica_test, frozen_test \(from --sampler\)$"):
         samplers.get_sampler("replika_test")
 
 
@@ -134,7 +134,7 @@ def test_a_frozen_plugin_sampler_gets_no_push_although_it_could_take_one(plugin_
     from toolgym.training.trainer import Trainer
 
     with pytest.raises(ConfigError, match=r"rollout.sampler=frozen_test cannot receive weight updates during "
-                                          r"training .*use sampler: hf or vllm or replica_test"):
+                                          r"training .*use sampler: hf or vllm or vllm_server or replica_test"):
         load_config(_tiny(tmp_path / "a", sampler="frozen_test"))
     first = Trainer(load_config(_tiny(tmp_path / "a")), console=False)
     first.build()  # writes the demo model's folder for the frozen sampler to load

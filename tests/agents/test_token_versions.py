@@ -66,3 +66,34 @@ def test_old_records_load_and_misaligned_versions_fail():
     assert Trajectory.from_dict(old).token_versions == []
     with pytest.raises(ValueError, match="token_versions"):
         Trajectory.from_dict({**old, "token_versions": [4]})
+
+
+class TaggedMidTurn(Sampler):
+    """A real sampler whose engine tags its tokens itself, as a server does when a push lands mid-request: the
+    first two tokens of each call are version ``v``, the rest ``v + 1``, and ``v`` grows by one per call."""
+
+    def __init__(self, inner: Sampler, version: int) -> None:
+        self.inner, self.max_model_len, self.name = inner, inner.max_model_len, inner.name
+        self.policy_version = version
+
+    async def agenerate(self, prompts, params):
+        out = await self.inner.agenerate(prompts, params)
+        for samples in out:
+            for s in samples:
+                s.token_versions = [self.policy_version if i < 2 else self.policy_version + 1
+                                    for i in range(len(s.token_ids))]
+        self.policy_version += 1
+        return out
+
+
+def test_engine_tags_win_over_the_version_at_the_call(hf):
+    traj = _episode(TaggedMidTurn(hf, version=3), hf.tokenizer)
+    assert traj.finish_reason == "answer" and len(traj.token_versions) == len(traj.response_ids)
+    turn = -1
+    for start, end, model in segments(traj.loss_mask):
+        if model:
+            turn += 1
+            n = end - start
+            assert traj.token_versions[start:end] == [3 + turn] * min(2, n) + [4 + turn] * max(0, n - 2)
+        else:  # the template and tool tokens after a turn take its last token's version
+            assert traj.token_versions[start:end] == [traj.token_versions[start - 1]] * (end - start)

@@ -49,7 +49,7 @@ def __getattr__(name: str) -> Any:
 
 def build_sampler(kind: str, model: str, *, base_url: str | None = None, max_model_len: int | None = None,
                   **kwargs: Any) -> Any:
-    """A sampler by its registered name (:mod:`toolgym.agents.samplers`: hf, vllm, openai and plug-ins) for
+    """A sampler by its registered name (:mod:`toolgym.agents.samplers`: hf, vllm, openai, vllm_server and plug-ins) for
     ``toolgym rollout`` and scripts; ``base_url`` goes to a remote sampler only."""
     from toolgym.agents.samplers import get_sampler
 

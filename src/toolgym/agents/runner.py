@@ -193,14 +193,20 @@ class RolloutRunner:
                     traj.finish_reason = "max_tokens"
                     break
                 params = self.params.with_(n=1, max_tokens=min(self.params.max_tokens, room),
-                                           seed=self._seed(task_index, episode_index, turn))
+                                           seed=self._seed(task_index, episode_index, turn),
+                                           affinity=f"{self.seed}/{traj.group_id}")
                 t = time.perf_counter()
                 # the version when the call starts: weights that change during it make its later tokens newer,
                 # never older, so the staleness of a trajectory is never understated
                 version = getattr(self.sampler, "policy_version", None)
                 sample = await _sample_timed(self._generate(context, params), lim.max_sample_s)
                 timings["generate_s"] += time.perf_counter() - t
-                self._append(traj, context, sample.token_ids, sample.logprobs, model=True, version=version)
+                if sample.token_versions is not None:  # the engine tagged each token (weights changed mid-call)
+                    version = sample.token_versions[-1] if sample.token_versions else version
+                    self._append(traj, context, sample.token_ids, sample.logprobs, model=True,
+                                 version=sample.token_versions)
+                else:
+                    self._append(traj, context, sample.token_ids, sample.logprobs, model=True, version=version)
                 text = _decode_turn(self.template, sample.token_ids)
                 traj.turns.append({"role": "assistant", "content": text, "finish_reason": sample.finish_reason})
                 if not sample.token_ids:
@@ -296,10 +302,12 @@ class RolloutRunner:
 
     @staticmethod
     def _append(traj: Trajectory, context: list[int], ids: list[int], lps: list[float], model: bool,
-                version: int | None = None) -> None:
-        """``version``: the policy version of the turn these tokens belong to (None: not tracked)."""
+                version: int | list[int] | None = None) -> None:
+        """``version``: the policy version of the turn these tokens belong to, or one per token (None: not
+        tracked)."""
         if version is not None and len(traj.token_versions) == len(traj.response_ids):
-            traj.token_versions.extend([int(version)] * len(ids))
+            traj.token_versions.extend([int(v) for v in version] if isinstance(version, list)
+                                       else [int(version)] * len(ids))
         elif traj.token_versions:  # the sampler stopped reporting versions: a partial record would misalign
             traj.token_versions.clear()
         context.extend(ids)

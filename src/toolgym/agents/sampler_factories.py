@@ -34,6 +34,33 @@ def vllm(model: Any, **options: Any) -> Any:
     return VLLMSampler(model, **options)
 
 
+def vllm_server(model: Any, **options: Any) -> Any:
+    """vLLM server processes (:mod:`toolgym.agents.server_sampler`): ``servers=N`` started here, or ``urls``."""
+    from toolgym.agents.server_sampler import VLLMServerSampler
+
+    return VLLMServerSampler(model, **options)
+
+
+def vllm_server_train_options(cfg: Any, device: str) -> dict[str, Any]:
+    """The trainer's servers: ``rollout.servers`` (a count to start, or URLs; ``rollout.base_url`` is one URL),
+    ``rollout.partial``, and the in-process engine's options (dtype from ``model.dtype``; eager on the CPU
+    build); ``rollout.sampler_kwargs`` override each."""
+    r = cfg.rollout
+    kw: dict[str, Any] = {"partial": r.partial}
+    if isinstance(r.servers, list):
+        kw["urls"] = list(r.servers)
+    elif r.base_url:
+        kw["urls"] = [r.base_url]
+    else:
+        kw["servers"] = int(r.servers)
+    if "urls" not in kw:
+        kw["dtype"] = "bfloat16" if cfg.model.dtype == "bf16" else "float32"
+        kw["enforce_eager"] = not on_cuda(device)
+        if cfg.model.tokenizer:
+            kw["tokenizer"] = cfg.model.tokenizer
+    return {**kw, **dict(r.sampler_kwargs)}
+
+
 def openai(model: Any, *, base_url: str | None = None, **options: Any) -> Any:
     """``model`` is the served model's name; ``base_url`` the server's /v1 URL."""
     from toolgym.agents.openai_sampler import OpenAISampler

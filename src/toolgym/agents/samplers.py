@@ -1,5 +1,5 @@
 """Sampler registry: ``rollout.sampler: NAME`` in a training config and ``--sampler NAME`` on the command
-line name an entry here. Built in: ``hf``, ``vllm``, ``openai``; third-party packages add theirs through the
+line name an entry here. Built in: ``hf``, ``vllm``, ``vllm_server``, ``openai``; third-party packages add theirs through the
 entry-point group ``toolgym.samplers``, as environments do through ``toolgym.envs``, and a config may name
 an installed one that declares no entry point as ``package.module:SPEC`` (a :class:`SamplerSpec`).
 
@@ -13,6 +13,9 @@ none of them compares sampler names:
 - ``logprobs``: returns the behaviour log-prob of each sampled token (``loss.mismatch_weight`` needs them).
 - ``remote``: samples on a server at ``base_url``; ``model`` is the served name, and the chat template's
   tokenizer comes from a local copy.
+- ``pushes_while_sampling``: takes weight pushes while requests are in flight and tags each token with the
+  version that sampled it (servers): the pipeline (``rollout.max_staleness >= 1``) samples ahead with it
+  from the trainer's process, with no rollout worker processes.
 
 A sampler that is neither ``in_process`` nor ``needs_weight_push`` cannot follow training (it samples the
 initial policy throughout): training refuses it unless ``rollout.frozen_policy_ok`` is set.
@@ -48,6 +51,7 @@ class SamplerSpec:
     needs_weight_push: bool = False
     logprobs: bool = True
     remote: bool = False
+    pushes_while_sampling: bool = False
     description: str = ""
     #: constructor options per purpose ("rollout": ``toolgym rollout``, "bench": suites, "train": the
     #: trainer), under the caller's own
@@ -95,8 +99,8 @@ class SamplerSpec:
 
 def _register_spec(entry_point: str, obj: SamplerSpec) -> None:
     register_sampler(obj.name, obj.factory, in_process=obj.in_process, needs_weight_push=obj.needs_weight_push,
-                     logprobs=obj.logprobs, remote=obj.remote, description=obj.description, defaults=obj.defaults,
-                     train_options=obj.train_options)
+                     logprobs=obj.logprobs, remote=obj.remote, pushes_while_sampling=obj.pushes_while_sampling,
+                     description=obj.description, defaults=obj.defaults, train_options=obj.train_options)
 
 
 SAMPLERS: Registry[SamplerSpec] = Registry("sampler", ENTRY_POINT_GROUP,
@@ -108,7 +112,7 @@ plugin_errors: dict[str, str] = SAMPLERS.errors
 
 def register_sampler(name: str, factory: str | Callable[..., Any], *, in_process: bool = False,
                      needs_weight_push: bool = False, logprobs: bool = True, remote: bool = False,
-                     description: str = "", defaults: Mapping[str, Mapping[str, Any]] | None = None,
+                     pushes_while_sampling: bool = False, description: str = "", defaults: Mapping[str, Mapping[str, Any]] | None = None,
                      train_options: str | Callable[[Any, str], dict[str, Any]] | None = None,
                      override: bool = False) -> SamplerSpec:
     """Make ``--sampler NAME`` and ``rollout.sampler: NAME`` valid. Re-registering a name needs
@@ -123,8 +127,10 @@ def register_sampler(name: str, factory: str | Callable[..., Any], *, in_process
     stray = set(defaults or {}) - set(PURPOSES)
     if stray:
         raise ConfigError(f"sampler {name!r}: defaults keys must be among {PURPOSES}; got {sorted(stray)}")
-    spec = SamplerSpec(name, factory, in_process, needs_weight_push, logprobs, remote, description,
-                       {k: dict(v) for k, v in (defaults or {}).items()}, train_options)
+    if pushes_while_sampling and not needs_weight_push:
+        raise ConfigError(f"sampler {name!r}: pushes_while_sampling needs needs_weight_push")
+    spec = SamplerSpec(name, factory, in_process, needs_weight_push, logprobs, remote, pushes_while_sampling,
+                       description, {k: dict(v) for k, v in (defaults or {}).items()}, train_options)
     old = SAMPLERS._entries.get(name)
     if old is not None and not override and old != spec:
         raise ConfigError(f"sampler {name!r} is already registered ({old.factory!r}); pass "
@@ -170,6 +176,10 @@ def _register_builtins() -> None:
                      train_options=f"{f}:vllm_train_options")
     register_sampler("openai", f"{f}:openai", remote=True,
                      description="an OpenAI-compatible server (/v1/completions with token ids)")
+    register_sampler("vllm_server", f"{f}:vllm_server", needs_weight_push=True, pushes_while_sampling=True,
+                     description="vLLM server processes on 127.0.0.1 (started here, or rollout.servers: URLs), "
+                                 "weights pushed while they run", defaults={"rollout": {"enforce_eager": True}},
+                     train_options=f"{f}:vllm_server_train_options")
 
 
 def _load(ref: str | Callable[..., Any]) -> Callable[..., Any]:

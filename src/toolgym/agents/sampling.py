@@ -34,6 +34,9 @@ class SamplingParams:
     stop: tuple[str, ...] = ()
     stop_token_ids: tuple[int, ...] = ()
     seed: int | None = None
+    #: the group a request belongs to (its episodes share a prompt): a router in front of several servers
+    #: keeps a group on one server, for its prefix cache. Not a sampling setting (left out of ``to_dict``).
+    affinity: str | None = None
 
     def __post_init__(self) -> None:
         if self.n < 1:
@@ -72,6 +75,7 @@ class SamplingParams:
         d = asdict(self)
         d["stop"] = list(self.stop)
         d["stop_token_ids"] = list(self.stop_token_ids)
+        d.pop("affinity")
         return d
 
 
@@ -91,10 +95,15 @@ class Sample:
     stop_reason: str | int | None = None
     error: str | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
+    #: the policy version of each token, when the engine tags them itself (a server whose weights can change
+    #: during a request); None: the caller's ``policy_version`` at the call holds for every token
+    token_versions: list[int] | None = None
 
     def __post_init__(self) -> None:
         if len(self.token_ids) != len(self.logprobs):
             raise ValueError(f"sample has {len(self.token_ids)} tokens but {len(self.logprobs)} log-probs")
+        if self.token_versions is not None and len(self.token_versions) != len(self.token_ids):
+            raise ValueError(f"sample has {len(self.token_ids)} tokens but {len(self.token_versions)} versions")
 
 
 class Sampler(abc.ABC):

@@ -243,7 +243,7 @@ class RolloutConfig:
         Nucleus sampling; must be 1.0 for training (a truncated distribution is not the one the trainer
         scores); eval.top_p may be lower.""")
     sampler: str = described("hf", """
-        The rollout backend: a registered sampler (toolgym.agents.samplers: hf, vllm, openai, plug-ins).""")
+        The rollout backend: a registered sampler (toolgym.agents.samplers: hf, vllm, openai, vllm_server, plug-ins).""")
     base_url: str | None = described(None, """
         A remote sampler's server URL (openai); required by remote samplers.""")
     sampler_kwargs: dict[str, Any] = described(factory=dict, help="""
@@ -266,12 +266,22 @@ class RolloutConfig:
     max_staleness: int = described(0, """
         Policy versions a training group may lag behind the weights it is trained from. 0: every step
         samples the current weights, then updates (synchronous). K >= 1: step s+K is sampled while the
-        trainer updates on step s, by rollout workers holding the weights of K updates ago; an older group is
-        dropped and counted (docs/training/pipeline.md).""")
+        trainer updates on step s, by rollout workers holding the weights of K updates ago (or by vLLM servers,
+        sampler vllm_server, which take each new version as soon as it exists); an older group is dropped and
+        counted (docs/training/pipeline.md).""")
     workers: int = described(0, """
         Rollout worker processes: each holds a sampler replica and runs the environments, reward functions
         and model-text parsing, so the trainer's process runs none of them. 0: rollouts in the trainer's own
         process (max_staleness 0 only; with max_staleness >= 1, 0 means one worker).""")
+    servers: int | list[str] = described(1, """
+        sampler vllm_server: how many server processes to start on 127.0.0.1 (each a full copy of the model,
+        behind one router that keeps a group's requests on one server), or a list of URLs of servers already
+        running on this machine (started with VLLM_SERVER_DEV_MODE=1 and --enable-scale-out;
+        docs/training/pipeline.md).""")
+    partial: bool = described(False, """
+        sampler vllm_server: what a weight push does to requests in flight. false: they finish on the old
+        weights (tagged with its version); true: they are interrupted and resumed on the new weights (partial
+        rollouts: their tokens carry both versions).""")
     group_deadline_s: float = described(1800.0, """
         Wall-clock seconds a rollout worker may spend on one group; past it the worker is killed and
         replaced, and only that group's episodes fail (counted as infrastructure failures). 0: no limit.""")
@@ -280,6 +290,8 @@ class RolloutConfig:
         self._check_mixture(p)
         require(self.max_staleness >= 0, f"{p}.max_staleness", "an integer >= 0", self.max_staleness)
         require(self.workers >= 0, f"{p}.workers", "an integer >= 0", self.workers)
+        require(isinstance(self.servers, list) and bool(self.servers) or isinstance(self.servers, int)
+                and self.servers >= 1, f"{p}.servers", "an integer >= 1 or a list of server URLs", self.servers)
         require(self.group_deadline_s >= 0, f"{p}.group_deadline_s", "a number >= 0 (0: no limit)",
                 self.group_deadline_s)
         if self.tool_parser is not None:
@@ -297,6 +309,9 @@ class RolloutConfig:
         spec = self.sampler_spec(p)
         require(not spec.remote or bool(self.base_url), f"{p}.base_url", f"a URL when sampler is {self.sampler!r}",
                 self.base_url)
+        for name, unset in (("servers", 1), ("partial", False)):
+            require(getattr(self, name) == unset or spec.pushes_while_sampling, f"{p}.{name}",
+                    f"{str(unset).lower()} (left out) unless sampler is a server sampler ('vllm_server')", getattr(self, name))
         if self.top_p < 1:  # the trainer scores softmax(logits / temperature): no truncation (docs/algorithms/ctpo.md)
             raise ConfigError(f"{p}.top_p={self.top_p:g} truncates the sampling distribution, so the trainer's log-probs "
                               "would not be the behaviour policy's: use top_p: 1.0 for training (lower "
@@ -643,10 +658,10 @@ class TrainConfig:
             why = "" if self.loss.mismatch_weight else f" (null turns it on with rollout.max_staleness {self.rollout.max_staleness})"
             raise ConfigError(f"loss.mismatch_weight: must be false with sampler {self.rollout.sampler!r} (it returns no "
                               f"behaviour log-probs){why}; got {self.loss.mismatch_weight!r}")
-        if self.rollout.max_staleness or self.rollout.workers:  # workers run a transformers replica
-            require(spec.in_process, "rollout.sampler",
-                    "an in-process sampler ('hf') with rollout.workers or rollout.max_staleness >= 1 (each worker "
-                    "runs a transformers replica; a vLLM server pipeline is not built yet)", self.rollout.sampler)
+        if self.rollout.workers or (self.rollout.max_staleness and not spec.pushes_while_sampling):
+            require(spec.in_process, "rollout.sampler",  # workers run a transformers replica
+                    "an in-process sampler ('hf') with rollout.workers, or with rollout.max_staleness >= 1 a "
+                    "sampler that takes weights while it samples ('vllm_server'; workers: 0)", self.rollout.sampler)
             require(self.distributed == "none", "distributed",
                     "'none' with rollout.workers or rollout.max_staleness (Ray rollouts are synchronous for now)",
                     self.distributed)

@@ -8,7 +8,9 @@ Three ways a step's groups are made, chosen by the config:
   trainer's module (or its own engine, vLLM), exactly as before the pipeline existed;
 - by rollout worker processes (``rollout.workers >= 1``) or Ray actors (``distributed: ray``), synchronously;
 - ahead of the update (``rollout.max_staleness: K >= 1``): step ``s + K`` is sampled by the workers with the
-  weights of step ``s`` while the trainer updates on step ``s`` (:mod:`toolgym.training.pipeline`).
+  weights of step ``s`` while the trainer updates on step ``s`` (:mod:`toolgym.training.pipeline`); with a
+  sampler that takes weights while it samples (``vllm_server``), by that sampler from a thread of this
+  process, each push reaching the servers at once (their tokens tagged with the version that sampled them).
 """
 
 from __future__ import annotations
@@ -58,6 +60,7 @@ class Orchestrator:
         self.policy_sync: Any = None
         self.version = 0  # the policy version of the trainer's current weights (= training steps done)
         self._pool_lock = threading.Lock()  # the pipeline's thread and evaluations share the workers
+        self._pusher: threading.Thread | None = None  # a push to the servers in progress (max_staleness >= 1)
         self.entries = cfg.rollout.mixture()  # rollout.env is a one-entry mixture
         self.names = [e.label for e in self.entries]
         self.mixture = Mixture([e.weight for e in self.entries], cfg.rollout.prompts_per_step, cfg.seed)
@@ -71,7 +74,13 @@ class Orchestrator:
     def workers(self) -> int:
         """Rollout worker processes (0: rollouts in this process)."""
         r = self.cfg.rollout
-        return max(r.workers, 1) if r.max_staleness else r.workers
+        return max(r.workers, 1) if r.max_staleness and not self.serves_ahead else r.workers
+
+    @property
+    def serves_ahead(self) -> bool:
+        """The sampler takes weight pushes while it samples (a server): the pipeline needs no workers, and every
+        push goes to it at once, labelled with the policy version."""
+        return bool(self.sampler_spec.pushes_while_sampling)
 
     def start(self) -> None:
         """The sandbox pool, the sampler (or the workers) and the weight sync."""
@@ -268,7 +277,7 @@ class Orchestrator:
                 self.module.eval()
             groups = self.ray_rollouts.run_jobs(self, self.jobs(plan, group_size, key)) if plan else []
         else:
-            if self.module is not None:
+            if self.module is not None and getattr(self.sampler, "model", None) is self.module:
                 self.module.eval()
             with self.decoding():  # a collective under FSDP: every rank enters, even one without tasks
                 groups = self._run_here(plan, group_size) if plan else []
@@ -319,7 +328,8 @@ class Orchestrator:
 
         self.ahead = AheadRollouts(self, lag=self.cfg.rollout.max_staleness, first_step=first_step,
                                    last_step=self.cfg.steps, pending=pending)
-        self.ahead.publish(self.version, self._weights(copy=True))
+        # a server already holds this version (publish pushed it): the thread needs no copy
+        self.ahead.publish(self.version, {} if self.serves_ahead else self._weights(copy=True))
 
     def sample_step(self, step: int, version: int, weights: dict[str, Any]) -> list[list[Trajectory]]:
         """Step ``step``'s groups sampled by the workers with the weights of policy ``version`` (the pipeline's
@@ -341,7 +351,12 @@ class Orchestrator:
         ``version`` for every engine and worker that samples."""
         if version is not None:
             self.version = version
-        if self.ahead is not None:
+        if self.serves_ahead:  # the servers take it now, in-flight requests as rollout.partial says
+            if self.ahead is None:
+                self._push_labelled()
+            else:
+                self._push_behind()
+        elif self.ahead is not None:
             self.ahead.publish(self.version, self._weights(copy=True))
         elif self.pool is not None:
             with self._pool_lock:
@@ -356,10 +371,47 @@ class Orchestrator:
     def after_update(self, version: int) -> None:
         """The update made policy ``version``: wake a sleeping engine and give it (or the workers) the weights."""
         self.version = version
-        if self.policy_sync is not None:
+        if self.policy_sync is not None and not self.serves_ahead:
             self.policy_sync.after_update()
         else:
             self.publish()
+
+    def _push_labelled(self) -> None:
+        """The weights to a sampler that tags tokens itself, labelled with their policy version."""
+        self.sampler.policy_version = self.version
+        self.policy_sync.push()
+
+    def _push_behind(self) -> None:
+        """With the pipeline: a snapshot of the weights now, pushed to the servers by a thread while the trainer
+        goes on (a push waits for the requests in flight, unless rollout.partial); the version is published to the
+        pipeline once the servers hold it, so no step is sampled with older weights than its schedule says."""
+        from toolgym.training.model.lora import base_model
+        from toolgym.training.sampling.checkpoint_format import checkpoint_weights
+        from toolgym.training.sampling.policy_sync import policy_weights
+
+        weights = {k: v.detach().to("cpu", copy=True) for k, v in policy_weights(self.module).items()}
+        if getattr(self.sampler, "weight_names", "model") == "checkpoint":
+            weights = checkpoint_weights(base_model(self.module), weights)
+        version, ahead = self.version, self.ahead
+        self.wait_push()  # pushes reach the servers in order
+
+        def push() -> None:
+            try:
+                self.sampler.policy_version = version
+                self.sampler.update_weights(weights)
+                self.policy_sync.pushes += 1
+                ahead.publish(version, {})
+            except BaseException as exc:  # the trainer raises it at its next batch
+                ahead.fail(exc)
+
+        self._pusher = threading.Thread(target=push, name="toolgym-weight-push", daemon=True)
+        self._pusher.start()
+
+    def wait_push(self) -> None:
+        """Until the servers hold the last published weights."""
+        if self._pusher is not None:
+            self._pusher.join()
+            self._pusher = None
 
     @property
     def pushes(self) -> int:
@@ -387,6 +439,7 @@ class Orchestrator:
         from toolgym.agents.runner import TaskSpec
 
         e = self.cfg.eval
+        self.wait_push()  # the current weights, not the ones before the last update
         mine = list(range(self.dist.rank, e.tasks, self.dist.world))
         plan = []
         entries = self.eval_entries()
@@ -431,7 +484,7 @@ class Orchestrator:
     def close(self) -> None:
         """Stop the pipeline, then the workers, the Ray pool, the sandbox and the sampler (every one, whatever
         fails first)."""
-        closers = [getattr(self.ahead, "close", None), getattr(self.pool, "close", None),
+        closers = [self.wait_push, getattr(self.ahead, "close", None), getattr(self.pool, "close", None),
                    getattr(self.ray_rollouts, "close", None), getattr(self.sandbox, "close", None),
                    getattr(self.sampler, "close", None)]  # a vLLM engine's worker processes and memory go with it
         error: BaseException | None = None

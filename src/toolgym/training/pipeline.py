@@ -109,6 +109,13 @@ class AheadRollouts:
                 raise PipelineError(f"sampling ahead failed: {self._error!r}") from self._error
             return {s: [[t.to_dict() for t in g] for g in self._ready[s][0]] for s in want}
 
+    def fail(self, exc: BaseException) -> None:
+        """Something the thread depends on failed elsewhere (a weight push to the servers): the trainer raises
+        it at its next ``take``."""
+        with self._cond:
+            self._error = self._error or exc
+            self._cond.notify_all()
+
     def close(self) -> None:
         with self._cond:
             self._closed = True

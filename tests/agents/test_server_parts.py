@@ -1,0 +1,83 @@
+"""The parts of the ``vllm_server`` sampler that need no server: the router's choices, reading the server's
+version spans and answers, the loopback rule, ``vllm serve`` flags, and the registry entry."""
+
+from __future__ import annotations
+
+import pytest
+
+from toolgym.agents.samplers import get_sampler, register_sampler
+from toolgym.agents.sampling import SamplingParams
+from toolgym.agents.server_router import Router
+from toolgym.agents.server_sampler import parse, versions_per_token
+from toolgym.agents.vllm_server import check_loopback, engine_args
+from toolgym.errors import ConfigError
+
+
+def test_router_pins_a_group_and_sends_new_groups_to_the_least_loaded():
+    r = Router(["a", "b", "c"])
+    first = r.acquire("g1")
+    assert first == 0  # all idle: the first server
+    assert r.acquire("g2") == 1 and r.acquire("g3") == 2  # each new group where fewest are outstanding
+    assert r.acquire("g1") == 0 and r.acquire("g1") == 0  # the group stays, however loaded its server is
+    assert r.outstanding == [3, 1, 1]
+    r.release(1)
+    assert r.acquire("g4") == 1  # b has none outstanding now
+    assert r.acquire(None) == 2  # a request without a group: the least loaded (c: 1, fewer served than b)
+    assert r.server_of("g1") == 0 and r.server_of("nope") is None
+
+
+def test_router_forgets_its_oldest_groups():
+    r = Router(["a", "b"], remember=2)
+    for g in ("x", "y", "z"):
+        r.release(r.acquire(g))
+    assert r.server_of("x") is None and r.server_of("y") is not None and r.server_of("z") is not None
+    with pytest.raises(ValueError):
+        Router([])
+
+
+def test_version_spans_become_one_version_per_token():
+    spans = [{"version": "3", "start": 0, "end": 2}, {"version": "4", "start": 2, "end": 5}]
+    assert versions_per_token(spans, 5) == [3, 3, 4, 4, 4]
+    assert versions_per_token(spans[::-1], 5) == [3, 3, 4, 4, 4]  # in token order whatever the list's order
+    assert versions_per_token([{"version": "default", "start": 0, "end": 5}], 5) is None  # not a policy version
+    assert versions_per_token(spans, 6) is None  # spans that do not cover the output
+    assert versions_per_token([{"version": "1", "start": 1, "end": 5}], 4) is None  # a gap
+    assert versions_per_token(None, 3) is None
+
+
+def _answer(ids, lps, spans=None, finish="stop"):
+    return {"choices": [{"index": 0, "finish_reason": finish, "token_ids": ids, "weight_versions": spans,
+                         "logprobs": {"content": [{"token_id": t, "logprob": lp} for t, lp in zip(ids, lps, strict=True)]}}]}
+
+
+def test_an_answer_becomes_samples_with_versions():
+    (s,) = parse(_answer([5, 6, 7], [-0.5, -1.0, -2.0], [{"version": "2", "start": 0, "end": 3}], "length"),
+                 SamplingParams(temperature=0.7))
+    assert s.token_ids == [5, 6, 7] and s.logprobs == [-0.5, -1.0, -2.0] and s.token_versions == [2, 2, 2]
+    assert s.finish_reason == "length" and s.logprob_kind == "processed"
+    bad = _answer([5, 6], [-0.5, -1.0])
+    bad["choices"][0]["logprobs"]["content"][1]["token_id"] = 9  # a log-prob of another token
+    with pytest.raises(ValueError, match="differ"):
+        parse(bad, SamplingParams())
+    with pytest.raises(ValueError, match="asked for 2"):
+        parse(_answer([5], [-0.1]), SamplingParams(n=2))
+
+
+def test_only_servers_on_this_machine_are_accepted():
+    assert check_loopback("http://127.0.0.1:8000/v1/") == "http://127.0.0.1:8000"
+    assert check_loopback("http://localhost:8000") == "http://localhost:8000"
+    with pytest.raises(ConfigError, match="only a server on this machine"):
+        check_loopback("http://10.0.0.5:8000")
+
+
+def test_engine_options_become_vllm_serve_flags():
+    assert engine_args({"max_model_len": 1024, "enforce_eager": True, "enable_prefix_caching": False,
+                        "tokenizer": None, "dtype": "float32"}) == [
+        "--max-model-len", "1024", "--enforce-eager", "--dtype", "float32"]
+
+
+def test_the_registry_entry_takes_pushes_while_it_samples():
+    spec = get_sampler("vllm_server")
+    assert spec.needs_weight_push and spec.pushes_while_sampling and spec.follows_training and not spec.remote
+    with pytest.raises(ConfigError, match="needs needs_weight_push"):
+        register_sampler("odd", "x:y", pushes_while_sampling=True)
