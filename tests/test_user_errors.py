@@ -16,9 +16,9 @@ CLI = [str(_SCRIPT)] if _SCRIPT.exists() else [sys.executable, "-c", "from toolg
 
 MODELS = "smollm2-135m-instruct, qwen2.5-coder-0.5b-instruct, qwen2.5-coder-1.5b-instruct"
 MODEL_NOTE = "(a model may also be a local path or a Hugging Face Hub id, owner/name)"
-ENVS = "toolgym/Arith-v0, toolgym/CodeContest-v0, toolgym/MathTIR-v0, toolgym/ReasoningGym-v0, toolgym/ScienceQA-v0"
+ENVS = "toolgym/Arith-v0, toolgym/CodeContest-v0, toolgym/MathTIR-v0, toolgym/Program-v0, toolgym/ReasoningGym-v0, toolgym/ScienceQA-v0"
 FORMATS = "hermes, llama3_json, pythonic, mistral, qwen3_coder, gpt_oss, deepseek_v3"
-EXAMPLES = "arith_ctpo, arith_mixture, arith_mopd, arith_parts, qwen_mbpp_mopd, smollm2_arith, smollm2_arith_sft"
+EXAMPLES = "arith_ctpo, arith_mixture, arith_mopd, arith_parts, openai_agent, qwen_mbpp_mopd, smollm2_arith, smollm2_arith_sft"
 ROLLOUT_KEYS = ("env, env_kwargs, envs, split, group_size, prompts_per_step, max_turns, max_new_tokens, "
                 "max_response_tokens, temperature, top_p, sampler, base_url, sampler_kwargs, frozen_policy_ok, "
                 "vllm_sleep, sandbox, sandbox_pool, tool_parser, max_staleness, workers, servers, partial, group_deadline_s")
