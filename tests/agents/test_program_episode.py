@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.agents.helpers import RecordingSampler, check_sampled_verbatim, recompute_logprobs, segments
+from tests.agents.tool_caller import train_tool_caller
 from tests.requirements import need
 from toolgym.agents.chat import ChatTemplate
 from toolgym.agents.hf_sampler import HFSampler
@@ -48,42 +49,10 @@ def tiny(tiny_dir):
 
 @pytest.fixture(scope="module")
 def py_caller(tiny_dir, tmp_path_factory):
-    """A tiny model taught (in seconds) the example script's conversation: call the python tool, then answer
-    from its result. Trained on exactly the ids the proxy builds for it, so the script's whole loop runs."""
-    import torch
-    from transformers import AutoTokenizer, Qwen2Config, Qwen2ForCausalLM
-
-    tok = AutoTokenizer.from_pretrained(str(tiny_dir))
-    tpl = ChatTemplate(tok)
-    im_end = tok.convert_tokens_to_ids("<|im_end|>")
-    turn1 = tpl.encode(CALL) + [im_end]
-    turn2 = tpl.encode("The answer is 5.") + [im_end]
-    prompt = tpl.prompt_ids([{"role": "user", "content": QUESTION}], [agent_tool()])
-    cont = tpl.continuation_ids(turn1, [{"role": "tool", "tool_call_id": "call_0_0", "name": "python", "content": "5"}])
-    ids = torch.tensor([prompt + turn1 + cont + turn2])
-    labels = torch.tensor([[-100] * len(prompt) + turn1 + [-100] * len(cont) + turn2])
-    torch.manual_seed(0)
-    model = Qwen2ForCausalLM(Qwen2Config(vocab_size=len(tok), hidden_size=64, intermediate_size=128,
-                                         num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
-                                         max_position_embeddings=1024, tie_word_embeddings=True,
-                                         eos_token_id=im_end, pad_token_id=tok.pad_token_id))
-    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        for _ in range(300):
-            loss = model(ids, labels=labels).loss
-            if loss.item() < 0.005:
-                break
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-    finally:
-        torch.set_num_threads(threads)
-    out = tmp_path_factory.mktemp("py_caller")
-    model.save_pretrained(out)
-    tok.save_pretrained(out)
-    return HFSampler(str(out))
+    """A tiny model taught the example script's conversation: call the python tool, then answer from its
+    result, so the script's whole loop runs."""
+    return train_tool_caller(tiny_dir, tmp_path_factory.mktemp("py_caller"), question=QUESTION, tool=agent_tool(),
+                             call=CALL, tool_name="python")
 
 
 def test_the_official_client_script_runs_unmodified_and_leaves_token_exact_trajectories(py_caller):

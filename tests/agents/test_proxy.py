@@ -20,6 +20,7 @@ from tests.agents.helpers import (
     recompute_logprobs,
     segments,
 )
+from tests.agents.tool_caller import train_tool_caller
 from toolgym.agents.chat import ChatTemplate
 from toolgym.agents.hf_sampler import HFSampler
 from toolgym.agents.proxy import RecordingProxy
@@ -193,43 +194,9 @@ CALL = '<tool_call>{"name": "calc", "arguments": {"expr": "2+3"}}</tool_call>'
 
 @pytest.fixture(scope="module")
 def caller(tiny_dir, tmp_path_factory):
-    """A tiny model taught (in seconds) to call calc, then answer from its result: a real policy that writes
-    tool calls, trained on exactly the ids the proxy builds for the agent program's conversation."""
-    import torch
-    from transformers import AutoTokenizer, Qwen2Config, Qwen2ForCausalLM
-
-    tok = AutoTokenizer.from_pretrained(str(tiny_dir))
-    tpl = ChatTemplate(tok)
-    im_end = tok.convert_tokens_to_ids("<|im_end|>")
-    turn1 = tpl.encode(CALL) + [im_end]
-    turn2 = tpl.encode("The answer is 5.") + [im_end]
-    tool = [{"role": "tool", "tool_call_id": "call_0_0", "name": "calc", "content": "5"}]
-    prompt = tpl.prompt_ids([{"role": "user", "content": "What is 2 + 3? Use the calc tool."}], [CALC_TOOL])
-    cont = tpl.continuation_ids(turn1, tool)
-    ids = torch.tensor([prompt + turn1 + cont + turn2])
-    labels = torch.tensor([[-100] * len(prompt) + turn1 + [-100] * len(cont) + turn2])  # the model's turns only
-    torch.manual_seed(0)
-    model = Qwen2ForCausalLM(Qwen2Config(vocab_size=len(tok), hidden_size=64, intermediate_size=128,
-                                         num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
-                                         max_position_embeddings=1024, tie_word_embeddings=True,
-                                         eos_token_id=im_end, pad_token_id=tok.pad_token_id))
-    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # a model this small trains ten times faster on one thread of a shared machine
-    try:
-        for _ in range(300):
-            loss = model(ids, labels=labels).loss
-            if loss.item() < 0.005:
-                break
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-    finally:
-        torch.set_num_threads(threads)
-    out = tmp_path_factory.mktemp("caller")
-    model.save_pretrained(out)
-    tok.save_pretrained(out)
-    return HFSampler(str(out))
+    """A tiny model taught to call calc, then answer from its result: a real policy that writes tool calls."""
+    return train_tool_caller(tiny_dir, tmp_path_factory.mktemp("caller"), question="What is 2 + 3? Use the calc tool.",
+                             tool=CALC_TOOL, call=CALL, tool_name="calc")
 
 
 def test_tool_calls_round_trip_through_an_unmodified_agent_program(caller):
