@@ -15,6 +15,7 @@ TOOLGYM = str(Path(sys.executable).parent / "toolgym")
 
 # where writing to stdout is the point, not a log line
 ALLOWED = {
+    "agents/program_relay.py": "a stdlib script run inside the agent-program jail (no logging set up there)",
     "envs/verifiers.py": "the verifier child process answers on stdout",
     "training/outputs/logging.py": "logger.say: the trainer's console output",
     "training/trainer.py": "the resume notice, console output like logger.say",
