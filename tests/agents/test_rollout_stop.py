@@ -57,3 +57,28 @@ def test_a_signal_keeps_the_finished_groups_and_says_so(tiny_dir: Path, tmp_path
         assert {t.group_id for t in g} == {f"toolgym/Arith-v0/{i}"}
     meta = read_header(tmp_path / "r.jsonl")["meta"]
     assert meta["complete"] is True and meta["episodes"] == TASKS * GROUP
+
+
+def test_a_signal_between_writing_a_group_and_counting_it_leaves_both_in_step(tiny_dir: Path, tmp_path: Path) -> None:
+    """The moment the SIGINT test once lost under load: a signal just after a group reached the file, before the
+    tally counted it, made the stop line say 1 group where the file held 2. A stand-in for that timing (named as
+    such): the real CLI runs with the writer patched to send the signal from inside its write, the one moment
+    real timing seldom hits."""
+    script = (
+        "import os, signal, sys\n"
+        "from toolgym.agents import storage\n"
+        "real = storage.RolloutWriter.write\n"
+        "def write_then_signal(self, trajs):\n"
+        "    real(self, trajs)\n"
+        "    os.kill(os.getpid(), signal.SIGINT)\n"
+        "storage.RolloutWriter.write = write_then_signal\n"
+        "from toolgym.cli import main\n"
+        "sys.argv = ['toolgym', *sys.argv[1:]]\n"
+        "main()\n")
+    args = ["rollout", "toolgym/Arith-v0", "--model", str(tiny_dir), "--tasks", "4", "--group", "2",
+            "--max-tokens", "8", "--max-turns", "1", "--concurrency", "1", "--out", "r.jsonl", "--no-progress"]
+    res = subprocess.run([sys.executable, "-c", script, *args], cwd=tmp_path, capture_output=True, text=True,
+                         timeout=300, stdin=subprocess.DEVNULL)
+    assert res.returncode == 128 + signal.SIGINT, res.stderr[-3000:]
+    assert "stopped after 1 of 4 groups (SIGINT): 2 finished episodes in r.jsonl" in res.stderr, res.stderr[-3000:]
+    assert len(read_jsonl(tmp_path / "r.jsonl")) == 2 and read_header(tmp_path / "r.jsonl")["meta"]["episodes"] == 2

@@ -18,7 +18,7 @@ from typing import Any
 import typer
 
 from toolgym._progress import Bar
-from toolgym._stop import Stopped, command_line, signals
+from toolgym._stop import Stopped, command_line, held, signals
 from toolgym._text import printable
 from toolgym.errors import ConfigError
 
@@ -134,8 +134,9 @@ def rollout(
                 bar.update(finished.episodes, f"mean reward {finished.mean:.3f}")
 
             def done(_ti: int, trajs: list[Any]) -> None:
-                writer.write(trajs)
-                tally.add(trajs)
+                with held():  # a signal lands after both: the group is in the file and in the tally, or in neither
+                    writer.write(trajs)
+                    tally.add(trajs)
 
             groups = asyncio.run(runner.arun(specs, group, on_group=done, on_episode=episode))
     except Stopped as stop:
