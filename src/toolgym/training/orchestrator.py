@@ -385,13 +385,7 @@ class Orchestrator:
         """With the pipeline: a snapshot of the weights now, pushed to the servers by a thread while the trainer
         goes on (a push waits for the requests in flight, unless rollout.partial); the version is published to the
         pipeline once the servers hold it, so no step is sampled with older weights than its schedule says."""
-        from toolgym.training.model.lora import base_model
-        from toolgym.training.sampling.checkpoint_format import checkpoint_weights
-        from toolgym.training.sampling.policy_sync import policy_weights
-
-        weights = {k: v.detach().to("cpu", copy=True) for k, v in policy_weights(self.module).items()}
-        if getattr(self.sampler, "weight_names", "model") == "checkpoint":
-            weights = checkpoint_weights(base_model(self.module), weights)
+        weights = self.policy_sync.engine_names(self._weights(copy=True))  # a snapshot: the update goes on
         version, ahead = self.version, self.ahead
         self.wait_push()  # pushes reach the servers in order
 

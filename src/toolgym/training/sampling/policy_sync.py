@@ -94,14 +94,18 @@ class PolicySync:
             return
         weights = {k: v.detach() for k, v in policy_weights(self.module).items()}
         if self.copies_weights:
-            if getattr(self.sampler, "weight_names", "model") == "checkpoint":  # vLLM: MoE experts unfused, ...
-                self.sampler.update_weights(checkpoint_weights(base_model(self.module), weights))
-            else:  # a transformers replica: the model's own names
-                self.sampler.update_weights(weights)
+            self.sampler.update_weights(self.engine_names(weights))
             self.pushes += 1
             self._announce_route()
         if self.ray_rollouts is not None:  # the workers rebuild a plain transformers model: the same weights
             self.ray_rollouts.sync(weights)
+
+    def engine_names(self, weights: dict[str, Any]) -> dict[str, Any]:
+        """``weights`` (the policy's plain names) under the names the engine loads: vLLM reads checkpoint names
+        (MoE experts unfused, ...); a transformers replica takes the model's own."""
+        if getattr(self.sampler, "weight_names", "model") == "checkpoint":
+            return checkpoint_weights(base_model(self.module), weights)
+        return weights
 
     def _announce_route(self) -> None:
         """One line when the engine's weight transport is first chosen or changes (e.g. /dev/shm filled up)."""
