@@ -336,27 +336,30 @@ BACKENDS.add("docker", "toolgym.sandbox.docker_backend:DockerBackend", lazy=True
 BACKENDS.add("local", "toolgym.sandbox.local_backend:LocalBackend", lazy=True)
 
 
-def make_backend(backend: str, limits: Limits, image: str | None = None, runtime: str | None = None):
+def make_backend(backend: str, limits: Limits, image: str | None = None, runtime: str | None = None,
+                 pin_image: bool | None = None):
     """A backend instance by name ("auto" picks one that runs here); `runtime` (an OCI runtime such as runsc)
-    is the docker backend's."""
+    and `pin_image` (the image held in host memory, toolgym.sandbox.image_pin) are the docker backend's."""
     if backend == "auto":
         from toolgym.sandbox.doctor import pick_backend
 
         backend = pick_backend()["backend"]
     cls = BACKENDS.find(backend, known=("auto", *BACKENDS))
-    if runtime is None:
+    if runtime is None and pin_image is None:
         return cls(limits, image=image)
     if backend != "docker":
-        raise SandboxRequestError(f"runtime={runtime!r} is the docker backend's (an OCI runtime such as runsc); "
-                                  f"backend {backend!r} takes none")
-    return cls(limits, image=image, runtime=runtime)
+        what = f"runtime={runtime!r}" if runtime is not None else f"pin_image={pin_image!r}"
+        raise SandboxRequestError(f"{what} is the docker backend's (an OCI runtime such as runsc; the image held "
+                                  f"in memory); backend {backend!r} takes none")
+    return cls(limits, image=image, runtime=runtime, pin_image=pin_image)
 
 
 def open_sandbox(backend: Literal["auto", "docker", "local"] | str = "auto", limits: Limits | None = None,
                  pool_size: int | None = None, *, image: str | None = None, warm: bool = True,
-                 runtime: str | None = None) -> Sandbox:
+                 runtime: str | None = None, pin_image: bool | None = None) -> Sandbox:
     """Open a pool of sandboxes. pool_size defaults to the number of CPU cores (env TOOLGYM_POOL_SIZE);
-    runtime is the Docker backend's OCI runtime ("runsc": gVisor; env TOOLGYM_SANDBOX_RUNTIME)."""
+    runtime is the Docker backend's OCI runtime ("runsc": gVisor; env TOOLGYM_SANDBOX_RUNTIME); pin_image holds
+    the image in host memory (default: under runsc only; env TOOLGYM_SANDBOX_PIN_IMAGE)."""
     limits = limits or Limits()
     size = pool_size or int(os.environ.get("TOOLGYM_POOL_SIZE", "0")) or os.cpu_count() or 1
-    return Sandbox(make_backend(backend, limits, image, runtime), limits, size, warm=warm)
+    return Sandbox(make_backend(backend, limits, image, runtime, pin_image), limits, size, warm=warm)

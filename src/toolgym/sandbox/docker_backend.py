@@ -246,8 +246,10 @@ class DockerBackend(Backend):
 
     name = "docker"
 
-    def __init__(self, limits: Limits, image: str | None = None, cpus: float = 1.0, runtime: str | None = None):
+    def __init__(self, limits: Limits, image: str | None = None, cpus: float = 1.0, runtime: str | None = None,
+                 pin_image: bool | None = None):
         from toolgym.sandbox.image import image_exists, image_name
+        from toolgym.sandbox.image_pin import acquire, pin_choice
 
         global _REAPED
         self.client = connect()
@@ -261,6 +263,8 @@ class DockerBackend(Backend):
                 _REAPED = True
         self.limits, self.cpus = limits, cpus
         self.runtime = _check_runtime(self.client, runtime)
+        # y04: the image's pages held in the host's memory before any program runs (on by default under gVisor)
+        self.pin = acquire(self.client, self.image) if pin_choice(pin_image, _gvisor(self.runtime)) else None
 
     def new_worker(self) -> DockerWorker:
         t0 = time.monotonic()
@@ -269,6 +273,11 @@ class DockerBackend(Backend):
         return w
 
     def close(self) -> None:
+        if self.pin is not None:
+            from toolgym.sandbox.image_pin import release
+
+            pin, self.pin = self.pin, None
+            release(pin)
         try:
             self.client.close()
         except Exception:  # noqa: BLE001
