@@ -52,6 +52,9 @@ def test_a_key_is_never_served_for_a_second_tenant_by_one_worker():
     pool.close()
 
 
+START_S = 1.0  # how long a fresh sandbox of the test takes to start
+
+
 def test_callers_that_no_idle_worker_fits_get_fresh_sandboxes_started_at_once():
     """Two callers of new tenants of served keys: each gets a fresh sandbox, both started together (a
     start is cheaper than waiting for a busy call), and a caller that fits an idle worker starts none."""
@@ -61,7 +64,7 @@ def test_callers_that_no_idle_worker_fits_get_fresh_sandboxes_started_at_once():
         def __init__(self) -> None:
             super().__init__()
             starts.append(time.monotonic())
-            time.sleep(0.3)
+            time.sleep(START_S)
 
     pool = Pool(Slow, size=2)
     pool.wait_ready(10)
@@ -76,7 +79,9 @@ def test_callers_that_no_idle_worker_fits_get_fresh_sandboxes_started_at_once():
         t.start()
     for t in threads:
         t.join(10)
-    assert len(got) == 2 and len(starts) == 2 and abs(starts[0] - starts[1]) < 0.25, starts
+    # together: the second start began while the first was still starting (one after the other, they would
+    # be START_S or more apart; a 0.25 s bound failed once at load 30, when a thread waited 0.38 s for a core)
+    assert len(got) == 2 and len(starts) == 2 and abs(starts[0] - starts[1]) < START_S, starts
     assert pool.stats()["retired"] == 2
     for w in got:
         pool.release(w)
