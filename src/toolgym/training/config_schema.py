@@ -276,7 +276,8 @@ class RolloutConfig:
         process (max_staleness 0 only; with max_staleness >= 1, 0 means one worker).""")
     servers: int | list[str] = described(1, """
         sampler vllm_server: how many server processes to start on 127.0.0.1 (each a full copy of the model,
-        behind one router that keeps a group's requests on one server), or a list of URLs of servers already
+        behind one router that keeps a group's requests on one server; with distributed: ray, server actors,
+        one per GPU or CPU), or a list of URLs of servers already
         running on this machine (started with VLLM_SERVER_DEV_MODE=1 and --enable-scale-out;
         docs/training/pipeline.md).""")
     partial: bool = described(False, """
