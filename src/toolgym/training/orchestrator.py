@@ -115,7 +115,7 @@ class Orchestrator:
                        "samples the initial policy (rollout.frozen_policy_ok: true)")
                 warnings.warn(msg, stacklevel=2)
                 self.say(f"warning: {msg}")
-        if cfg.distributed == "ray":  # rollouts on Ray workers; the local sampler still serves evaluations
+        if cfg.distributed == "ray":  # rollouts on Ray workers; evaluations too with servers, else the local sampler
             from toolgym.distributed.ray_rollouts import RayRollouts
 
             self.ray_rollouts = RayRollouts(self, None, self.sampler.described) if ray_servers \
