@@ -98,8 +98,11 @@ class RayServers:
 
 def _start_error(exc: Exception) -> Exception:
     """One line: the server's own reason (``EngineStartError``) when its actor failed to start."""
+    import re
+
     from toolgym.agents.engine_start import EngineStartError
 
     text = str(exc).strip().splitlines()
     line = next((ln for ln in reversed(text) if "did not start" in ln or "did not answer" in ln), text[-1] if text else "")
-    return EngineStartError(f"a server actor failed to start: {line.strip()}")
+    line = re.sub(r"^[\w.]*(?:Error|Exception): ", "", line.strip())  # the reason, not the class's dotted path
+    return EngineStartError(f"a server actor failed to start: {line}")
