@@ -117,7 +117,8 @@ def test_worker_processes_run_every_episode_and_sample_from_the_server(smollm2, 
         train = _check_versions(tmp_path / "run", 2, lag=1)
         for r in train:
             assert r["groups_dropped_stale"] == 0 and r["staleness_0"] + r["staleness_1"] == 2, r
-        assert train[-1]["weight_pushes"] >= 2
+        # (no weight_pushes count here: at K=1 the push after step 1 runs behind step 2's update, and may end
+        # after step 2 is logged; the server's final label below says every push arrived)
         scorers = _scorers(tmp_path)
         # every reward ran in a worker or a scorer process of one (the final evaluation's too), none in the
         # trainer's process or a child of it
