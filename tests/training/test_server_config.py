@@ -35,7 +35,10 @@ def test_running_servers_are_given_by_url():
     ({"sampler": "vllm_server", "servers": 0}, "rollout.servers: must be an integer >= 1 or a list of server URLs"),
     ({"sampler": "vllm_server", "servers": []}, "rollout.servers: must be an integer >= 1 or a list of server URLs"),
     ({"sampler": "vllm", "max_staleness": 1}, "a sampler that takes weights while it samples ('vllm_server'"),
-    ({"sampler": "vllm_server", "max_staleness": 1, "workers": 1}, "an in-process sampler ('hf') with rollout.workers"),
+    ({"sampler": "vllm", "workers": 2}, "an in-process sampler ('hf') or a server sampler ('vllm_server') with "
+                                        "rollout.workers"),
+    ({"sampler": "openai", "base_url": "http://127.0.0.1:9/v1", "frozen_policy_ok": True, "workers": 1},
+     "rollout.sampler: must be an in-process sampler ('hf') or a server sampler"),
     ({"partial": "yes"}, "rollout.partial: must be true or false"),
     ({"servers": 2}, "rollout.servers: must be 1 (left out) unless sampler is a server sampler ('vllm_server')"),
     ({"sampler": "vllm", "partial": True}, "rollout.partial: must be false (left out) unless sampler is a server"),

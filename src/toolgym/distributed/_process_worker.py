@@ -2,7 +2,7 @@
 
 The process serves its pipe on an asyncio loop: groups run concurrently as tasks (their generation requests
 meet in the sampler's batching queue), weights load between them. Messages, parent to child: ``("load",
-version, SharedWeights)``, ``("run", ticket, pickled job)``, ``("info",)``, ``("close",)``; child to parent:
+version, SharedWeights | None)`` (None: the version label only, for a worker that samples from servers), ``("run", ticket, pickled job)``, ``("info",)``, ``("close",)``; child to parent:
 ``("ready", info)`` or ``("init_failed", line)``, ``("loaded", version)`` or ``("load_failed", version, line)``, ``("result", ticket, group)``,
 ``("error", ticket, line)``, ``("info", info)``, ``("closed",)``.
 
@@ -55,7 +55,7 @@ def child_main(slot: int, conn: Any, parent_pid: int, model_config: Any, tokeniz
         except (EOFError, OSError):  # the parent is gone
             return
         _, version, shared = msg
-        weights = shared.tensors()
+        weights = shared.tensors() if shared is not None else None  # None: a client of servers, no weights
         worker = RolloutWorker(slot, model_config, tokenizer, weights, version, **worker_kw)
         del weights, shared, msg  # the views pin the parent's shared buffer
     except Exception as exc:
@@ -97,7 +97,7 @@ async def _serve(worker: Any, conn: Any) -> None:
         elif kind == "load":
             shared = msg[2]
             try:
-                worker.load_weights(msg[1], shared.tensors())
+                worker.load_weights(msg[1], shared.tensors() if shared is not None else None)
             except Exception as exc:
                 conn.send(("load_failed", msg[1], one_line(exc)))
                 return

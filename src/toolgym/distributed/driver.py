@@ -12,6 +12,11 @@ Unit of work: one prompt's group (``group_size`` episodes), a :class:`GroupJob` 
   front of the queue, where live workers take them, and starts a replacement with the current weights,
 - accepts each key once: a result for a key that is already in is counted and dropped.
 
+With ``servers`` (inference servers that Ray actors started, :mod:`.ray_servers`) the workers hold no model:
+each is placed on the node of a server and samples from the servers of its node on loopback
+(:mod:`.server_clients`); weights go to the servers, and :meth:`RayRolloutPool.label_version` tells the workers
+which version the servers hold.
+
 Seeds: a group runs ``RolloutRunner.run_episode(spec, task_index, g)`` with the runner seed and the
 global task index of the single-process run, so where a group runs (and how often) changes nothing.
 """
@@ -83,9 +88,11 @@ class RayRolloutPool:
                  sandbox: str | None = "auto", sandbox_pool: int = 1, max_in_flight: int = 2,
                  max_replacements: int = 8, max_attempts: int = 4, sampler_kwargs: dict[str, Any] | None = None,
                  tool_parser: str | None = None, weights: dict[str, Any] | None = None,
-                 gpus_per_worker: float | None = None) -> None:
+                 gpus_per_worker: float | None = None, servers: list[dict[str, Any]] | None = None) -> None:
         """``gpus_per_worker``: the GPU share each worker asks Ray for (its sampler then runs there); None: an
-        equal share of the cluster's GPUs, at most one each, or none on a CPU-only cluster."""
+        equal share of the cluster's GPUs, at most one each, or none on a CPU-only cluster. ``servers``: what
+        each server actor describes (``ServerActor.describe``): the workers sample from those (``model``
+        may then be None)."""
         import ray
 
         from toolgym.distributed.worker import RolloutWorker
@@ -100,13 +107,16 @@ class RayRolloutPool:
         self.num_workers, self.max_in_flight = num_workers, max_in_flight
         self.max_replacements, self.max_attempts = max_replacements, max_attempts
         self.stats = PoolStats()
-        self._config = model.config
+        self.servers = servers
+        self._config = None if servers else model.config
         self._tokenizer_ref = ray.put(tokenizer)
         self.version = 0
         # the workers rebuild a plain transformers model from the config: they need its own names and full tensors
-        self._weights_ref = ray.put(_cpu_state(model) if weights is None else _cpu(weights))
+        self._weights_ref = None if servers else ray.put(_cpu_state(model) if weights is None else _cpu(weights))
         self._worker_kw = {"sandbox": sandbox, "sandbox_pool": sandbox_pool, "threads": max(1, int(cpus_per_worker)),
                            "sampler_kwargs": dict(sampler_kwargs or {}), "tool_parser": tool_parser}
+        if servers:  # a client samples on its node's servers: no GPU of its own
+            gpus_per_worker = 0.0
         if gpus_per_worker is None:
             gpus_per_worker = gpu_share(float(ray.cluster_resources().get("GPU", 0)), num_workers)
         self.gpus_per_worker = gpus_per_worker
@@ -145,6 +155,9 @@ class RayRolloutPool:
 
         ``state_dict``: the full policy under the plain transformers model's names (no peft names, no shards)."""
         ray = self._ray
+        if self.servers:
+            raise RolloutPoolError("these workers sample from servers: weights go to the servers, versions here "
+                                   "through label_version")
         self.version += 1
         self._weights_ref = ray.put(_cpu(state_dict))
         self.stats.weight_pushes += 1
@@ -155,6 +168,19 @@ class RayRolloutPool:
                 ray.get(ref)
             except ray.exceptions.RayActorError:
                 self._replace(i)  # the replacement is built from the new weights
+        return self.version
+
+    def label_version(self, version: int) -> int:
+        """Workers that sample from servers: the servers hold policy ``version`` from now on; groups are sent
+        for it (a worker still on another label refuses one and is resynced, as after a push)."""
+        ray = self._ray
+        self.version = int(version)
+        acks = {i: s.actor.load_weights.remote(self.version, None) for i, s in enumerate(self.slots) if s.alive}
+        for i, ref in acks.items():
+            try:
+                ray.get(ref)
+            except ray.exceptions.RayActorError:
+                self._replace(i)
         return self.version
 
     def run(self, jobs: Sequence[GroupJob], on_result: Callable[[GroupJob, list[Any]], None] | None = None
@@ -241,8 +267,16 @@ class RayRolloutPool:
                 self._replace(i)
 
     def _spawn(self, slot: int) -> Any:
-        return self._actor_cls.remote(slot, self._config, self._tokenizer_ref, self._weights_ref, self.version,
-                                      **self._worker_kw)
+        if not self.servers:
+            return self._actor_cls.remote(slot, self._config, self._tokenizer_ref, self._weights_ref, self.version,
+                                          **self._worker_kw)
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        from toolgym.distributed.server_clients import client_options_on_node
+
+        node, options = client_options_on_node(self.servers, slot)
+        placed = self._actor_cls.options(scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False))
+        return placed.remote(slot, None, self._tokenizer_ref, None, self.version, server=options, **self._worker_kw)
 
     def _fill(self, queue: deque[GroupJob], inflight: dict[Any, tuple[int, int, GroupJob]]) -> None:
         while queue:

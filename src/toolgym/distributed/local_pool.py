@@ -18,7 +18,10 @@ replaced with the current weights.
 
 Each worker process runs the same :class:`~toolgym.distributed.worker.RolloutWorker` as a Ray actor
 (``_process_worker``): a sampler replica, a sandbox pool, one fresh environment per episode. Weights travel
-through shared memory (:mod:`.shared_weights`): packed once per push, whatever the number of workers.
+through shared memory (:mod:`.shared_weights`): packed once per push, whatever the number of workers. With
+``server`` the workers hold no replica: each samples from the inference servers through a client
+(:mod:`.server_clients`), weights go to the servers and never here, and :meth:`LocalRolloutPool.label_version`
+tells the workers which version the servers hold (recorded on a group as the version it started with).
 
 Threads: ``run`` may go on in one thread while ``push_weights`` is called from another (an asynchronous
 trainer); a push reaches each worker between two of its messages, and every token records the version that
@@ -69,7 +72,9 @@ class LocalRolloutPool:
                  sandbox: str | None = "auto", sandbox_pool: int = 1, max_in_flight: int = 2,
                  group_deadline_s: float = 1800.0, sampler_kwargs: dict[str, Any] | None = None,
                  tool_parser: str | None = None, weights: dict[str, Any] | None = None,
-                 max_replacements: int = 8, max_attempts: int = 4) -> None:
+                 max_replacements: int = 8, max_attempts: int = 4, server: dict[str, Any] | None = None) -> None:
+        """``server``: the workers sample from running servers (:func:`~.server_clients.client_options`);
+        ``model`` may then be None."""
         import multiprocessing
         from concurrent.futures import ThreadPoolExecutor
 
@@ -89,11 +94,14 @@ class LocalRolloutPool:
         self._spawner = ThreadPoolExecutor(1, thread_name_prefix="toolgym-rollout-spawner",
                                            initializer=_block_sigint)
         self._lock = threading.RLock()
-        self._config = model.config
+        self.server = server
+        self._config = None if server is not None else model.config
         self._tokenizer = tokenizer
-        self._weights = shared_weights.pack(model.state_dict() if weights is None else weights)
+        self._weights = None if server is not None else shared_weights.pack(
+            model.state_dict() if weights is None else weights)
         self._worker_kw = {"sandbox": sandbox, "sandbox_pool": sandbox_pool, "threads": int(threads),
-                           "sampler_kwargs": dict(sampler_kwargs or {}), "tool_parser": tool_parser}
+                           "sampler_kwargs": dict(sampler_kwargs or {}), "tool_parser": tool_parser,
+                           "server": server}
         self._tickets: dict[int, tuple[int, GroupJob]] = {}  # ticket -> (slot, job), while in flight
         self._next_ticket = 0
         self._done: dict[int, tuple[str, Any, GroupJob]] = {}  # ticket -> (result | error | failed, payload, job)
@@ -153,11 +161,26 @@ class LocalRolloutPool:
         It is copied once into shared memory; each worker copies from there into its own model."""
         from toolgym.distributed import shared_weights
 
+        if self.server is not None:
+            raise RolloutPoolError("these workers sample from servers: weights go to the servers, versions here "
+                                   "through label_version")
         packed = shared_weights.pack(state_dict)
         with self._lock:
             self.version = self.version + 1 if version is None else int(version)
             self._weights = packed  # a replacement worker starts from these
             self.stats.weight_pushes += 1
+        return self._broadcast(packed)
+
+    def label_version(self, version: int) -> int:
+        """Workers that sample from servers: the servers hold policy ``version`` (at least) from now on, and
+        groups that start after this record it. Blocks until every live worker took it."""
+        with self._lock:
+            self.version = int(version)
+        return self._broadcast(None)
+
+    def _broadcast(self, packed: Any) -> int:
+        """Send the current version (and ``packed`` weights, or None) to every live worker; wait for them."""
+        with self._lock:
             for s in self.slots:
                 if s.state != "dead":
                     self._send(s, ("load", self.version, packed))

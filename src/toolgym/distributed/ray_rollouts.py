@@ -22,9 +22,11 @@ from toolgym.errors import ConfigError
 class RayRollouts:
     """Owns the :class:`RayRolloutPool` of a training run."""
 
-    def __init__(self, owner: Any, weights: dict[str, Any]) -> None:
+    def __init__(self, owner: Any, weights: dict[str, Any] | None, servers: list[dict[str, Any]] | None = None
+                 ) -> None:
         """``weights``: the trainer's full policy under Hugging Face names (``policy_weights``: LoRA merged, FSDP
-        gathered); the workers rebuild a plain transformers model and load them."""
+        gathered); the workers rebuild a plain transformers model and load them. ``servers``: the server actors'
+        descriptions (:mod:`.ray_servers`): the workers sample from them instead, and hold no weights."""
         from toolgym.agents.sampler_factories import hf_train_options
         from toolgym.distributed.cluster import connect
         from toolgym.distributed.driver import RayRolloutPool
@@ -40,9 +42,9 @@ class RayRollouts:
                                    sandbox_pool=rc.sandbox_pool, max_in_flight=rc.max_in_flight,
                                    max_replacements=rc.max_replacements,
                                    sampler_kwargs=hf_train_options(cfg, owner.dist.device),
-                                   tool_parser=cfg.rollout.tool_parser, weights=weights)
+                                   tool_parser=cfg.rollout.tool_parser, weights=weights, servers=servers)
         self._out = owner.out
-        self.synced = False
+        self.synced = bool(servers)  # the trainer's pushes go to the servers, not through here
 
     def sync(self, weights: dict[str, Any]) -> int:
         """Push the trainer's current policy (full, merged, under Hugging Face names) to every replica; returns
@@ -57,6 +59,8 @@ class RayRollouts:
 
         if not self.synced:
             owner.publish()
+        if self.pool.servers and self.pool.version != owner.version:  # the version the servers hold now
+            self.pool.label_version(owner.version)
         groups = self.pool.run(list(jobs))
         for group in groups:
             flag_mixed_group(group)

@@ -2,7 +2,8 @@
 :class:`~toolgym.distributed.local_pool.LocalRolloutPool`, that owns
 
 - a sampler replica (transformers on the GPU Ray gave the worker, else on CPU; the model is rebuilt from its
-  config, then weights load),
+  config, then weights load), or with ``server`` a client of running inference servers that holds no
+  weights (:mod:`toolgym.distributed.server_clients`),
 - a sandbox pool (``open_sandbox(pool_size=...)``) shared by all its episodes,
 - the environments (one fresh instance per episode, as in the single-process runner).
 
@@ -42,24 +43,24 @@ class RolloutWorker:
     """Plain class; the Ray driver turns it into an actor with ``ray.remote(...)``, the local pool runs one in
     each of its processes (``local_pool._child_main``)."""
 
-    def __init__(self, slot: int, model_config: Any, tokenizer: Any, weights: dict[str, Any], version: int, *,
-                 sandbox: str | None = "auto", sandbox_pool: int = 1, threads: int = 1,
-                 sampler_kwargs: dict[str, Any] | None = None, tool_parser: str | None = None) -> None:
+    def __init__(self, slot: int, model_config: Any, tokenizer: Any, weights: dict[str, Any] | None, version: int,
+                 *, sandbox: str | None = "auto", sandbox_pool: int = 1, threads: int = 1,
+                 sampler_kwargs: dict[str, Any] | None = None, tool_parser: str | None = None,
+                 server: dict[str, Any] | None = None) -> None:
+        """``server``: sample from running servers (:func:`~.server_clients.client_options`); ``model_config``
+        and ``weights`` are then unused, and ``version`` only labels groups (the servers tag the tokens)."""
         import torch
-        from transformers import AutoModelForCausalLM
 
         from toolgym.agents.chat import ChatTemplate
-        from toolgym.agents.hf_sampler import HFSampler
 
         torch.set_num_threads(max(1, int(threads)))
         self.slot = slot
-        model = AutoModelForCausalLM.from_config(model_config)
-        dtypes = {v.dtype for v in weights.values() if v.is_floating_point()}
-        if len(dtypes) == 1:
-            model.to(dtypes.pop())
-        model.load_state_dict(weights)
-        self.sampler = HFSampler(model.eval(), tokenizer,
-                                 **{"max_batch_size": 64, "device": node_device(), **(sampler_kwargs or {})})
+        if server is not None:
+            from toolgym.distributed.server_clients import build_client
+
+            self.sampler = build_client(server, slot)
+        else:
+            self.sampler = _replica(model_config, tokenizer, weights or {}, sampler_kwargs)
         self.template = ChatTemplate(tokenizer, tool_parser=tool_parser)
         self.version = version
         self.sampler.policy_version = version  # the runner tags each token with it
@@ -71,9 +72,11 @@ class RolloutWorker:
         self.groups_done = 0
         self.busy_s = 0.0
 
-    def load_weights(self, version: int, weights: dict[str, Any]) -> int:
-        """Take the trainer's weights (same names as the HF state_dict) and remember their version."""
-        self.sampler.update_weights(weights)
+    def load_weights(self, version: int, weights: dict[str, Any] | None) -> int:
+        """Take the trainer's weights (same names as the HF state_dict) and remember their version (None: only
+        the version, which servers the worker samples from hold now)."""
+        if weights is not None:
+            self.sampler.update_weights(weights)
         self.version = version
         self.sampler.policy_version = version
         return version
@@ -111,3 +114,18 @@ class RolloutWorker:
         if self.sandbox is not None:
             self.sandbox.close()
             self.sandbox = None
+
+
+def _replica(model_config: Any, tokenizer: Any, weights: dict[str, Any], sampler_kwargs: dict[str, Any] | None
+             ) -> Any:
+    """A transformers copy of the policy, rebuilt from its config, with ``weights`` loaded."""
+    from transformers import AutoModelForCausalLM
+
+    from toolgym.agents.hf_sampler import HFSampler
+
+    model = AutoModelForCausalLM.from_config(model_config)
+    dtypes = {v.dtype for v in weights.values() if v.is_floating_point()}
+    if len(dtypes) == 1:
+        model.to(dtypes.pop())
+    model.load_state_dict(weights)
+    return HFSampler(model.eval(), tokenizer, **{"max_batch_size": 64, "device": node_device(), **(sampler_kwargs or {})})

@@ -270,12 +270,14 @@ class RolloutConfig:
         sampler vllm_server, which take each new version as soon as it exists); an older group is dropped and
         counted (docs/training/pipeline.md).""")
     workers: int = described(0, """
-        Rollout worker processes: each holds a sampler replica and runs the environments, reward functions
-        and model-text parsing, so the trainer's process runs none of them. 0: rollouts in the trainer's own
+        Rollout worker processes: each holds a sampler replica (with sampler vllm_server: a client of the
+        servers, no weights) and runs the environments, reward functions and model-text parsing, so the
+        trainer's process runs none of them. 0: rollouts in the trainer's own
         process (max_staleness 0 only; with max_staleness >= 1, 0 means one worker).""")
     servers: int | list[str] = described(1, """
         sampler vllm_server: how many server processes to start on 127.0.0.1 (each a full copy of the model,
-        behind one router that keeps a group's requests on one server), or a list of URLs of servers already
+        behind one router that keeps a group's requests on one server; with distributed: ray, server actors,
+        one per GPU or CPU), or a list of URLs of servers already
         running on this machine (started with VLLM_SERVER_DEV_MODE=1 and --enable-scale-out;
         docs/training/pipeline.md).""")
     partial: bool = described(False, """
@@ -636,6 +638,26 @@ class TrainConfig:
                     "(docs/algorithms/ctpo.md, 'Training on stale rollouts'); leave it null to correct them")
         return None
 
+    def _check_rollout_workers(self, spec: Any) -> None:
+        """Who runs the episodes: worker processes or Ray actors hold a transformers replica (hf) or sample from
+        servers (vllm_server); Ray starts the servers itself and is synchronous."""
+        r = self.rollout
+        server = spec.pushes_while_sampling
+        require(self.distributed != "ray" or spec.in_process or server, "rollout.sampler",
+                "an in-process sampler ('hf') or a server sampler ('vllm_server') with distributed: ray (Ray "
+                "workers run transformers replicas, or sample from servers that Ray actors start)", r.sampler)
+        require(self.distributed != "ray" or not server or isinstance(r.servers, int), "rollout.servers",
+                "a count with distributed: ray (each server is started by a Ray actor on its node)", r.servers)
+        if r.workers or (r.max_staleness and not server):
+            require(spec.in_process or server, "rollout.sampler",  # workers run a replica or a server client
+                    "an in-process sampler ('hf') or a server sampler ('vllm_server') with rollout.workers, or with "
+                    "rollout.max_staleness >= 1 a sampler that takes weights while it samples ('vllm_server')",
+                    r.sampler)
+        if r.workers or r.max_staleness:
+            require(self.distributed == "none", "distributed",
+                    "'none' with rollout.workers or rollout.max_staleness (Ray rollouts are synchronous for now; "
+                    "their workers are ray.num_workers)", self.distributed)
+
     def _check(self, p: str) -> None:
         for name in ("mini_batches", "update_epochs", "grad_accum", "steps"):
             require(getattr(self, name) >= 1, name, "an integer >= 1", getattr(self, name))
@@ -651,17 +673,9 @@ class TrainConfig:
             raise ConfigError("eval.env_kwargs: with rollout.envs each environment is evaluated with its own "
                               "env_kwargs; set eval.env to evaluate one environment with these instead")
         spec = self.rollout.sampler_spec()
-        require(self.distributed != "ray" or spec.in_process, "rollout.sampler",
-                "an in-process sampler ('hf') with distributed: ray (Ray workers run transformers replicas)",
-                self.rollout.sampler)
+        self._check_rollout_workers(spec)
         if self.mismatch_weight_on and not spec.logprobs:
             why = "" if self.loss.mismatch_weight else f" (null turns it on with rollout.max_staleness {self.rollout.max_staleness})"
             raise ConfigError(f"loss.mismatch_weight: must be false with sampler {self.rollout.sampler!r} (it returns no "
                               f"behaviour log-probs){why}; got {self.loss.mismatch_weight!r}")
-        if self.rollout.workers or (self.rollout.max_staleness and not spec.pushes_while_sampling):
-            require(spec.in_process, "rollout.sampler",  # workers run a transformers replica
-                    "an in-process sampler ('hf') with rollout.workers, or with rollout.max_staleness >= 1 a "
-                    "sampler that takes weights while it samples ('vllm_server'; workers: 0)", self.rollout.sampler)
-            require(self.distributed == "none", "distributed",
-                    "'none' with rollout.workers or rollout.max_staleness (Ray rollouts are synchronous for now)",
-                    self.distributed)
+

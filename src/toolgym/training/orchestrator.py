@@ -7,6 +7,8 @@ Three ways a step's groups are made, chosen by the config:
 - in the trainer's process (``rollout.workers: 0``, ``rollout.max_staleness: 0``): the sampler runs the
   trainer's module (or its own engine, vLLM), exactly as before the pipeline existed;
 - by rollout worker processes (``rollout.workers >= 1``) or Ray actors (``distributed: ray``), synchronously;
+  with a server sampler (``vllm_server``) the workers hold no model: they sample from the servers this process
+  started (:mod:`toolgym.distributed.server_clients`), and the weights go to the servers only;
 - ahead of the update (``rollout.max_staleness: K >= 1``): step ``s + K`` is sampled by the workers with the
   weights of step ``s`` while the trainer updates on step ``s`` (:mod:`toolgym.training.pipeline`); with a
   sampler that takes weights while it samples (``vllm_server``), by that sampler from a thread of this
@@ -93,8 +95,11 @@ class Orchestrator:
         from toolgym.training.sampling.policy_sync import PolicySync, engine_sleeps, policy_weights
 
         spec = self.sampler_spec
-        if self.workers:
+        ray_servers = cfg.distributed == "ray" and self.serves_ahead
+        if self.workers and not self.serves_ahead:
             self.pool = self._start_pool(policy_weights(self.module))
+        elif ray_servers:  # servers as Ray actors; the trainer pushes to them through their actors
+            self.sampler = self._start_ray_servers()
         else:
             # in-process: the trainer's own module, on its device, nothing to copy; an engine with its own copy
             # loads the configured model (PolicySync.push replaces its weights before the first rollout)
@@ -110,13 +115,17 @@ class Orchestrator:
                        "samples the initial policy (rollout.frozen_policy_ok: true)")
                 warnings.warn(msg, stacklevel=2)
                 self.say(f"warning: {msg}")
-        if cfg.distributed == "ray":  # rollouts on Ray workers; the local sampler still serves evaluations
+        if cfg.distributed == "ray":  # rollouts on Ray workers; evaluations too with servers, else the local sampler
             from toolgym.distributed.ray_rollouts import RayRollouts
 
-            self.ray_rollouts = RayRollouts(self, policy_weights(self.module))
-        if self.pool is None:
+            self.ray_rollouts = RayRollouts(self, None, self.sampler.described) if ray_servers \
+                else RayRollouts(self, policy_weights(self.module))
+        if self.workers and self.serves_ahead:  # episodes in workers, sampling on the servers started above
+            self.pool = self._start_server_pool()
+        if self.pool is None or self.serves_ahead:
             self.policy_sync = PolicySync(self.sampler, self.module, sleep=engine_sleeps(cfg, self.dist.device),
-                                          ray_rollouts=self.ray_rollouts, device=self.dist.device,
+                                          ray_rollouts=None if ray_servers else self.ray_rollouts,
+                                          device=self.dist.device,
                                           say=self.say, needs_weight_push=spec.needs_weight_push)
 
     def _start_pool(self, weights: dict[str, Any]) -> Any:
@@ -132,6 +141,31 @@ class Orchestrator:
                                 group_deadline_s=r.group_deadline_s,
                                 sampler_kwargs=hf_train_options(self.cfg, "cpu"), tool_parser=r.tool_parser,
                                 weights=weights)
+
+    def _start_server_pool(self) -> Any:
+        """Worker processes that run the episodes and sample from this run's servers: no model, no weights."""
+        from toolgym.distributed.local_pool import LocalRolloutPool
+        from toolgym.distributed.server_clients import client_options
+
+        r = self.cfg.rollout
+        options = client_options(self.sampler)
+        self.say(f"starting {self.workers} rollout worker process(es) that sample from {len(options['urls'])} "
+                 "server(s)" + (f", up to {r.max_staleness} step(s) ahead of the update" if r.max_staleness else ""))
+        return LocalRolloutPool(None, self.tokenizer, num_workers=self.workers, threads=1, sandbox=r.sandbox,
+                                sandbox_pool=r.sandbox_pool or 1, group_deadline_s=r.group_deadline_s,
+                                tool_parser=r.tool_parser, server=options)
+
+    def _start_ray_servers(self) -> Any:
+        """``rollout.servers`` server actors on the Ray cluster (a GPU each where it has GPUs)."""
+        from toolgym.distributed.cluster import connect
+        from toolgym.distributed.ray_servers import RayServers
+
+        cfg, rc = self.cfg, self.cfg.ray
+        ray = connect(rc.address, num_cpus=rc.num_cpus if rc.address in (None, "", "local") else None)
+        device = "cuda" if float(ray.cluster_resources().get("GPU", 0)) >= 1 else "cpu"
+        options = {"seed": cfg.seed, **self.sampler_spec.options_for_training(cfg, device)}
+        self.say(f"starting {cfg.rollout.servers} vLLM server actor(s) on the Ray cluster ({device})")
+        return RayServers(self.engine_model(), int(cfg.rollout.servers), options, out=self.out)
 
     def _share_cores(self) -> None:
         """On the CPU, each worker samples on one core: the update keeps the rest, so the two sides do not
@@ -306,8 +340,12 @@ class Orchestrator:
     # -- rollout workers --------------------------------------------------------------------------------------
 
     def _pool_at(self, version: int, weights: dict[str, Any] | None = None) -> None:
-        """The workers on policy ``version`` (the caller holds the pool lock)."""
+        """The workers on policy ``version`` (the caller holds the pool lock); workers on servers only learn the
+        version the servers already hold."""
         if self.pool.version == version:
+            return
+        if self.serves_ahead:
+            self.pool.label_version(version)
             return
         self.pool.push_weights(self._weights(copy=False) if weights is None else weights, version=version)
 
@@ -409,7 +447,7 @@ class Orchestrator:
 
     @property
     def pushes(self) -> int:
-        if self.pool is not None:
+        if self.pool is not None and not self.serves_ahead:
             return int(self.pool.stats.weight_pushes)
         return self.policy_sync.pushes
 
@@ -446,7 +484,8 @@ class Orchestrator:
         where = f" of each of {len(names)} environments" if len(names) > 1 else ""
         self.say(f"eval at step {step}: {e.tasks} held-out tasks{where} x {e.samples}")
         t0 = time.perf_counter()
-        groups = self._sample(plan, e.samples, -1 - step, self.version, ray=False)
+        # Ray workers on servers evaluate too (the trainer's process runs no model text); others sample here
+        groups = self._sample(plan, e.samples, -1 - step, self.version, ray=self.serves_ahead)
         trajs = [t for g in groups for t in g]
         allstats = D.all_gather_objects(trajectory_stats(trajs), self.dist)
         n = sum(s["n"] for s in allstats)
