@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import math
 import sys
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -24,6 +25,7 @@ def main() -> None:
     from toolgym.agents.vllm_sampler import VLLMSampler
 
     model_dir = sys.argv[1]
+    n_chunked = int(sys.argv[2]) if len(sys.argv) > 2 else 16
     sampler = VLLMSampler(model_dir, max_model_len=1024, enforce_eager=True, dtype="float32",
                           max_num_seqs=8, max_num_batched_tokens=1024)
     tok = sampler.llm.get_tokenizer()
@@ -79,12 +81,14 @@ def main() -> None:
     s = sampler.generate([group[0].prompt_ids], SamplingParams(max_tokens=3, seed=0))[0][0]
     report["after_update_logprobs"] = s.logprobs
     report["uniform_logprob"] = -math.log(hf.config.vocab_size)
-    # Sixteen seeded requests whose prefills do not fit one step's token budget (1024): some are chunked.
-    # vLLM 0.32 rewinds a chunked request's own generator, which a CPU generator cannot do, so with per-request
-    # seeds this killed the engine ("CPU Generator does not use offset").
-    long_prompts = [(group[k % 2].prompt_ids * 100)[k : 700 + k] for k in range(16)]
+    # Seeded 700-token requests (sixteen; CI four) whose prefills do not fit one step's token budget (1024): some
+    # are chunked. vLLM 0.32 rewinds a chunked request's own generator, which a CPU generator cannot do, so with
+    # per-request seeds this killed the engine ("CPU Generator does not use offset").
+    long_prompts = [(group[k % 2].prompt_ids * 100)[k : 700 + k] for k in range(n_chunked)]
+    t0 = time.monotonic()
     chunked = sampler.generate(long_prompts, SamplingParams(max_tokens=4, temperature=1.0, seed=3))
     report["chunked_seeded_samples"] = [len(g[0].token_ids) for g in chunked]
+    report["chunked_s"] = round(time.monotonic() - t0, 1)
     report["per_request_seeds"] = sampler.per_request_seeds
     from vllm.platforms import current_platform
 

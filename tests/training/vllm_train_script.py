@@ -1,11 +1,13 @@
 """Runs inside .venv-vllm (spawned by test_vllm_training.py): a short CTPO run of SmolLM2-135M-Instruct with
 ``rollout.sampler: vllm`` (the CPU build), then `toolgym export` of its final checkpoint loaded by a fresh
-vLLM engine and by transformers. Prints one ``RESULT {json}`` line with what the test checks."""
+vLLM engine and by transformers. Arguments: OUT_DIR full|lora STEPS. Prints one ``RESULT {json}`` line with
+what the test checks (and the seconds each phase took)."""
 
 from __future__ import annotations
 
 import json
 import sys
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -36,10 +38,11 @@ def main() -> None:
     from toolgym.training.trainer import train
 
     out = Path(sys.argv[1])
-    lora = len(sys.argv) > 2 and sys.argv[2] == "lora"
+    lora = sys.argv[2] == "lora"
+    steps = int(sys.argv[3])
     base = str(asset_path("smollm2-135m-instruct"))
     overrides = {
-        "algorithm": "ctpo", "seed": 3, "output_dir": str(out), "steps": 3, "mini_batches": 2,
+        "algorithm": "ctpo", "seed": 3, "output_dir": str(out), "steps": steps, "mini_batches": 2,
         "model": {"name_or_path": "smollm2-135m-instruct", "device": "cpu"},
         "rollout": {"env": register_signal_arith(), "env_kwargs": {"min_digits": 1, "max_digits": 2, "terms": 2, "ops": "+"},
                     "group_size": 2, "prompts_per_step": 2, "max_turns": 2, "max_new_tokens": 24,
@@ -53,7 +56,9 @@ def main() -> None:
     }
     if lora:
         overrides["model"]["lora"] = {"r": 8, "alpha": 16, "target_modules": ["q_proj", "v_proj"]}
+    t0 = time.monotonic()
     summary = train(load_config(overrides), console=False)
+    t1 = time.monotonic()
     rows = read_metrics(out, "train")
     report = {"summary_steps": summary["steps"], "train": [
         {k: r.get(k) for k in ("step", "behaviour_gap_mean", "behaviour_gap_max", "weight_pushes", "loss",
@@ -80,6 +85,7 @@ def main() -> None:
         "trained_vs_initial_mean": sum(abs(a - b) for a, b in zip(hf_trained, hf_initial, strict=True)) / len(ids[len(prompt):]),
     }
     engine.close()
+    report["seconds"] = {"train": round(t1 - t0, 1), "export_check": round(time.monotonic() - t1, 1)}
     print("RESULT " + json.dumps(report), flush=True)
 
 
