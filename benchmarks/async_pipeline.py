@@ -11,8 +11,9 @@ other round so drift on a shared machine falls on every variant alike):
 - ``K=1 2w``: two workers sampling one step ahead (on 2 cores the update then shares theirs);
 - ``vllm``, ``server`` and ``server K=1`` (``--server``, on the SmolLM2 config: vLLM's CPU attention has no
   kernel for the demo model's head size): the in-process vLLM engine against one ``vllm serve`` process
-  (``rollout.sampler: vllm_server``), synchronous and one step ahead; the in-process engine runs in
-  .venv-vllm's Python, which also runs the server.
+  (``rollout.sampler: vllm_server``), synchronous and one step ahead (pushes on the schedule); ``server K=1
+  update`` pushes as soon as each update ends (``rollout.push_on: update``); the in-process engine runs in
+  .venv-vllm's Python, which also runs the server. ``--server-variants`` picks some of them.
 
 Workload: the Arith demo (``examples/arith_ctpo.yaml``: the tiny demo model, 8 prompts x 8 rollouts, up to 3
 turns with the Python tool), warm-started once by SFT and shared by every run; with ``--smollm2`` also the
@@ -40,8 +41,9 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 TOOLGYM = str(Path(sys.executable).parent / "toolgym")
 VARIANTS = {"sync": (0, 0), "sync+workers": (0, 1), "K=1": (1, 1), "K=2": (2, 1), "K=1 2w": (1, 2)}
-#: in-process vLLM against a vLLM server (--server): (max_staleness, sampler)
-SERVER_VARIANTS = {"vllm": (0, "vllm"), "server": (0, "vllm_server"), "server K=1": (1, "vllm_server")}
+#: in-process vLLM against a vLLM server (--server): (max_staleness, sampler, rollout.push_on)
+SERVER_VARIANTS = {"vllm": (0, "vllm", None), "server": (0, "vllm_server", None),
+                   "server K=1": (1, "vllm_server", None), "server K=1 update": (1, "vllm_server", "update")}
 VLLM_PYTHON = ROOT / ".venv-vllm" / "bin" / "python"
 
 
@@ -73,8 +75,10 @@ def run(cfg: dict[str, Any], variant: str, out: Path) -> dict[str, Any]:
     cfg = json.loads(json.dumps(cfg))
     command, env = [TOOLGYM], dict(os.environ)
     if variant in SERVER_VARIANTS:
-        staleness, sampler = SERVER_VARIANTS[variant]
+        staleness, sampler, push_on = SERVER_VARIANTS[variant]
         cfg["rollout"].update(max_staleness=staleness, workers=0, sampler=sampler)
+        if push_on:
+            cfg["rollout"]["push_on"] = push_on
         if sampler == "vllm":  # the engine lives in the vLLM environment: so does this run
             command = [str(VLLM_PYTHON), "-m", "toolgym"]
         env["TOOLGYM_VLLM_PYTHON"] = str(VLLM_PYTHON)
@@ -114,7 +118,7 @@ def bench(name: str, steps: int, rounds: int, tmp: Path, variants: list[str]) ->
         for v in order:
             res = run(cfg, v, tmp / f"{name}-{v.replace('=', '').replace(' ', '')}-{r}")
             results[v].append(res)
-            print(f"{name:12s} round {r} {v:13s} {res['steps_per_hour']:8.1f} steps/h  step {res['step_s']:6.2f}s "
+            print(f"{name:12s} round {r} {v:17s} {res['steps_per_hour']:8.1f} steps/h  step {res['step_s']:6.2f}s "
                   f"(rollout wait {res['rollout_s']:.2f}s, update {res['update_s']:.2f}s, sampler idle "
                   f"{res['sampler_idle_s']:.2f}s/step)  reward {res['reward_mean']:.3f}  "
                   f"load {res['load_before']:.1f}->{res['load_after']:.1f}", flush=True)
@@ -124,9 +128,10 @@ def bench(name: str, steps: int, rounds: int, tmp: Path, variants: list[str]) ->
 def summary(name: str, results: dict[str, list[dict[str, Any]]]) -> dict[str, float]:
     med = {v: statistics.median(x["steps_per_hour"] for x in rs) for v, rs in results.items()}
     print(f"{name}: median steps per hour " + ", ".join(f"{v} {m:.1f}" for v, m in med.items()))
-    if "sync" not in results:  # --server alone: against the in-process engine
-        ratios = {v: med[v] / med["vllm"] for v in med}
-        print(f"{name}: ratio to in-process vLLM " + ", ".join(f"{v} {r:.2f}x" for v, r in ratios.items()))
+    if "sync" not in results:  # --server alone: against the in-process engine (else the first variant)
+        base = "vllm" if "vllm" in med else next(iter(med))
+        ratios = {v: med[v] / med[base] for v in med}
+        print(f"{name}: ratio to {base} " + ", ".join(f"{v} {r:.2f}x" for v, r in ratios.items()))
         return ratios
     sync = results["sync"]
     idle = statistics.mean(x["rollout_s"] / x["step_s"] for x in sync)
@@ -149,6 +154,7 @@ def main() -> None:
     ap.add_argument("--server", action="store_true",
                     help="only in-process vLLM against a vLLM server (the SmolLM2 config, --smollm2-steps): "
                     + ", ".join(SERVER_VARIANTS))
+    ap.add_argument("--server-variants", nargs="+", default=list(SERVER_VARIANTS), choices=list(SERVER_VARIANTS))
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
     if "sync" not in a.variants:
@@ -156,12 +162,13 @@ def main() -> None:
     tmp = Path(tempfile.mkdtemp(prefix="toolgym-async-"))
     out: dict[str, Any] = {}
     if a.server:  # the SmolLM2 config: vLLM's CPU attention has no kernel for the demo model's head size (16)
-        runs = bench("smollm2_arith", a.smollm2_steps, a.rounds, tmp, list(SERVER_VARIANTS))
+        runs = bench("smollm2_arith", a.smollm2_steps, a.rounds, tmp, a.server_variants)
         ratios = summary("smollm2_arith", runs)
         if a.json:
             print(json.dumps({"smollm2_arith": {"runs": runs, "ratios": ratios}}, indent=2))
-        print(f"server/in-process vLLM steps per hour {ratios['server']:.2f}x (K=0), "
-              f"{ratios['server K=1']:.2f}x (K=1)")
+        if {"vllm", "server", "server K=1"} <= set(ratios):
+            print(f"server/in-process vLLM steps per hour {ratios['server']:.2f}x (K=0), "
+                  f"{ratios['server K=1']:.2f}x (K=1)")
         return
     if not a.no_arith:
         arith = bench("arith_ctpo", a.steps, a.rounds, tmp, a.variants)

@@ -1,5 +1,6 @@
 """The parts of the ``vllm_server`` sampler that need no server: the router's choices, reading the server's
-version spans and answers, the loopback rule, ``vllm serve`` flags, and the registry entry."""
+version spans and answers, the loopback rule, ``vllm serve`` flags, the registry entry, and the weight folders
+a killed trainer leaves behind."""
 
 from __future__ import annotations
 
@@ -81,3 +82,27 @@ def test_the_registry_entry_takes_pushes_while_it_samples():
     assert spec.needs_weight_push and spec.pushes_while_sampling and spec.follows_training and not spec.remote
     with pytest.raises(ConfigError, match="needs needs_weight_push"):
         register_sampler("odd", "x:y", pushes_while_sampling=True)
+
+
+def test_weight_folders_of_a_killed_trainer_are_removed_and_no_others(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    from toolgym.agents.server_sampler import STAGE_PREFIX, drop_orphans
+
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()  # a pid that no longer runs (as after kill -9)
+    alive = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        names = {"dead": f"{STAGE_PREFIX}{gone.pid}-ab12cd", "mine": f"{STAGE_PREFIX}{os.getpid()}-x1",
+                 "alive": f"{STAGE_PREFIX}{alive.pid}-y2", "engine": f"{STAGE_PREFIX}12345678",
+                 "other": "unrelated-1-2"}
+        for name in names.values():
+            (tmp_path / name).mkdir()
+            (tmp_path / name / "model.safetensors").write_bytes(b"x")
+        drop_orphans(str(tmp_path))
+        assert sorted(p.name for p in tmp_path.iterdir()) == sorted(v for k, v in names.items() if k != "dead")
+    finally:
+        alive.kill()
+        alive.wait()

@@ -1,5 +1,6 @@
-"""Config of the ``vllm_server`` sampler: what ``rollout.servers`` and ``rollout.partial`` accept, the pipeline
-it allows without workers, and the options the trainer builds it with."""
+"""Config of the ``vllm_server`` sampler: what ``rollout.servers``, ``rollout.partial`` and ``rollout.push_on``
+accept, the pipeline it allows without workers, when pushes follow the schedule, and the options the trainer
+builds it with."""
 
 from __future__ import annotations
 
@@ -42,8 +43,24 @@ def test_running_servers_are_given_by_url():
     ({"partial": "yes"}, "rollout.partial: must be true or false"),
     ({"servers": 2}, "rollout.servers: must be 1 (left out) unless sampler is a server sampler ('vllm_server')"),
     ({"sampler": "vllm", "partial": True}, "rollout.partial: must be false (left out) unless sampler is a server"),
+    ({"sampler": "vllm_server", "push_on": "now"}, "rollout.push_on: must be null, 'schedule' or 'update'"),
+    ({"sampler": "vllm_server", "partial": True, "push_on": "schedule"},
+     "rollout.push_on: must be 'update' or null with partial: true"),
+    ({"push_on": "update"}, "rollout.push_on: must be null (left out) unless sampler is a server sampler"),
 ])
 def test_refusals_say_what_to_write(rollout, says):
     with pytest.raises(ConfigError) as err:
         _cfg(**rollout)
     assert says in str(err.value) and "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize(("rollout", "scheduled"), [
+    ({}, True),  # partial false: pushes follow the schedule by default
+    ({"push_on": "schedule"}, True),
+    ({"push_on": "update"}, False),
+    ({"partial": True}, False),  # partial rollouts exist to take a push mid-request: clock-driven
+])
+def test_server_pushes_follow_the_schedule_unless_partial_or_asked(rollout, scheduled):
+    from toolgym.training.orchestrator import pushes_on_schedule
+
+    assert pushes_on_schedule(_cfg(sampler="vllm_server", max_staleness=1, **rollout).rollout) is scheduled

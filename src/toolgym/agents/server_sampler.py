@@ -19,6 +19,10 @@ file in shared memory is what the CPU build can read. ``partial`` picks what hap
 
 Several servers (``servers: N`` started, or a list of URLs on loopback) sit behind a
 :class:`~toolgym.agents.server_router.Router`.
+
+Each request carries its own seed (``SamplingParams.seed``) where the servers can honour it: then the same
+weights and seeds give the same tokens however the requests batch (measured; the log-probs move by ~1e-5 with
+the batch), which is what makes a run repeat and a resume exact.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ import os
 import shutil
 import tempfile
 import threading
+from pathlib import Path
 from typing import Any
 
 from toolgym.agents.sampling import ContextOverflow, Sample, Sampler, SamplerError, SamplingParams
@@ -35,6 +40,8 @@ from toolgym.agents.server_router import Router
 from toolgym.agents.vllm_server import VLLMServer, check_loopback
 from toolgym.errors import ConfigError
 
+#: a staged weight folder's name: the prefix, the pid of the process that wrote it, a random part
+STAGE_PREFIX = "toolgym-weights-"
 #: ``vllm serve`` options every started server gets (each overridable)
 SERVER_DEFAULTS = {"enable_scale_out": True, "enable_prefix_caching": True}
 
@@ -73,6 +80,8 @@ class VLLMServerSampler(Sampler):
             kwargs = {**SERVER_DEFAULTS, "seed": seed, **engine_kwargs}
             if max_model_len is not None:
                 kwargs["max_model_len"] = max_model_len
+            if seeded_on_cpu(python, per_request_seeds, self.partial, kwargs):
+                kwargs["no_enable_chunked_prefill"] = True  # no split prefill: no generator rewind (below)
             try:  # side by side: each loads the model while the others do
                 for _ in range(servers):
                     self.processes.append(VLLMServer(model, python=python, say=say, wait=False, **kwargs))
@@ -82,10 +91,14 @@ class VLLMServerSampler(Sampler):
                 self._stop_servers()
                 raise
             bases = [p.url for p in self.processes]
-        # the CPU build rewinds a request's generator when its prefill is split or it is preempted (a partial
-        # push), which CPU generators cannot do: seeds there come from the engine seed alone (as in-process)
-        self.per_request_seeds = (bool(self.processes) and not self.processes[0].cpu_build
-                                  if per_request_seeds is None else per_request_seeds)
+        # vLLM rewinds a request's generator when its prefill is split over steps or a partial push re-reads
+        # it, which CPU generators cannot do; the CPU build therefore seeds each request only with chunked
+        # prefill off and partial false (seeded_on_cpu), else from the engine seed alone, whose stream
+        # depends on how requests happen to batch (not reproducible). Servers given by URL: seeded when asked.
+        if per_request_seeds is None:
+            per_request_seeds = bool(self.processes) and (not self.processes[0].cpu_build or
+                                                          "no_enable_chunked_prefill" in kwargs)
+        self.per_request_seeds = per_request_seeds
         self.router = Router(bases)
         self.max_model_len = self._served_len(bases[0]) if max_model_len is None else max_model_len
 
@@ -181,7 +194,8 @@ class VLLMServerSampler(Sampler):
         nbytes = sum(v.numel() * (dtype.itemsize if v.is_floating_point() else v.element_size())
                      for v in state_dict.values())
         self.weight_route = choose_route(nbytes, shm_dir=self.shm_dir)
-        folder = tempfile.mkdtemp(prefix="toolgym-weights-", dir=self.weight_route.folder)
+        drop_orphans(self.weight_route.folder)
+        folder = tempfile.mkdtemp(prefix=f"{STAGE_PREFIX}{os.getpid()}-", dir=self.weight_route.folder)
         try:
             # clone: tied parameters share storage, which safetensors refuses to save twice
             tensors = {k: v.detach().to("cpu", dtype=dtype if v.is_floating_point() else v.dtype).clone().contiguous()
@@ -241,6 +255,35 @@ class VLLMServerSampler(Sampler):
             await here[1].aclose()
         self._clients.clear()  # clients of other loops die with them
         self._stop_servers()
+
+
+def drop_orphans(where: str) -> None:
+    """Remove the weight folders of trainers that are gone (a ``kill -9`` leaves its staged versions in shared
+    memory): their names carry the pid that wrote them."""
+    for path in Path(where).glob(f"{STAGE_PREFIX}*"):
+        pid, sep, _ = path.name[len(STAGE_PREFIX):].partition("-")
+        if not sep or not pid.isdigit() or int(pid) == os.getpid():  # another writer's name, or this process
+            continue
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            shutil.rmtree(path, ignore_errors=True)
+        except PermissionError:  # alive, someone else's
+            pass
+
+
+def seeded_on_cpu(python: str | None, per_request_seeds: bool | None, partial: bool,
+                  kwargs: dict[str, Any]) -> bool:
+    """Whether started CPU-build servers get per-request seeds, and so chunked prefill off: unless asked not
+    to, or partial pushes (which re-read running requests), or the caller chose chunked prefill itself.
+    Measured on SmolLM2-135M: seeded requests give the same token ids however they batch; their log-probs are
+    bit-equal for the same batch and move by up to 3.4e-5 when the batch differs (the CPU kernels are not
+    batch-invariant)."""
+    if per_request_seeds is False or partial or "enable_chunked_prefill" in kwargs:
+        return False
+    from toolgym.agents.vllm_server import on_cpu_build, vllm_python
+
+    return on_cpu_build(vllm_python(python))
 
 
 def parse(data: dict[str, Any], params: SamplingParams) -> list[Sample]:

@@ -267,8 +267,8 @@ class RolloutConfig:
         Policy versions a training group may lag behind the weights it is trained from. 0: every step
         samples the current weights, then updates (synchronous). K >= 1: step s+K is sampled while the
         trainer updates on step s, by rollout workers holding the weights of K updates ago (or by vLLM servers,
-        sampler vllm_server, which take each new version as soon as it exists); an older group is dropped and
-        counted (docs/training/pipeline.md).""")
+        sampler vllm_server, as rollout.push_on says); an older group is dropped and counted
+        (docs/training/pipeline.md).""")
     workers: int = described(0, """
         Rollout worker processes: each holds a sampler replica (with sampler vllm_server: a client of the
         servers, no weights) and runs the environments, reward functions and model-text parsing, so the
@@ -284,6 +284,12 @@ class RolloutConfig:
         sampler vllm_server: what a weight push does to requests in flight. false: they finish on the old
         weights (tagged with its version); true: they are interrupted and resumed on the new weights (partial
         rollouts: their tokens carry both versions).""")
+    push_on: str | None = described(None, """
+        sampler vllm_server with max_staleness >= 1: when a new policy version reaches the servers. schedule:
+        once every group scheduled on the version before has returned, so each token's version is the
+        schedule's, a run repeats and a resume is exact; update: as soon as the update ends, while a step is
+        still sampling (fresher tokens, which ones set by timing; the only choice with partial: true).
+        null: schedule, or update with partial: true (docs/training/pipeline.md).""")
     group_deadline_s: float = described(1800.0, """
         Wall-clock seconds a rollout worker may spend on one group; past it the worker is killed and
         replaced, and only that group's episodes fail (counted as infrastructure failures). 0: no limit.""")
@@ -311,9 +317,14 @@ class RolloutConfig:
         spec = self.sampler_spec(p)
         require(not spec.remote or bool(self.base_url), f"{p}.base_url", f"a URL when sampler is {self.sampler!r}",
                 self.base_url)
-        for name, unset in (("servers", 1), ("partial", False)):
+        require(self.push_on in (None, "schedule", "update"), f"{p}.push_on", "null, 'schedule' or 'update'",
+                self.push_on)
+        require(not (self.partial and self.push_on == "schedule"), f"{p}.push_on",
+                "'update' or null with partial: true (a scheduled push has no request in flight to interrupt)",
+                self.push_on)
+        for name, unset in (("servers", 1), ("partial", False), ("push_on", None)):
             require(getattr(self, name) == unset or spec.pushes_while_sampling, f"{p}.{name}",
-                    f"{str(unset).lower()} (left out) unless sampler is a server sampler ('vllm_server')", getattr(self, name))
+                    f"{'null' if unset is None else str(unset).lower()} (left out) unless sampler is a server sampler ('vllm_server')", getattr(self, name))
         if self.top_p < 1:  # the trainer scores softmax(logits / temperature): no truncation (docs/algorithms/ctpo.md)
             raise ConfigError(f"{p}.top_p={self.top_p:g} truncates the sampling distribution, so the trainer's log-probs "
                               "would not be the behaviour policy's: use top_p: 1.0 for training (lower "

@@ -12,13 +12,16 @@ Three ways a step's groups are made, chosen by the config:
 - ahead of the update (``rollout.max_staleness: K >= 1``): step ``s + K`` is sampled by the workers with the
   weights of step ``s`` while the trainer updates on step ``s`` (:mod:`toolgym.training.pipeline`); with a
   sampler that takes weights while it samples (``vllm_server``), by that sampler from a thread of this
-  process, each push reaching the servers at once (their tokens tagged with the version that sampled them).
+  process. ``rollout.push_on: schedule`` (the default with ``partial: false``): version ``v + 1`` reaches the
+  servers only once every group scheduled on ``v`` has returned, so each token's version is the schedule's;
+  ``update``: each push reaches the servers at once (their tokens tagged with the version that sampled them).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import shutil
 import threading
 import time
 from collections.abc import Callable
@@ -29,6 +32,11 @@ from toolgym.agents.trajectory import Trajectory
 from toolgym.training.outputs.rollout_stats import trajectory_stats, warn_infra
 from toolgym.training.sampling.mixture import Mixture, TaskOrder, env_metrics
 from toolgym.training.update import data_parallel as D
+
+
+def pushes_on_schedule(rollout: Any) -> bool:
+    """Server pushes follow the schedule, not the update (``rollout.push_on``; null: unless ``partial``)."""
+    return (rollout.push_on or ("update" if rollout.partial else "schedule")) == "schedule"
 
 
 class Planned(NamedTuple):
@@ -63,6 +71,7 @@ class Orchestrator:
         self.version = 0  # the policy version of the trainer's current weights (= training steps done)
         self._pool_lock = threading.Lock()  # the pipeline's thread and evaluations share the workers
         self._pusher: threading.Thread | None = None  # a push to the servers in progress (max_staleness >= 1)
+        self._staged: dict[int, str] = {}  # push_on schedule: each version's weights, written for the servers
         self.entries = cfg.rollout.mixture()  # rollout.env is a one-entry mixture
         self.names = [e.label for e in self.entries]
         self.mixture = Mixture([e.weight for e in self.entries], cfg.rollout.prompts_per_step, cfg.seed)
@@ -83,6 +92,10 @@ class Orchestrator:
         """The sampler takes weight pushes while it samples (a server): the pipeline needs no workers, and every
         push goes to it at once, labelled with the policy version."""
         return bool(self.sampler_spec.pushes_while_sampling)
+
+    @property
+    def scheduled_pushes(self) -> bool:
+        return self.serves_ahead and pushes_on_schedule(self.cfg.rollout)
 
     def start(self) -> None:
         """The sandbox pool, the sampler (or the workers) and the weight sync."""
@@ -306,6 +319,10 @@ class Orchestrator:
                 with self._pool_lock:
                     self._pool_at(version, weights)
                     groups = self._run_pool(self.jobs(plan, group_size, key))
+        elif self.scheduled_pushes and self.ahead is not None:
+            with self._pool_lock:  # the pipeline's thread and evaluations take turns on the servers
+                self._servers_at(version)
+                groups = self._run_here(plan, group_size) if plan else []
         elif ray and self.ray_rollouts is not None:
             if self.module is not None:
                 self.module.eval()
@@ -366,14 +383,19 @@ class Orchestrator:
 
         self.ahead = AheadRollouts(self, lag=self.cfg.rollout.max_staleness, first_step=first_step,
                                    last_step=self.cfg.steps, pending=pending)
-        # a server already holds this version (publish pushed it): the thread needs no copy
-        self.ahead.publish(self.version, {} if self.serves_ahead else self._weights(copy=True))
+        if self.scheduled_pushes:  # the servers hold it (publish pushed it); kept in case an evaluation moves them
+            self._stage_behind(self.version, held=True)
+        else:  # a server already holds this version (publish pushed it): the thread needs no copy
+            self.ahead.publish(self.version, {} if self.serves_ahead else self._weights(copy=True))
 
     def sample_step(self, step: int, version: int, weights: dict[str, Any]) -> list[list[Trajectory]]:
         """Step ``step``'s groups sampled by the workers with the weights of policy ``version`` (the pipeline's
         thread calls this)."""
         r = self.cfg.rollout
-        return self._sample(self.step_plan(step, step * r.prompts_per_step), r.group_size, step, version, weights)
+        groups = self._sample(self.step_plan(step, step * r.prompts_per_step), r.group_size, step, version, weights)
+        if self.scheduled_pushes:
+            self._drop_staged_before(version)
+        return groups
 
     def _weights(self, *, copy: bool) -> dict[str, Any]:
         """The current policy on the CPU. ``copy``: a snapshot that later updates leave alone (the pipeline holds
@@ -392,6 +414,8 @@ class Orchestrator:
         if self.serves_ahead:  # the servers take it now, in-flight requests as rollout.partial says
             if self.ahead is None:
                 self._push_labelled()
+            elif self.scheduled_pushes:
+                self._stage_behind(self.version)
             else:
                 self._push_behind()
         elif self.ahead is not None:
@@ -439,6 +463,43 @@ class Orchestrator:
         self._pusher = threading.Thread(target=push, name="toolgym-weight-push", daemon=True)
         self._pusher.start()
 
+    def _stage_behind(self, version: int, *, held: bool = False) -> None:
+        """push_on schedule: a snapshot of the weights now, written for the servers by a thread while the trainer
+        goes on, then published to the pipeline; the servers load it when the first step scheduled on it is
+        sampled (:meth:`_servers_at`), after every group of the version before has returned. ``held``: the
+        servers hold it already (published at once; the folder serves after an evaluation moved them)."""
+        weights = self.policy_sync.engine_names(self._weights(copy=True))  # a snapshot: the update goes on
+        ahead = self.ahead
+        self.wait_push()  # one folder written at a time, in version order
+        if held:
+            ahead.publish(version, {})
+
+        def stage() -> None:
+            try:
+                self._staged[version] = self.sampler.stage_weights(weights)
+                if not held:
+                    ahead.publish(version, {})
+            except BaseException as exc:  # the trainer raises it at its next batch
+                ahead.fail(exc)
+
+        self._pusher = threading.Thread(target=stage, name="toolgym-weight-stage", daemon=True)
+        self._pusher.start()
+
+    def _servers_at(self, version: int) -> None:
+        """The servers on policy ``version`` before a step (or an evaluation) is sampled, from the folder staged
+        for it. The caller holds the pool lock."""
+        if getattr(self.sampler, "policy_version", None) == version:
+            return
+        self.sampler.policy_version = version
+        self.sampler.load_staged(self._staged[version])
+        self.policy_sync.pushes += 1
+
+    def _drop_staged_before(self, version: int) -> None:
+        """The pipeline samples ``version`` now: no later step (nor an evaluation, which samples the newest)
+        needs an older one."""
+        for old in [v for v in list(self._staged) if v < version]:
+            shutil.rmtree(self._staged.pop(old), ignore_errors=True)
+
     def wait_push(self) -> None:
         """Until the servers hold the last published weights."""
         if self._pusher is not None:
@@ -471,7 +532,7 @@ class Orchestrator:
         from toolgym.agents.runner import TaskSpec
 
         e = self.cfg.eval
-        self.wait_push()  # the current weights, not the ones before the last update
+        self.wait_push()  # the current weights (push_on schedule: their folder), not the ones before the update
         mine = list(range(self.dist.rank, e.tasks, self.dist.world))
         plan = []
         entries = self.eval_entries()
@@ -514,11 +575,16 @@ class Orchestrator:
             return {}
         return {"pending": self.ahead.pending(next_step)}
 
+    def _drop_staged(self) -> None:
+        for folder in self._staged.values():
+            shutil.rmtree(folder, ignore_errors=True)
+        self._staged.clear()
+
     def close(self) -> None:
         """Stop the pipeline, then the workers, the Ray pool, the sandbox and the sampler (every one, whatever
         fails first)."""
-        closers = [self.wait_push, getattr(self.ahead, "close", None), getattr(self.pool, "close", None),
-                   getattr(self.ray_rollouts, "close", None), getattr(self.sandbox, "close", None),
+        closers = [self.wait_push, getattr(self.ahead, "close", None), self._drop_staged,
+                   getattr(self.pool, "close", None), getattr(self.ray_rollouts, "close", None), getattr(self.sandbox, "close", None),
                    getattr(self.sampler, "close", None)]  # a vLLM engine's worker processes and memory go with it
         error: BaseException | None = None
         for close in closers:
