@@ -317,6 +317,8 @@ class Orchestrator:
         if self.pool is not None:
             if plan:
                 with self._pool_lock:
+                    if self.scheduled_pushes and self.ahead is not None:  # workers on servers: load it first
+                        self._servers_at(version)
                     self._pool_at(version, weights)
                     groups = self._run_pool(self.jobs(plan, group_size, key))
         elif self.scheduled_pushes and self.ahead is not None:
