@@ -11,7 +11,6 @@ import json
 import os
 import re
 import shutil
-import signal
 import subprocess
 import sys
 import threading
@@ -24,6 +23,7 @@ import torch
 import yaml
 
 from tests.requirements import need
+from tests.training.trainer_util import kill_at_checkpoint
 from toolgym.agents.engine_start import GIB, available_memory_bytes
 from toolgym.agents.sampling import SamplingParams
 
@@ -310,20 +310,8 @@ def test_scheduled_pushes_repeat_a_run_and_resume_it_exactly_after_kill9(server,
     cfg = _train_config(tmp_path, "killed", url)
     out = tmp_path / "killed"
     toolgym = str(Path(sys.executable).parent / "toolgym")
-    proc = subprocess.Popen([toolgym, "train", str(cfg), "--no-progress"], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL, start_new_session=True, cwd=tmp_path,
-                            env=_train_env(tmp_path))
-    try:
-        deadline = time.time() + 1500
-        while not (out / "checkpoints" / "step-000001").exists():
-            assert proc.poll() is None, "the run ended before it could be killed"
-            assert time.time() < deadline
-            time.sleep(0.05)
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=60)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
+    kill_at_checkpoint([toolgym, "train", str(cfg), "--no-progress"], out, 1, deadline_s=1500, cwd=tmp_path,
+                       env=_train_env(tmp_path))
     before = {r["step"]: r for r in read_metrics(out, "train")}
     # the server now holds other weights (the original model, labelled 99): only a resume that pushes the
     # checkpoint's weights samples step 3 as the full run did

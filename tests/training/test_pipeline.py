@@ -7,11 +7,9 @@ from __future__ import annotations
 
 import math
 import os
-import signal
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 import pytest
@@ -21,7 +19,7 @@ from toolgym.agents.trajectory import Trajectory
 from toolgym.training.outputs.logging import read_metrics
 from toolgym.training.pipeline import AheadRollouts
 
-from .trainer_util import tiny_config
+from .trainer_util import kill_at_checkpoint, tiny_config
 
 TOOLGYM = str(Path(sys.executable).parent / "toolgym")
 
@@ -63,19 +61,8 @@ def test_staleness_one_follows_its_schedule_repeats_and_resumes_exactly_after_ki
 
     cfg = _config(tmp_path, "killed", staleness=1, steps=5)
     out = tmp_path / "killed"
-    proc = subprocess.Popen([TOOLGYM, "train", str(cfg), "--no-progress"], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL, start_new_session=True, cwd=tmp_path)
-    try:
-        deadline = time.time() + 600
-        while not (out / "checkpoints" / "step-000002").exists():
-            assert proc.poll() is None, "the run ended before it could be killed"
-            assert time.time() < deadline
-            time.sleep(0.05)
-        os.kill(proc.pid, signal.SIGKILL)  # the trainer only: its workers must go with it
-        proc.wait(timeout=30)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
+    kill_at_checkpoint([TOOLGYM, "train", str(cfg), "--no-progress"], out, 2, cwd=tmp_path)  # the trainer only:
+    # its workers must go with it
     before = {r["step"]: r for r in read_metrics(out, "train")}
     # The same tokens (rewards and lengths equal exactly). The loss agrees to 1e-6, not to the bit: at K=1 the
     # mismatch weight reads the worker's own log-probs, which its continuous batching moves by ~1e-6 from run

@@ -4,11 +4,9 @@ equal those of an uninterrupted run (rollouts are seeded per step, the data curs
 from __future__ import annotations
 
 import math
-import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -18,7 +16,7 @@ import yaml
 from toolgym.training.outputs.checkpoint import load_weights
 from toolgym.training.outputs.logging import read_metrics
 
-from .trainer_util import tiny_config
+from .trainer_util import kill_at_checkpoint, tiny_config
 
 pytestmark = pytest.mark.slow  # measured over 1 s each (the fast tier leaves them out)
 
@@ -46,20 +44,7 @@ def test_kill9_then_resume_matches_uninterrupted_run(tmp_path):
 
     cfg = _config(tmp_path, "killed")
     out = tmp_path / "killed"
-    proc = subprocess.Popen([TOOLGYM, "train", str(cfg), "--no-progress"], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL, start_new_session=True)
-    try:
-        deadline = time.time() + 600
-        while not (out / "checkpoints" / "step-000002").exists():
-            assert proc.poll() is None, "the run ended before it could be killed"
-            assert time.time() < deadline
-            time.sleep(0.05)
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=30)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-    assert proc.returncode == -signal.SIGKILL
+    assert kill_at_checkpoint([TOOLGYM, "train", str(cfg), "--no-progress"], out, 2, group=True) == -signal.SIGKILL
 
     resumed = _run(cfg, "--resume")
     assert resumed.returncode == 0, resumed.stderr[-2000:]

@@ -44,3 +44,31 @@ def two_rank_config(out: Path) -> dict[str, Any]:
     cfg["rollout"]["env_kwargs"].update(ops="+", max_turns=1)
     cfg["rollout"]["max_turns"] = 1
     return cfg
+
+
+def kill_at_checkpoint(argv: list[str], out: Path, step: int, *, group: bool = False, deadline_s: float = 600,
+                       **popen: Any) -> int:
+    """Run ``argv`` (a ``toolgym train``), SIGKILL it as soon as ``out``'s checkpoint of ``step`` exists, and
+    return its exit status. ``group``: the whole process group; else the trainer alone (its workers and servers
+    must then go with it by themselves)."""
+    import os
+    import signal
+    import subprocess
+    import time
+
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+                            **popen)
+    try:
+        deadline = time.time() + deadline_s
+        while not (out / "checkpoints" / f"step-{step:06d}").exists():
+            assert proc.poll() is None, "the run ended before it could be killed"
+            assert time.time() < deadline
+            time.sleep(0.05)
+        if group:
+            os.killpg(proc.pid, signal.SIGKILL)
+        else:
+            os.kill(proc.pid, signal.SIGKILL)
+        return proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
