@@ -21,7 +21,8 @@ FORMATS = "hermes, llama3_json, pythonic, mistral, qwen3_coder, gpt_oss, deepsee
 EXAMPLES = "arith_ctpo, arith_mixture, arith_mopd, arith_parts, openai_agent, qwen_mbpp_mopd, smollm2_arith, smollm2_arith_sft"
 ROLLOUT_KEYS = ("env, env_kwargs, envs, split, group_size, prompts_per_step, max_turns, max_new_tokens, "
                 "max_response_tokens, temperature, top_p, sampler, base_url, sampler_kwargs, frozen_policy_ok, "
-                "vllm_sleep, sandbox, sandbox_pool, tool_parser, max_staleness, workers, servers, partial, group_deadline_s")
+                "vllm_sleep, sandbox, sandbox_pool, tool_parser, max_staleness, workers, servers, partial, push_on, "
+                "group_deadline_s")
 ROLLOUT = ["rollout", "toolgym/Arith-v0", "--tasks", "1", "--group", "2", "--out", "r.jsonl"]
 BENCH = ["bench", "science", "--limit", "1"]
 SMOL = ["--model", "smollm2-135m-instruct"]

@@ -32,6 +32,7 @@ import os
 import shutil
 import tempfile
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -208,12 +209,18 @@ class VLLMServerSampler(Sampler):
         return folder
 
     def load_staged(self, folder: str) -> None:
-        """Every server, one after the other: pause, load ``folder`` in place, label it ``policy_version``,
-        resume."""
+        """Every server at once: pause, load ``folder`` in place, label it ``policy_version``, resume. At once,
+        so that a request on the last server does not run on the old weights for S reloads, and all servers
+        change version together."""
         version = str(self.policy_version or 0)
         with self._push_lock:
-            for base in self.urls:
-                self._push_one(base, folder, version)
+            if len(self.urls) == 1:
+                self._push_one(self.urls[0], folder, version)
+                return
+            with ThreadPoolExecutor(max_workers=len(self.urls), thread_name_prefix="weight-push") as pool:
+                pushes = [pool.submit(self._push_one, base, folder, version) for base in self.urls]
+            for push in pushes:  # every server has resumed; the first failure is the one reported
+                push.result()
 
     def _push_one(self, base: str, folder: str, version: str) -> None:
         import httpx
