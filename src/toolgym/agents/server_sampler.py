@@ -227,7 +227,11 @@ class VLLMServerSampler(Sampler):
 
         with httpx.Client(base_url=base, timeout=self.timeout_s) as c:
             def post(path: str, **kw: Any) -> Any:
-                r = c.post(path, **kw)
+                try:
+                    r = c.post(path, **kw)
+                except httpx.TransportError as exc:  # the server is gone or does not answer
+                    raise SamplerError(f"weight push to {base}{path}: {type(exc).__name__}: {exc or 'no detail'}") \
+                        from exc
                 if r.status_code >= 400:
                     raise SamplerError(f"weight push to {base}{path}: HTTP {r.status_code}: {r.text[:300]}")
                 return r

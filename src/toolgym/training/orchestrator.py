@@ -71,6 +71,7 @@ class Orchestrator:
         self.version = 0  # the policy version of the trainer's current weights (= training steps done)
         self._pool_lock = threading.Lock()  # the pipeline's thread and evaluations share the workers
         self._pusher: threading.Thread | None = None  # a push to the servers in progress (max_staleness >= 1)
+        self._push_error: BaseException | None = None  # what that push raised: the next wait_push raises it
         self._staged: dict[int, str] = {}  # push_on schedule: each version's weights, written for the servers
         self.entries = cfg.rollout.mixture()  # rollout.env is a one-entry mixture
         self.names = [e.label for e in self.entries]
@@ -459,7 +460,8 @@ class Orchestrator:
                 self.sampler.update_weights(weights)
                 self.policy_sync.pushes += 1
                 ahead.publish(version, {})
-            except BaseException as exc:  # the trainer raises it at its next batch
+            except BaseException as exc:  # the trainer raises it at its next batch, push or evaluation
+                self._push_error = exc
                 ahead.fail(exc)
 
         self._pusher = threading.Thread(target=push, name="toolgym-weight-push", daemon=True)
@@ -481,7 +483,8 @@ class Orchestrator:
                 self._staged[version] = self.sampler.stage_weights(weights)
                 if not held:
                     ahead.publish(version, {})
-            except BaseException as exc:  # the trainer raises it at its next batch
+            except BaseException as exc:  # the trainer raises it at its next batch, push or evaluation
+                self._push_error = exc
                 ahead.fail(exc)
 
         self._pusher = threading.Thread(target=stage, name="toolgym-weight-stage", daemon=True)
@@ -503,10 +506,16 @@ class Orchestrator:
             shutil.rmtree(self._staged.pop(old), ignore_errors=True)
 
     def wait_push(self) -> None:
-        """Until the servers hold the last published weights."""
+        """Until the servers hold the last published weights; a push that failed is raised here, so that one
+        after the last step (no batch is taken after it) still ends the run with its error."""
         if self._pusher is not None:
             self._pusher.join()
             self._pusher = None
+        if self._push_error is not None:
+            from toolgym.training.pipeline import PipelineError
+
+            exc, self._push_error = self._push_error, None
+            raise PipelineError(f"a weight push to the servers failed: {exc}") from exc
 
     @property
     def pushes(self) -> int:
