@@ -83,9 +83,10 @@ def _train(tmp_path: Path, *, watch=None) -> tuple[subprocess.CompletedProcess, 
     return subprocess.CompletedProcess(proc.args, proc.returncode, out, err), proc.pid
 
 
-def _check_versions(run: Path, steps: int, lag: int) -> list[dict]:
+def _check_versions(run: Path, steps: int, lag: int, *, exact: bool = False) -> list[dict]:
     """Each step's groups: none dropped, every token tagged by its server with a version the schedule allows
-    (step s is sampled with version max(0, s - lag) or newer, never newer than s)."""
+    (step s is sampled with version max(0, s - lag) or newer, never newer than s; ``exact``, pushes on the
+    schedule: exactly max(0, s - lag))."""
     train = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
     train = [r for r in train if r.get("kind") == "train"]
     assert [r["step"] for r in train] == list(range(1, steps + 1))
@@ -96,36 +97,37 @@ def _check_versions(run: Path, steps: int, lag: int) -> list[dict]:
             v = t["token_versions"]
             assert len(v) == len(t["response_ids"]) > 0 and v == sorted(v), t["error"]
             assert max(0, step - lag) <= v[0] and v[-1] <= step, (step, v)
+            assert not exact or v == [max(0, step - lag)] * len(v), (step, v)
             assert t["metadata"]["worker"] in (0, 1)  # run by a rollout worker
     return train
 
 
 def test_worker_processes_run_every_episode_and_sample_from_the_server(smollm2, tmp_path):
-    """(a) rollout.workers: 2 on one server (started here, given by URL), max_staleness 1, two steps."""
+    """(a) rollout.workers: 2 on one server (started here, given by URL), max_staleness 1, three steps."""
     from toolgym.agents.server_sampler import VLLMServerSampler
 
     server = VLLMServerSampler(str(smollm2), servers=1, python=str(VENV_PY), dtype="float32", enforce_eager=True,
                                max_model_len=1024, max_num_seqs=8, max_num_batched_tokens=1024)
     try:
         pid = server.processes[0].pid
-        _user_run(tmp_path, 2, sampler="vllm_server", servers=[server.urls[0]], workers=2, max_staleness=1)
+        _user_run(tmp_path, 3, sampler="vllm_server", servers=[server.urls[0]], workers=2, max_staleness=1)
         t0 = time.monotonic()
         res, trainer = _train(tmp_path)
-        print(f"toolgym train, 2 workers on 1 server, K=1, 2 steps: {time.monotonic() - t0:.0f} s")
+        print(f"toolgym train, 2 workers on 1 server, K=1, 3 steps: {time.monotonic() - t0:.0f} s")
         assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-4000:]
         assert "rollout worker process(es) that sample from 1 server(s)" in res.stdout + res.stderr
-        train = _check_versions(tmp_path / "run", 2, lag=1)
+        # pushes on the schedule: steps 1 and 2 on version 0, step 3 on version 1, which the workers' path had
+        # to load into the server before sampling it
+        train = _check_versions(tmp_path / "run", 3, lag=1, exact=True)
         for r in train:
             assert r["groups_dropped_stale"] == 0 and r["staleness_0"] + r["staleness_1"] == 2, r
-        # (no weight_pushes count here: at K=1 the push after step 1 runs behind step 2's update, and may end
-        # after step 2 is logged; the server's final label below says every push arrived)
         scorers = _scorers(tmp_path)
         # every reward ran in a worker or a scorer process of one (the final evaluation's too), none in the
         # trainer's process or a child of it
         assert scorers and all(trainer not in (pid, parent) for pid, parent in scorers), (trainer, scorers)
         # the weights reached the running server in place: same process, labelled with the last version
         assert server.processes[0].pid == pid and server.processes[0].proc.poll() is None
-        assert server.weight_version(0) == "2"
+        assert server.weight_version(0) == "3"
     finally:
         server.close()
 
@@ -140,8 +142,9 @@ def _proc_stat(pid: int) -> tuple[int, int] | None:
 
 
 def test_ray_server_actors_take_the_weights_and_ray_workers_run_every_episode(smollm2, tmp_path):
-    """(b) distributed: ray on a local cluster, one server actor, two Ray rollout workers, two steps at K=0."""
-    _user_run(tmp_path, 2, sampler="vllm_server", servers=1,
+    """(b) distributed: ray on a local cluster, one server actor, two Ray rollout workers, three steps sampled one
+    step ahead of the update (pushes on the schedule, through the actor)."""
+    _user_run(tmp_path, 3, sampler="vllm_server", servers=1, max_staleness=1,
               sampler_kwargs={"python": str(VENV_PY), "max_model_len": 1024, "max_num_seqs": 8,
                               "max_num_batched_tokens": 1024})
     cfg = yaml.safe_load((tmp_path / "run.yaml").read_text())
@@ -170,7 +173,7 @@ def test_ray_server_actors_take_the_weights_and_ray_workers_run_every_episode(sm
         res, trainer = _train(tmp_path, watch=watch)
     finally:
         stop.set()
-    print(f"toolgym train, Ray: 1 server actor, 2 workers, 2 steps: {time.monotonic() - t0:.0f} s")
+    print(f"toolgym train, Ray: 1 server actor, 2 workers, K=1, 3 steps: {time.monotonic() - t0:.0f} s")
     assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-4000:]
     servers = json.loads((tmp_path / "run" / "servers.json").read_text())
     assert len(servers) == 1 and servers[0]["url"].startswith("http://127.0.0.1:")
@@ -180,9 +183,12 @@ def test_ray_server_actors_take_the_weights_and_ray_workers_run_every_episode(sm
         (servers[0]["actor_pid"], min(started for _, started, _ in seen[servers[0]["pid"]]))}, seen
     # its parent is a Ray worker process ("ray::ServerActor.__init__", then "ray::ServerActor"), not the trainer
     assert servers[0]["actor_pid"] != trainer and all(t.startswith("ray::") for _, _, t in seen[servers[0]["pid"]])
-    # K=0: step s's tokens are all the servers' version s, so the push after step 1 reached the server
-    train = _check_versions(tmp_path / "run", 2, lag=0)
-    assert train[-1]["weight_pushes"] >= 2  # the warm start's and step 1's, through the actor
+    # K=1 on the schedule: steps 1 and 2 on version 0, step 3 exactly on version 1, so the staged weights
+    # reached the server through its actor before step 3 was sampled
+    train = _check_versions(tmp_path / "run", 3, lag=1, exact=True)
+    for r in train:
+        assert r["groups_dropped_stale"] == 0 and r["staleness_0"] + r["staleness_1"] == 2, r
+    assert train[-1]["weight_pushes"] >= 2  # the start's and version 1's, through the actor
     workers = {w["pid"] for w in json.loads((tmp_path / "run" / "ray_pool.json").read_text())["workers"]}
     # every reward ran in a Ray rollout worker or a scorer process it started: not in the trainer's process
     assert _scorers(tmp_path) and all(pid in workers or parent in workers for pid, parent in _scorers(tmp_path))

@@ -24,18 +24,22 @@ def test_server_sampler_with_worker_processes_is_accepted(rollout):
     assert cfg.rollout.workers == rollout["workers"] and cfg.rollout.sampler == "vllm_server"
 
 
-def test_server_sampler_on_ray_is_accepted_with_a_count_of_servers():
-    cfg = _cfg({"distributed": "ray", "ray": {"num_workers": 2}}, sampler="vllm_server", servers=2)
+@pytest.mark.parametrize("ahead", [{}, {"max_staleness": 2}, {"max_staleness": 1, "push_on": "update"}])
+def test_server_sampler_on_ray_is_accepted_with_a_count_of_servers(ahead):
+    cfg = _cfg({"distributed": "ray", "ray": {"num_workers": 2}}, sampler="vllm_server", servers=2, **ahead)
     assert cfg.distributed == "ray" and cfg.rollout.servers == 2
+    assert cfg.rollout.max_staleness == ahead.get("max_staleness", 0)
 
 
 @pytest.mark.parametrize(("top", "rollout", "says"), [
     ({"distributed": "ray"}, {"sampler": "vllm_server", "servers": ["http://127.0.0.1:8000"]},
      "rollout.servers: must be a count with distributed: ray (each server is started by a Ray actor on its node)"),
-    ({"distributed": "ray"}, {"sampler": "vllm_server", "max_staleness": 1},
-     "distributed: must be 'none' with rollout.workers or rollout.max_staleness (Ray rollouts are synchronous"),
+    ({"distributed": "ray"}, {"sampler": "hf", "max_staleness": 1},
+     "distributed: must be 'none' with rollout.max_staleness and Ray workers that hold a model (with distributed: "
+     "ray only a server sampler, 'vllm_server', samples ahead of the update)"),
     ({"distributed": "ray"}, {"sampler": "vllm_server", "workers": 2},
-     "distributed: must be 'none' with rollout.workers or rollout.max_staleness"),
+     "distributed: must be 'none' with rollout.workers (with distributed: ray the rollout workers are "
+     "ray.num_workers)"),
     ({"distributed": "ray"}, {"sampler": "vllm"},
      "rollout.sampler: must be an in-process sampler ('hf') or a server sampler ('vllm_server') with "
      "distributed: ray"),

@@ -208,6 +208,10 @@ class VLLMServerSampler(Sampler):
             raise
         return folder
 
+    def drop_staged(self, folder: str) -> None:
+        """A staged folder no step needs any more."""
+        shutil.rmtree(folder, ignore_errors=True)
+
     def load_staged(self, folder: str) -> None:
         """Every server at once: pause, load ``folder`` in place, label it ``policy_version``, resume. At once,
         so that a request on the last server does not run on the old weights for S reloads, and all servers

@@ -52,15 +52,18 @@ class RayRollouts:
         self.synced = True
         return self.pool.push_weights(weights)
 
-    def run_jobs(self, owner: Any, jobs: Sequence[Any]) -> list[list[Any]]:
+    def run_jobs(self, owner: Any, jobs: Sequence[Any], version: int | None = None) -> list[list[Any]]:
         """A step's groups, in job order, sampled on the workers (``Orchestrator.jobs``: each job names its
-        environment and kwargs, the trainer's own sandbox left out; each worker gives envs its node's pool)."""
+        environment and kwargs, the trainer's own sandbox left out; each worker gives envs its node's pool).
+        ``version``: the policy version the servers hold for these jobs (sampling ahead: the schedule's, which
+        may be older than the trainer's)."""
         from toolgym.agents.runner import flag_mixed_group
 
         if not self.synced:
             owner.publish()
-        if self.pool.servers and self.pool.version != owner.version:  # the version the servers hold now
-            self.pool.label_version(owner.version)
+        version = owner.version if version is None else version
+        if self.pool.servers and self.pool.version != version:  # the version the servers hold now
+            self.pool.label_version(version)
         groups = self.pool.run(list(jobs))
         for group in groups:
             flag_mixed_group(group)

@@ -79,10 +79,20 @@ class RayServers:
 
     def update_weights(self, state_dict: dict[str, Any]) -> None:
         """``state_dict`` into the object store once; every actor loads it into its server, all at once."""
-        ray = self._ray
-        ref = ray.put({k: v.detach().cpu() for k, v in state_dict.items()})
+        self.load_staged(self.stage_weights(state_dict))
+
+    def stage_weights(self, state_dict: dict[str, Any]) -> Any:
+        """The slow half of a push, before any server pauses (``rollout.push_on: schedule``): the weights in the
+        object store; the reference is what :meth:`load_staged` takes."""
+        return self._ray.put({k: v.detach().cpu() for k, v in state_dict.items()})
+
+    def load_staged(self, staged: Any) -> None:
+        """Every actor loads the staged weights into its server, all at once, labelled ``policy_version``."""
         version = int(self.policy_version or 0)
-        ray.get([a.load.remote(version, ref) for a in self.actors])
+        self._ray.get([a.load.remote(version, staged) for a in self.actors])
+
+    def drop_staged(self, staged: Any) -> None:
+        """Nothing to remove: the object store frees the weights once no reference is left."""
 
     def close(self) -> None:
         """Stop every server (its engine processes too), then end the actors."""

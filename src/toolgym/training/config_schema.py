@@ -651,7 +651,7 @@ class TrainConfig:
 
     def _check_rollout_workers(self, spec: Any) -> None:
         """Who runs the episodes: worker processes or Ray actors hold a transformers replica (hf) or sample from
-        servers (vllm_server); Ray starts the servers itself and is synchronous."""
+        servers (vllm_server); Ray starts the servers itself, and samples ahead only from servers."""
         r = self.rollout
         server = spec.pushes_while_sampling
         require(self.distributed != "ray" or spec.in_process or server, "rollout.sampler",
@@ -664,10 +664,14 @@ class TrainConfig:
                     "an in-process sampler ('hf') or a server sampler ('vllm_server') with rollout.workers, or with "
                     "rollout.max_staleness >= 1 a sampler that takes weights while it samples ('vllm_server')",
                     r.sampler)
-        if r.workers or r.max_staleness:
+        if r.workers:
             require(self.distributed == "none", "distributed",
-                    "'none' with rollout.workers or rollout.max_staleness (Ray rollouts are synchronous for now; "
-                    "their workers are ray.num_workers)", self.distributed)
+                    "'none' with rollout.workers (with distributed: ray the rollout workers are ray.num_workers)",
+                    self.distributed)
+        if r.max_staleness and not server:
+            require(self.distributed == "none", "distributed",  # Ray replicas take weights between steps only
+                    "'none' with rollout.max_staleness and Ray workers that hold a model (with distributed: ray "
+                    "only a server sampler, 'vllm_server', samples ahead of the update)", self.distributed)
 
     def _check(self, p: str) -> None:
         for name in ("mini_batches", "update_epochs", "grad_accum", "steps"):

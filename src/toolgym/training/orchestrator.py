@@ -6,13 +6,14 @@ Three ways a step's groups are made, chosen by the config:
 
 - in the trainer's process (``rollout.workers: 0``, ``rollout.max_staleness: 0``): the sampler runs the
   trainer's module (or its own engine, vLLM), exactly as before the pipeline existed;
-- by rollout worker processes (``rollout.workers >= 1``) or Ray actors (``distributed: ray``), synchronously;
-  with a server sampler (``vllm_server``) the workers hold no model: they sample from the servers this process
-  started (:mod:`toolgym.distributed.server_clients`), and the weights go to the servers only;
+- by rollout worker processes (``rollout.workers >= 1``) or Ray actors (``distributed: ray``); with a server
+  sampler (``vllm_server``) the workers hold no model: they sample from the servers this process started
+  (:mod:`toolgym.distributed.server_clients`) or the server actors on their node, and the weights go to the
+  servers only;
 - ahead of the update (``rollout.max_staleness: K >= 1``): step ``s + K`` is sampled by the workers with the
   weights of step ``s`` while the trainer updates on step ``s`` (:mod:`toolgym.training.pipeline`); with a
   sampler that takes weights while it samples (``vllm_server``), by that sampler from a thread of this
-  process. ``rollout.push_on: schedule`` (the default with ``partial: false``): version ``v + 1`` reaches the
+  process, or by the Ray workers on the server actors (Ray workers that hold a model sample synchronously). ``rollout.push_on: schedule`` (the default with ``partial: false``): version ``v + 1`` reaches the
   servers only once every group scheduled on ``v`` has returned, so each token's version is the schedule's;
   ``update``: each push reaches the servers at once (their tokens tagged with the version that sampled them).
 """
@@ -21,7 +22,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import shutil
 import threading
 import time
 from collections.abc import Callable
@@ -325,11 +325,14 @@ class Orchestrator:
         elif self.scheduled_pushes and self.ahead is not None:
             with self._pool_lock:  # the pipeline's thread and evaluations take turns on the servers
                 self._servers_at(version)
-                groups = self._run_here(plan, group_size) if plan else []
+                if self.ray_rollouts is not None:  # Ray workers on the server actors: training and evaluations
+                    groups = self.ray_rollouts.run_jobs(self, self.jobs(plan, group_size, key), version) if plan else []
+                else:
+                    groups = self._run_here(plan, group_size) if plan else []
         elif ray and self.ray_rollouts is not None:
             if self.module is not None:
                 self.module.eval()
-            groups = self.ray_rollouts.run_jobs(self, self.jobs(plan, group_size, key)) if plan else []
+            groups = self.ray_rollouts.run_jobs(self, self.jobs(plan, group_size, key), version) if plan else []
         else:
             if self.module is not None and getattr(self.sampler, "model", None) is self.module:
                 self.module.eval()
@@ -503,7 +506,7 @@ class Orchestrator:
         """The pipeline samples ``version`` now: no later step (nor an evaluation, which samples the newest)
         needs an older one."""
         for old in [v for v in list(self._staged) if v < version]:
-            shutil.rmtree(self._staged.pop(old), ignore_errors=True)
+            self.sampler.drop_staged(self._staged.pop(old))
 
     def wait_push(self) -> None:
         """Until the servers hold the last published weights; a push that failed is raised here, so that one
@@ -587,8 +590,8 @@ class Orchestrator:
         return {"pending": self.ahead.pending(next_step)}
 
     def _drop_staged(self) -> None:
-        for folder in self._staged.values():
-            shutil.rmtree(folder, ignore_errors=True)
+        for staged in self._staged.values():
+            self.sampler.drop_staged(staged)
         self._staged.clear()
 
     def close(self) -> None:
