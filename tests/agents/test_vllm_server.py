@@ -218,7 +218,8 @@ def test_toolgym_train_with_server_sampler_ahead(server, tmp_path):
     assert [r["step"] for r in train] == [1, 2]
     for r in train:
         assert r["groups_dropped_stale"] == 0 and r["staleness_0"] + r["staleness_1"] == 2, r
-    assert train[-1]["weight_pushes"] >= 2
+    # (no weight_pushes count: the push after step 1 runs behind step 2's update and may end after step 2 is
+    # logged; the server's final label below says every push arrived)
     # step 1 was sampled by the weights it is trained from: the warm start's push reached the server
     assert train[0]["staleness_0"] == 2 and train[0]["behaviour_gap_max"] < GAP_MAX, train[0]
     for step in (0, 1):  # step s is sampled ahead with version s - 1 (at least 0), a push may land mid-episode
