@@ -4,6 +4,8 @@ a killed trainer leaves behind."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from toolgym.agents.samplers import get_sampler, register_sampler
@@ -89,20 +91,27 @@ def test_weight_folders_of_a_killed_trainer_are_removed_and_no_others(tmp_path):
     import subprocess
     import sys
 
-    from toolgym.agents.server_sampler import STAGE_PREFIX, drop_orphans
+    from toolgym.agents.weight_transport import STAGE_PREFIX, drop_orphans, new_weight_folder
 
     gone = subprocess.Popen([sys.executable, "-c", "pass"])
     gone.wait()  # a pid that no longer runs (as after kill -9)
     alive = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:
         names = {"dead": f"{STAGE_PREFIX}{gone.pid}-ab12cd", "mine": f"{STAGE_PREFIX}{os.getpid()}-x1",
-                 "alive": f"{STAGE_PREFIX}{alive.pid}-y2", "engine": f"{STAGE_PREFIX}12345678",
+                 "alive": f"{STAGE_PREFIX}{alive.pid}-y2", "no pid": f"{STAGE_PREFIX}12345678",
                  "other": "unrelated-1-2"}
         for name in names.values():
             (tmp_path / name).mkdir()
             (tmp_path / name / "model.safetensors").write_bytes(b"x")
         drop_orphans(str(tmp_path))
         assert sorted(p.name for p in tmp_path.iterdir()) == sorted(v for k, v in names.items() if k != "dead")
+        # every push (a server's or the in-process engine's) takes its folder this way: named with its pid,
+        # after the dead writers' folders are gone
+        (tmp_path / names["dead"]).mkdir()
+        folder = Path(new_weight_folder(str(tmp_path)))
+        assert folder.parent == tmp_path and folder.name.startswith(f"{STAGE_PREFIX}{os.getpid()}-")
+        assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+            [folder.name, *(v for k, v in names.items() if k != "dead")])
     finally:
         alive.kill()
         alive.wait()

@@ -30,10 +30,8 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
-import tempfile
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 from typing import Any
 
 from toolgym.agents.sampling import ContextOverflow, Sample, Sampler, SamplerError, SamplingParams
@@ -42,7 +40,6 @@ from toolgym.agents.vllm_server import VLLMServer, check_loopback
 from toolgym.errors import ConfigError
 
 #: a staged weight folder's name: the prefix, the pid of the process that wrote it, a random part
-STAGE_PREFIX = "toolgym-weights-"
 #: ``vllm serve`` options every started server gets (each overridable)
 SERVER_DEFAULTS = {"enable_scale_out": True, "enable_prefix_caching": True}
 
@@ -188,15 +185,14 @@ class VLLMServerSampler(Sampler):
         import torch
         from safetensors.torch import save_file
 
-        from toolgym.agents.weight_transport import choose_route
+        from toolgym.agents.weight_transport import choose_route, new_weight_folder
 
         dtype = {"bfloat16": torch.bfloat16, "float16": torch.float16, "half": torch.float16}.get(
             self.dtype, torch.float32)
         nbytes = sum(v.numel() * (dtype.itemsize if v.is_floating_point() else v.element_size())
                      for v in state_dict.values())
         self.weight_route = choose_route(nbytes, shm_dir=self.shm_dir)
-        drop_orphans(self.weight_route.folder)
-        folder = tempfile.mkdtemp(prefix=f"{STAGE_PREFIX}{os.getpid()}-", dir=self.weight_route.folder)
+        folder = new_weight_folder(self.weight_route.folder)
         try:
             # clone: tied parameters share storage, which safetensors refuses to save twice
             tensors = {k: v.detach().to("cpu", dtype=dtype if v.is_floating_point() else v.dtype).clone().contiguous()
@@ -270,21 +266,6 @@ class VLLMServerSampler(Sampler):
             await here[1].aclose()
         self._clients.clear()  # clients of other loops die with them
         self._stop_servers()
-
-
-def drop_orphans(where: str) -> None:
-    """Remove the weight folders of trainers that are gone (a ``kill -9`` leaves its staged versions in shared
-    memory): their names carry the pid that wrote them."""
-    for path in Path(where).glob(f"{STAGE_PREFIX}*"):
-        pid, sep, _ = path.name[len(STAGE_PREFIX):].partition("-")
-        if not sep or not pid.isdigit() or int(pid) == os.getpid():  # another writer's name, or this process
-            continue
-        try:
-            os.kill(int(pid), 0)
-        except ProcessLookupError:
-            shutil.rmtree(path, ignore_errors=True)
-        except PermissionError:  # alive, someone else's
-            pass
 
 
 def seeded_on_cpu(python: str | None, per_request_seeds: bool | None, partial: bool,

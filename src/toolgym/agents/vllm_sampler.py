@@ -127,11 +127,10 @@ class VLLMSampler(Sampler):
         import logging
         import os
         import shutil
-        import tempfile
 
         from safetensors.torch import save_file
 
-        from toolgym.agents.weight_transport import choose_route
+        from toolgym.agents.weight_transport import choose_route, new_weight_folder
 
         # in the engine's dtype (half the bytes of fp32 master weights under bf16)
         dtype = self.llm.llm_engine.model_config.dtype
@@ -142,7 +141,7 @@ class VLLMSampler(Sampler):
         if last is None or (last.kind, last.folder) != (route.kind, route.folder):
             logging.getLogger(__name__).info(route.note)
         self.weight_route = route
-        folder = tempfile.mkdtemp(prefix="toolgym-weights-", dir=route.folder)
+        folder = new_weight_folder(route.folder)
         try:
             # clone: tied parameters share storage, which safetensors refuses to save twice
             tensors = {k: v.detach().to("cpu", dtype=dtype if v.is_floating_point() else v.dtype).clone().contiguous()

@@ -13,10 +13,13 @@ import os
 import shutil
 import tempfile
 from dataclasses import dataclass
+from pathlib import Path
 
 from toolgym.errors import ConfigError
 
 SHM_DIR = "/dev/shm"
+#: a weight folder's name: the prefix, the pid of the process that wrote it, a random part
+STAGE_PREFIX = "toolgym-weights-"
 #: room the safetensors header and the file system's own blocks need beyond the tensors' bytes
 HEADROOM = 1 << 20
 
@@ -61,3 +64,24 @@ def choose_route(nbytes: int, *, shm_dir: str = SHM_DIR, disk_dir: str | None = 
     """Measure both places now and :func:`decide` (``disk_dir`` defaults to ``TMPDIR``, else /tmp)."""
     disk = disk_dir or tempfile.gettempdir()
     return decide(nbytes, free_bytes(shm_dir), free_bytes(disk), shm_dir=shm_dir, disk_dir=disk)
+
+
+def new_weight_folder(where: str) -> str:
+    """An empty folder for one push under ``where``, named with this process's pid, after removing the folders
+    of writers that are gone (a ``kill -9`` leaves them behind, in shared memory too)."""
+    drop_orphans(where)
+    return tempfile.mkdtemp(prefix=f"{STAGE_PREFIX}{os.getpid()}-", dir=where)
+
+
+def drop_orphans(where: str) -> None:
+    """Remove the weight folders whose writer (the pid in the name) no longer runs; others' are left alone."""
+    for path in Path(where).glob(f"{STAGE_PREFIX}*"):
+        pid, sep, _ = path.name[len(STAGE_PREFIX):].partition("-")
+        if not sep or not pid.isdigit() or int(pid) == os.getpid():  # another writer's name, or this process
+            continue
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            shutil.rmtree(path, ignore_errors=True)
+        except PermissionError:  # alive, someone else's
+            pass
