@@ -336,8 +336,9 @@ class Trainer:
         self._saved_step = -1
         self._rng_at_step: dict[str, Any] | None = None
         try:
-            self.logger.say(f"starting the {cfg.rollout.sampler} sampler"
-                            + (f" and the {cfg.rollout.sandbox} sandbox" if cfg.rollout.sandbox else ""))
+            if not cfg.rollout.workers and cfg.distributed != "ray":  # else the workers hold them (they say so)
+                self.logger.say(f"starting the {cfg.rollout.sampler} sampler"
+                                + (f" and the {cfg.rollout.sandbox} sandbox" if cfg.rollout.sandbox else ""))
             self._build_rollouts()
             if ckpt is not None:
                 self._build_optimizer()
