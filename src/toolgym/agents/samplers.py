@@ -15,7 +15,9 @@ none of them compares sampler names:
   tokenizer comes from a local copy.
 - ``pushes_while_sampling``: takes weight pushes while requests are in flight and tags each token with the
   version that sampled it (servers): the pipeline (``rollout.max_staleness >= 1``) samples ahead with it
-  from the trainer's process, with no rollout worker processes.
+  from the trainer's process, with no rollout worker processes. With ``rollout.push_on: schedule`` it also
+  stages a version beside the update and loads it later: ``stage_weights(state_dict) -> handle``,
+  ``load_staged(handle)`` (labelled ``policy_version``) and ``drop_staged(handle)``.
 
 A sampler that is neither ``in_process`` nor ``needs_weight_push`` cannot follow training (it samples the
 initial policy throughout): training refuses it unless ``rollout.frozen_policy_ok`` is set.
