@@ -20,6 +20,18 @@ def need(cond: bool, why: str) -> None:
         pytest.skip(why)
 
 
+def need_module(name: str):
+    """``pytest.importorskip`` that fails under CI, where every test dependency is installed."""
+    if on_ci():
+        import importlib
+
+        try:
+            return importlib.import_module(name)
+        except ImportError as exc:
+            pytest.fail(f"CI is set but {name} cannot be imported ({exc}): scripts/setup.sh installs it")
+    return pytest.importorskip(name)
+
+
 def long_checks() -> bool:
     """TOOLGYM_LONG_CHECKS=1 runs the long form of the few checks (marked ``long``) that CI runs in a short
     form: a whole dataset instead of a fixed sample of it, more training steps."""

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.requirements import need_module
 from toolgym import assets
 from toolgym.errors import AssetError, ToolgymError
 
@@ -353,7 +354,7 @@ def test_leetcode_tests_accept_right_and_reject_wrong_code(default_home: None) -
 
 @pytest.mark.slow
 def test_qwen3_tokenizer_fixture(default_home: None) -> None:
-    transformers = pytest.importorskip("transformers")
+    transformers = need_module("transformers")
     path = assets.fetch("qwen3-tokenizer", progress=_quiet)
     assert sorted(p.name for p in path.iterdir()) == ["metadata.json", "tokenizer.json", "tokenizer_config.json"]
     tok = transformers.AutoTokenizer.from_pretrained(str(path))
@@ -370,7 +371,7 @@ def test_qwen3_tokenizer_fixture(default_home: None) -> None:
 @pytest.mark.slow
 @pytest.mark.model
 def test_smollm2_checkpoint(default_home: None) -> None:
-    pytest.importorskip("transformers")
+    need_module("transformers")
     from toolgym._assets.models import verify_smollm2
 
     path = assets.fetch("smollm2-135m-instruct", progress=_quiet)

@@ -10,7 +10,7 @@ import os
 import pytest
 import torch
 
-from tests.requirements import need
+from tests.requirements import need, need_module
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 ENV = "toolgym/Arith-v0"
@@ -51,7 +51,7 @@ def trainer(tmp_path_factory: pytest.TempPathFactory):
 
 
 def test_env_reward_is_the_environments_verdict() -> None:
-    pytest.importorskip("datasets")
+    need_module("datasets")
     from toolgym.integrations.trl import env_dataset, env_reward
 
     ds = env_dataset(ENV, 2, **ENV_KW)
@@ -157,7 +157,7 @@ def test_on_policy_token_mean_is_minus_the_token_weighted_advantage(trainer) -> 
 
 
 def test_unknown_algorithm_is_one_clear_line() -> None:
-    pytest.importorskip("trl")
+    need_module("trl")
     from toolgym.integrations.trl import ToolgymLoss
 
     with pytest.raises(ValueError, match=r"^algorithm must be one of 'ctpo', 'grpo', 'gspo' .*got 'ppo'$"):
@@ -166,7 +166,7 @@ def test_unknown_algorithm_is_one_clear_line() -> None:
 
 def test_env_factory_runs_toolgym_tools_and_scores_the_episode() -> None:
     """Multi-turn adapter: TRL sees each toolgym tool as a typed, documented method; the rubric scores the episode."""
-    pytest.importorskip("trl")
+    need_module("trl")
     from transformers.utils import get_json_schema
 
     from toolgym.integrations.trl import env_dataset, env_factory
@@ -194,7 +194,7 @@ def test_each_env_factory_rollout_is_an_episode_of_its_task() -> None:
     """Round-8 red team: TRL's rollouts called toolgym tools outside any episode, so with one shared sandbox two
     rollouts of a task could share a sandbox lifetime (toolgym.sandbox.tenancy). Each TRL environment is now
     an episode of its row's task: one key per task, one tenant per rollout, for tool calls and scoring."""
-    pytest.importorskip("trl")
+    need_module("trl")
     from toolgym.integrations.trl import env_dataset, env_factory
     from toolgym.sandbox import tenancy
 

@@ -85,8 +85,7 @@ def inside_json(tool: dict, code: str, **kw) -> dict:
 
 # ----------------------------------------------------------------------------- the BPF program
 def test_seccomp_numbers_match_the_x86_64_syscall_table():
-    if not UNISTD.is_file():
-        pytest.skip(f"{UNISTD} missing (apt-get install linux-libc-dev)")
+    need(UNISTD.is_file(), f"{UNISTD} missing (apt-get install linux-libc-dev)")
     table = dict(re.findall(r"#define __NR_(\w+)\s+(\d+)", UNISTD.read_text()))
     checked = 0
     for name, nr in seccomp.SYSCALLS_X86_64.items():
