@@ -4,6 +4,7 @@ a killed trainer leaves behind."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -12,7 +13,7 @@ from toolgym.agents.samplers import get_sampler, register_sampler
 from toolgym.agents.sampling import SamplingParams
 from toolgym.agents.server_router import Router
 from toolgym.agents.server_sampler import parse, versions_per_token
-from toolgym.agents.vllm_server import check_loopback, engine_args
+from toolgym.agents.vllm_server import check_loopback, cpu_shares, engine_args
 from toolgym.errors import ConfigError
 
 
@@ -115,3 +116,13 @@ def test_weight_folders_of_a_killed_trainer_are_removed_and_no_others(tmp_path):
     finally:
         alive.kill()
         alive.wait()
+
+
+def test_cpu_servers_get_disjoint_core_lists_or_vllms_own_choice():
+    cores = os.sched_getaffinity(0)
+    assert cpu_shares(1) == [None]
+    assert cpu_shares(len(cores) + 1) == [None] * (len(cores) + 1)  # fewer cores than servers: vLLM chooses
+    if len(cores) >= 2:
+        lists = [{int(c) for c in s.split(",")} for s in cpu_shares(2)]
+        assert lists[0] and lists[1] and not lists[0] & lists[1] and lists[0] | lists[1] <= cores
+        assert len(lists[0]) == len(lists[1]) == len(cores) // 2

@@ -195,6 +195,21 @@ def test_router_keeps_a_group_on_one_server_and_spreads_groups(server, smollm2_d
     assert server.router.outstanding == [0, 0]
 
 
+def test_two_cpu_servers_run_on_disjoint_cores(server):
+    """vLLM's own binding would put both servers' OpenMP threads on the node's first core; each logs the cores it
+    bound (``local_rank=0, core ids=[...]``) as it starts."""
+    need(len(server.urls) == 2, f"two servers need {TWO_SERVERS_GIB} GiB available; "
+                                f"{available_memory_bytes() / GIB:.1f} GiB were at the start")
+    need(len(os.sched_getaffinity(0)) >= 2, "one core: two servers cannot have their own")
+    bound = []
+    for p in server.processes:
+        found = re.findall(r"local_rank=0, core ids=\[([\d, ]*)\]", Path(p.log_path).read_text(errors="replace"))
+        assert len(found) == 1, p.log_path
+        bound.append({int(c) for c in found[0].split(",")})
+    assert all(bound) and not bound[0] & bound[1], bound
+    assert bound[0] | bound[1] <= os.sched_getaffinity(0)
+
+
 @pytest.mark.timeout(1800)  # 281-443 s measured at load 14-26 on 2 cores; one run at load 61 took over 800 s
 def test_toolgym_train_with_server_sampler_ahead(server, tmp_path):
     """Two CTPO steps of the SmolLM2 example at max_staleness 1, from a fresh folder, sampling on the module's

@@ -12,6 +12,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.requirements import need
+
 from ..training.trainer_util import tiny_config
 
 pytestmark = pytest.mark.slow  # a local Ray cluster and a trainer: ~12 s
@@ -32,3 +34,16 @@ def test_a_server_actor_that_cannot_start_says_why_in_one_line(tmp_path):
     assert lines == ["error: a server actor failed to start: no Python at /nonexistent/python "
                      "(rollout.sampler_kwargs.python or TOOLGYM_VLLM_PYTHON)"], res.stderr[-3000:]
     assert "Traceback" not in res.stderr
+
+
+def test_server_actors_on_one_cpu_node_get_their_own_cores(ray_cluster):
+    """Actors start their servers in their own processes, so the driver hands each its share (vLLM's own choice
+    would bind every server on the node to the same first cores); on GPUs vLLM chooses."""
+    from toolgym.distributed.ray_servers import _core_shares
+
+    cores = os.sched_getaffinity(0)
+    need(len(cores) >= 2, "one core: two servers cannot have their own")
+    shares = [{int(c) for c in s.split(",")} for s in _core_shares(ray_cluster, 2, 0.0)]
+    assert shares[0] and shares[1] and not shares[0] & shares[1] and shares[0] | shares[1] <= cores
+    assert _core_shares(ray_cluster, 2, 1.0) == [None, None]
+    assert _core_shares(ray_cluster, 1, 0.0) == [None]

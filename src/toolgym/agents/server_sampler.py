@@ -36,7 +36,7 @@ from typing import Any
 
 from toolgym.agents.sampling import ContextOverflow, Sample, Sampler, SamplerError, SamplingParams
 from toolgym.agents.server_router import Router
-from toolgym.agents.vllm_server import VLLMServer, check_loopback
+from toolgym.agents.vllm_server import VLLMServer, check_loopback, cpu_shares
 from toolgym.errors import ConfigError
 
 #: ``vllm serve`` options every started server gets (each overridable)
@@ -53,9 +53,10 @@ class VLLMServerSampler(Sampler):
                  max_model_len: int | None = None, seed: int = 0, python: str | None = None,
                  shm_dir: str = "/dev/shm", timeout_s: float = 600.0, max_concurrency: int = 64,
                  per_request_seeds: bool | None = None, sampling_overrides: dict[str, Any] | None = None,
-                 say: Any = None, **engine_kwargs: Any) -> None:
+                 say: Any = None, cpus: list[str | None] | None = None, **engine_kwargs: Any) -> None:
         """``sampling_overrides``: vLLM sampling parameters added to every request (e.g. ``ignore_eos``); one
-        that reshapes the distribution makes the recorded log-probs those of the reshaped one."""
+        that reshapes the distribution makes the recorded log-probs those of the reshaped one. ``cpus``: on the
+        CPU build, each started server's cores (None: each its own share of this machine's)."""
         if urls and servers not in (1, len(urls)):
             raise ConfigError(f"servers: give a count or a list of URLs, not both ({servers} and {len(urls)} URLs)")
         if not urls and servers < 1:
@@ -79,9 +80,9 @@ class VLLMServerSampler(Sampler):
                 kwargs["max_model_len"] = max_model_len
             if seeded_on_cpu(python, per_request_seeds, self.partial, kwargs):
                 kwargs["no_enable_chunked_prefill"] = True  # no split prefill: no generator rewind (below)
-            try:  # side by side: each loads the model while the others do
-                for _ in range(servers):
-                    self.processes.append(VLLMServer(model, python=python, say=say, wait=False, **kwargs))
+            try:  # side by side: each loads the model while the others do, each on its own cores
+                for share in cpus or cpu_shares(servers):
+                    self.processes.append(VLLMServer(model, python=python, say=say, wait=False, cpus=share, **kwargs))
                 for p in self.processes:
                     p.wait_ready()
             except BaseException:

@@ -96,12 +96,27 @@ def engine_args(engine_kwargs: dict[str, Any]) -> list[str]:
     return args
 
 
+def cpu_shares(count: int) -> list[str | None]:
+    """Disjoint core lists (``"0"``, ``"2,3"``) for ``count`` CPU servers on this machine, one each; all None for
+    one server, or when there are fewer cores than servers. vLLM's automatic binding pins each server's OpenMP
+    threads to the same first cores of the node (it cannot see the others), so side by side they would share
+    those and leave the rest idle."""
+    cores = sorted(os.sched_getaffinity(0))
+    if count <= 1 or len(cores) < count:
+        return [None] * count
+    per = len(cores) // count
+    return [",".join(map(str, cores[i * per:(i + 1) * per])) for i in range(count)]
+
+
 class VLLMServer:
     """One server process. ``engine_kwargs`` are ``vllm serve`` options (``max_model_len=1024``). ``wait``:
-    return once it answers (False: call :meth:`wait_ready`, so several start side by side)."""
+    return once it answers (False: call :meth:`wait_ready`, so several start side by side). ``cpus``: on the
+    CPU build, the cores its OpenMP threads are bound to (``VLLM_CPU_OMP_THREADS_BIND``; one the user set in
+    the environment wins); None: vLLM's own choice."""
 
     def __init__(self, model: str, *, python: str | None = None, port: int | None = None,
-                 start_timeout_s: float = 900.0, say: Any = None, wait: bool = True, **engine_kwargs: Any) -> None:
+                 start_timeout_s: float = 900.0, say: Any = None, wait: bool = True, cpus: str | None = None,
+                 **engine_kwargs: Any) -> None:
         from toolgym.assets import resolve_model
 
         self.model = resolve_model(model)
@@ -113,6 +128,8 @@ class VLLMServer:
         self.cpu_build = on_cpu_build(self.python)
         if self.cpu_build:
             env.setdefault("VLLM_TARGET_DEVICE", "cpu")
+            if cpus is not None:
+                env.setdefault("VLLM_CPU_OMP_THREADS_BIND", cpus)
             kwargs, note = sized_for_this_machine(self.model, kwargs)
             if note:
                 (say or logging.getLogger(__name__).warning)(note)

@@ -67,7 +67,7 @@ class RayServers:
         gpus = 1.0 if float(ray.cluster_resources().get("GPU", 0)) >= 1 else 0.0
         opts = {k: v for k, v in options.items() if k not in ("servers", "urls")}
         cls = ray.remote(num_cpus=1, num_gpus=gpus, max_restarts=0)(ServerActor)
-        self.actors = [cls.remote(model, opts) for _ in range(count)]
+        self.actors = [cls.remote(model, {**opts, "cpus": [share]}) for share in _core_shares(ray, count, gpus)]
         try:  # side by side: each loads the model while the others do
             self.described = ray.get([a.describe.remote() for a in self.actors])
         except ray.exceptions.RayActorError as exc:
@@ -104,6 +104,15 @@ class RayServers:
         for a in self.actors:
             ray.kill(a)
         self.actors = []
+
+
+def _core_shares(ray: Any, count: int, gpus: float) -> list[str | None]:
+    """Each CPU server's own cores when every actor is on this one machine (vLLM would bind them all to the
+    same first cores); on GPUs, or several nodes, vLLM's own choice."""
+    from toolgym.agents.vllm_server import cpu_shares
+
+    one_node = sum(1 for n in ray.nodes() if n.get("Alive")) == 1
+    return cpu_shares(count) if not gpus and one_node else [None] * count
 
 
 def _start_error(exc: Exception) -> Exception:
