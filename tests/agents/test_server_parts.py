@@ -126,3 +126,12 @@ def test_cpu_servers_get_disjoint_core_lists_or_vllms_own_choice():
         lists = [{int(c) for c in s.split(",")} for s in cpu_shares(2)]
         assert lists[0] and lists[1] and not lists[0] & lists[1] and lists[0] | lists[1] <= cores
         assert len(lists[0]) == len(lists[1]) == len(cores) // 2
+
+
+def test_a_core_list_per_server_or_one_line():
+    """A list that does not match the servers would start another number of servers than asked: refused before
+    any starts (no vLLM is needed to reach the check)."""
+    from toolgym.agents.server_sampler import VLLMServerSampler
+
+    with pytest.raises(ConfigError, match=r"cpus: one core list per server \(2\); got 1"):
+        VLLMServerSampler("smollm2-135m-instruct", servers=2, cpus=["0"])

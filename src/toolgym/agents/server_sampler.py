@@ -61,6 +61,8 @@ class VLLMServerSampler(Sampler):
             raise ConfigError(f"servers: give a count or a list of URLs, not both ({servers} and {len(urls)} URLs)")
         if not urls and servers < 1:
             raise ConfigError(f"servers must be >= 1; got {servers}")
+        if cpus is not None and len(cpus) != servers:
+            raise ConfigError(f"cpus: one core list per server ({servers}); got {len(cpus)}")
         self.partial = bool(partial)
         self.sampling_overrides = dict(sampling_overrides or {})
         #: the weights' dtype on the servers: a push is written in it
@@ -81,7 +83,7 @@ class VLLMServerSampler(Sampler):
             if seeded_on_cpu(python, per_request_seeds, self.partial, kwargs):
                 kwargs["no_enable_chunked_prefill"] = True  # no split prefill: no generator rewind (below)
             try:  # side by side: each loads the model while the others do, each on its own cores
-                for share in cpus or cpu_shares(servers):
+                for share in cpu_shares(servers) if cpus is None else cpus:
                     self.processes.append(VLLMServer(model, python=python, say=say, wait=False, cpus=share, **kwargs))
                 for p in self.processes:
                     p.wait_ready()
